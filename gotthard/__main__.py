@@ -1,0 +1,3 @@
+from gotthard.cli import main
+
+raise SystemExit(main())

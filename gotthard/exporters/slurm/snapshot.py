@@ -1,0 +1,318 @@
+"""The typed snapshot every Slurm backend (cli, rest, pyslurm) fills.
+
+A snapshot is what one poll of the controller saw. It is already aggregated where
+that keeps it small: jobs are grouped by their bounded labels (state, partition,
+account, reason and, with per-user labels, user); only running jobs are kept one by
+one, for ``slurm_job_info``. Nodes and partitions are kept whole.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class SlurmUnavailable(Exception):
+    """The controller could not be reached or a Slurm command is unusable."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobGroup:
+    """Jobs that share every label; ``state`` is lower-case (``running``, ``pending``)."""
+
+    state: str
+    partition: str
+    account: str
+    reason: str
+    user: str = ""
+    count: int = 0
+    cpus: int = 0
+    gpus: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    job_id: str
+    user: str
+    account: str
+    partition: str
+    cpus: int = 0
+    gpus: int = 0
+
+
+#: Node states in the precedence sinfo uses to show one state for a node.
+NODE_FLAG_STATES = ("maint", "reserved", "planned", "completing", "power_down", "powered_down")
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    #: Base state, lower-case: idle, mixed, allocated, down, future, unknown, error.
+    state: str
+    #: State flags, lower-case: drain, maint, reserved, not_responding, completing, ...
+    flags: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+    cpus_alloc: int = 0
+    cpus_idle: int = 0
+    cpus_other: int = 0
+    cpus_total: int = 0
+    memory_total_bytes: int = 0
+    memory_alloc_bytes: int = 0
+    gpus_total: int = 0
+    gpus_alloc: int = 0
+    reason: str = ""
+
+    @property
+    def full_state(self) -> str:
+        """``idle+drain+not_responding``: the base state and every flag."""
+        return "+".join((self.state, *self.flags))
+
+    @property
+    def effective_state(self) -> str:
+        """One exclusive state per node, as sinfo's long state shows it.
+
+        drain wins over the base state (``drained`` when idle or down, ``draining``
+        while jobs still run), then down/fail, then maintenance-like flags.
+        """
+        flags = self.flags
+        if "drain" in flags:
+            return "draining" if self.state in ("allocated", "mixed") else "drained"
+        if self.state == "down":
+            return "down"
+        if "fail" in flags:
+            return "failing" if self.state in ("allocated", "mixed") else "fail"
+        for flag in NODE_FLAG_STATES:
+            if flag in flags:
+                return flag
+        return self.state
+
+
+@dataclass(frozen=True, slots=True)
+class Partition:
+    name: str
+    state: str = "up"
+    is_default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RpcStat:
+    count: int
+    total_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerStats:
+    server_threads: int = 0
+    agent_queue_size: int = 0
+    dbd_agent_queue_size: int = 0
+    queue_length: int = 0
+    cycles_total: int = 0
+    cycle_last_seconds: float = 0.0
+    cycle_max_seconds: float = 0.0
+    cycle_mean_seconds: float = 0.0
+    backfill_cycles_total: int = 0
+    backfill_cycle_last_seconds: float = 0.0
+    backfill_cycle_mean_seconds: float = 0.0
+    backfill_depth_mean: float = 0.0
+    backfill_queue_length: int = 0
+    backfilled_jobs_total: int = 0
+    rpc_by_type: dict[str, RpcStat] = field(default_factory=dict)
+    rpc_by_user: dict[str, RpcStat] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """One synthetic user-path check: ``ping`` or ``submit`` (``sbatch --test-only``)."""
+
+    op: str
+    success: bool
+    duration_seconds: float
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmSnapshot:
+    up: bool
+    job_groups: tuple[JobGroup, ...] = ()
+    running_jobs: tuple[RunningJob, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    scheduler: SchedulerStats | None = None
+    probes: tuple[ProbeResult, ...] = ()
+    #: Recoverable problems met while building it: malformed lines, bad fields.
+    errors: int = 0
+    backend: str = ""
+    #: Slurm release as the backend saw it (``22.05.8``), when known.
+    version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PollOptions:
+    per_user: bool = False
+    job_info: bool = True
+    probe: bool = True
+
+
+class SlurmBackend(Protocol):
+    """Anything that turns one poll of the controller into a :class:`SlurmSnapshot`.
+
+    ``poll`` raises :class:`SlurmUnavailable` when the controller cannot be reached.
+    """
+
+    name: str
+
+    def poll(self, options: PollOptions) -> SlurmSnapshot: ...
+
+
+# --- helpers shared by the backends ----------------------------------------------------
+
+_GPU_COUNT = re.compile(r"(?:^|[,\s])(?:gres[:/])?gpu(?::[^:=,(\s]+)?[:=](\d+)")
+
+
+def gpus_from_tres(text: str | None) -> int:
+    """GPU count in a GRES/TRES string, in any of the forms Slurm prints.
+
+    ``gres:gpu:2``, ``gres/gpu:2``, ``gpu:a100:2``, ``gres/gpu:a100=2``,
+    ``cpu=4,mem=1G,gres/gpu=2``, ``gpu:2(IDX:0-1)``. Typed and untyped entries of
+    the same job (``gres/gpu=2,gres/gpu:a100=2``) count once, typed ones preferred
+    only when no untyped total is present.
+    """
+    if not text or "gpu" not in text:
+        return 0
+    untyped = 0
+    typed = 0
+    for item in re.split(r",(?![^()]*\))", text):
+        item = item.strip()
+        match = _GPU_COUNT.search(item)
+        if not match:
+            continue
+        body = item.split("(", 1)[0]
+        parts = re.split(r"[:=/]", body)
+        # parts like ["gres", "gpu", "2"] or ["gres", "gpu", "a100", "2"]
+        name_index = parts.index("gpu") if "gpu" in parts else -1
+        if len(parts) - name_index == 2:
+            untyped += int(match.group(1))
+        else:
+            typed += int(match.group(1))
+    return untyped or typed
+
+
+def job_gpus(
+    *,
+    per_job: str | None = None,
+    per_node: str | None = None,
+    per_task: str | None = None,
+    per_socket: str | None = None,
+    nodes: int = 1,
+    tasks: int = 1,
+    sockets: int = 1,
+) -> int:
+    """GPUs a job holds or asks for, from ``--gpus``, ``--gres``/``--gpus-per-node``,
+    ``--gpus-per-task`` and ``--gpus-per-socket``, whichever it used."""
+    count = gpus_from_tres(per_job)
+    if count:
+        return count
+    count = gpus_from_tres(per_node)
+    if count:
+        return count * max(nodes, 1)
+    count = gpus_from_tres(per_task)
+    if count:
+        return count * max(tasks, 1)
+    count = gpus_from_tres(per_socket)
+    if count:
+        return count * max(sockets, 1) * max(nodes, 1)
+    return 0
+
+
+_REASON_DESCRIPTIONS = {
+    "Nodes required for job are DOWN, DRAINED or reserved": "ReqNodeNotAvail",
+    "ReqNodeNotAvail": "ReqNodeNotAvail",
+}
+
+
+def normalize_reason(text: str | None) -> str:
+    """Bound a pending reason to Slurm's short code.
+
+    Slurm prints either a code (``Resources``, ``JobHeldUser``) or, when the
+    scheduler left a description, free text (``ReqNodeNotAvail, UnavailableNodes:n1``,
+    ``Nodes required for job are DOWN, ...``). Node lists and prose never reach a label.
+    """
+    if not text or text in ("None", "(null)", "n/a", "N/A"):
+        return "None"
+    for prefix, code in _REASON_DESCRIPTIONS.items():
+        if text.startswith(prefix):
+            return code
+    head = text.split(",", 1)[0].split(":", 1)[0].strip().strip("()")
+    if not head or " " in head or len(head) > 40:
+        return "Other"
+    return head
+
+
+class JobTally:
+    """Aggregates per-job records into a snapshot's job groups and running jobs.
+
+    The rest and pyslurm backends see one record per job and feed it here; the cli
+    backend aggregates its text rows itself and only uses :meth:`add_group`.
+    """
+
+    __slots__ = ("_groups", "_options", "running")
+
+    def __init__(self, options: PollOptions) -> None:
+        self._options = options
+        self._groups: dict[tuple[str, str, str, str, str], list[int]] = {}
+        self.running: list[RunningJob] = []
+
+    def add(
+        self,
+        *,
+        job_id: str,
+        state: str,
+        partition: str,
+        account: str,
+        user: str,
+        reason: str,
+        cpus: int,
+        gpus: int,
+    ) -> None:
+        state = state.lower()
+        self.add_group(state, partition, account, user, reason, 1, cpus, gpus)
+        if state == "running" and self._options.job_info:
+            self.running.append(RunningJob(job_id, user, account, partition, cpus, gpus))
+
+    def add_group(
+        self,
+        state: str,
+        partition: str,
+        account: str,
+        user: str,
+        reason: str,
+        count: int,
+        cpus: int,
+        gpus: int,
+    ) -> None:
+        reason = normalize_reason(reason) if state == "pending" else ""
+        key = (state, partition, account, user if self._options.per_user else "", reason)
+        totals = self._groups.get(key)
+        if totals is None:
+            self._groups[key] = [count, cpus, gpus]
+        else:
+            totals[0] += count
+            totals[1] += cpus
+            totals[2] += gpus
+
+    def groups(self) -> tuple[JobGroup, ...]:
+        return tuple(
+            JobGroup(state, partition, account, reason, user, count, cpus, gpus)
+            for (state, partition, account, user, reason), (count, cpus, gpus) in sorted(
+                self._groups.items()
+            )
+        )
+
+
+def partition_names(nodes: Iterable[Node], partitions: Iterable[Partition]) -> list[str]:
+    names = {p.name for p in partitions}
+    for node in nodes:
+        names.update(node.partitions)
+    return sorted(names)
