@@ -1,0 +1,97 @@
+"""The ``slurm`` collector: one backend (cli, rest or pyslurm) -> snapshot -> metrics."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from gotthard.config import SlurmExporterConfig
+from gotthard.exporters.families import MetricFamily
+from gotthard.exporters.slurm.cli import CliBackend
+from gotthard.exporters.slurm.render import render
+from gotthard.exporters.slurm.snapshot import (
+    PollOptions,
+    SlurmBackend,
+    SlurmSnapshot,
+    SlurmUnavailable,
+)
+
+log = logging.getLogger("gotthard.exporter.slurm")
+
+
+class SetupError(Exception):
+    """The collector cannot be built from this configuration (bad URL, missing module)."""
+
+
+def _rest_token(config: SlurmExporterConfig) -> str | None:
+    if config.rest_token_file:
+        try:
+            return Path(config.rest_token_file).read_text().strip().removeprefix("SLURM_JWT=")
+        except OSError as err:
+            raise SetupError(
+                f"cannot read slurmrestd token file {config.rest_token_file}: {err.strerror}"
+            ) from None
+    return os.environ.get("SLURM_JWT") or None
+
+
+def make_backend(config: SlurmExporterConfig) -> SlurmBackend:
+    """Build the configured backend; ``auto`` picks pyslurm, then rest, then cli."""
+    backend = config.backend
+    if backend in ("pyslurm", "auto"):
+        from gotthard.exporters.slurm.pyslurm_backend import PyslurmBackend
+
+        try:
+            return PyslurmBackend()
+        except SlurmUnavailable as err:
+            if backend == "pyslurm":
+                raise SetupError(str(err)) from None
+            log.info("pyslurm backend not usable (%s); falling back", err)
+    if backend == "rest" or (backend == "auto" and config.rest_url):
+        if not config.rest_url:
+            raise SetupError("the rest backend needs --slurm.rest-url (exporter.slurm.rest_url)")
+        from gotthard.exporters.slurm.rest import RestBackend
+
+        try:
+            return RestBackend(
+                config.rest_url,
+                token=_rest_token(config),
+                user=config.rest_user or None,
+                timeout=config.command_timeout_seconds,
+            )
+        except ValueError as err:
+            raise SetupError(f"bad slurmrestd URL {config.rest_url!r}: {err}") from None
+    cli = CliBackend(bin_dir=config.bin_dir, timeout=config.command_timeout_seconds)
+    missing = cli.missing()
+    if missing:
+        log.warning(
+            "Slurm commands not found in %s: %s; slurm_up will be 0 until they are installed",
+            config.bin_dir or "PATH",
+            ", ".join(missing),
+        )
+    return cli
+
+
+class SlurmCollector:
+    name = "slurm"
+
+    def __init__(self, config: SlurmExporterConfig, backend: SlurmBackend | None = None) -> None:
+        self.poll_interval = config.poll_interval_seconds
+        self.options = PollOptions(
+            per_user=config.per_user, job_info=config.job_info, probe=config.probe
+        )
+        self.backend = backend if backend is not None else make_backend(config)
+
+    def poll(self) -> SlurmSnapshot:
+        try:
+            return self.backend.poll(self.options)
+        except SlurmUnavailable as err:
+            # A down controller is data (slurm_up 0), not a collector failure.
+            log.warning("Slurm controller unavailable via %s: %s", self.backend.name, err)
+            return SlurmSnapshot(up=False, errors=1, backend=self.backend.name)
+
+    def render(self, snapshot: SlurmSnapshot) -> list[MetricFamily]:
+        return render(snapshot, self.options)
+
+    def snapshot_errors(self, snapshot: SlurmSnapshot) -> int:
+        return snapshot.errors

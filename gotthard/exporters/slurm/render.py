@@ -1,0 +1,279 @@
+"""Pure function from a :class:`SlurmSnapshot` to Prometheus metric families.
+
+Label sets are bounded by default: state, partition, account and pending reason.
+``per_user`` adds ``user`` to the job families; ``slurm_job_info`` (one series per
+running job, the join key for GPU and Lustre metrics) can be switched off.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from gotthard.exporters.families import MetricFamily, counter, gauge
+from gotthard.exporters.slurm.snapshot import PollOptions, SlurmSnapshot, partition_names
+
+
+def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
+    up = gauge("slurm_up", "1 if the Slurm controller answered the last poll.")
+    up.add((), 1 if snapshot.up else 0)
+    families = [up]
+    if not snapshot.up:
+        return families
+    if snapshot.version:
+        info = gauge("slurm_info", "Slurm release and exporter backend; always 1.", "version", "backend")
+        info.add((snapshot.version, snapshot.backend), 1)
+        families.append(info)
+    families += _jobs(snapshot, options)
+    families += _nodes(snapshot)
+    families += _partitions(snapshot)
+    families += _scheduler(snapshot, options)
+    families += _probes(snapshot)
+    return families
+
+
+def _jobs(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
+    base = ("state", "partition", "account")
+    labels = (*base, "user") if options.per_user else base
+    jobs = gauge("slurm_jobs", "Jobs by state, partition and account.", *labels)
+    cpus = gauge("slurm_job_cpus", "CPUs held (running) or requested (pending) by jobs.", *labels)
+    gpus = gauge("slurm_job_gpus", "GPUs held (running) or requested (pending) by jobs.", *labels)
+    pending_labels = ("partition", "reason", "user") if options.per_user else ("partition", "reason")
+    pending = gauge(
+        "slurm_jobs_pending", "Pending jobs by partition and Slurm's pending reason.", *pending_labels
+    )
+    totals: dict[tuple[str, ...], list[int]] = defaultdict(lambda: [0, 0, 0])
+    pending_totals: dict[tuple[str, ...], int] = defaultdict(int)
+    for group in snapshot.job_groups:
+        key = (group.state, group.partition, group.account)
+        if options.per_user:
+            key = (*key, group.user)
+        row = totals[key]
+        row[0] += group.count
+        row[1] += group.cpus
+        row[2] += group.gpus
+        if group.state == "pending":
+            pkey = (group.partition, group.reason)
+            if options.per_user:
+                pkey = (*pkey, group.user)
+            pending_totals[pkey] += group.count
+    for key, (count, n_cpus, n_gpus) in sorted(totals.items()):
+        jobs.add(key, count)
+        cpus.add(key, n_cpus)
+        gpus.add(key, n_gpus)
+    for key, count in sorted(pending_totals.items()):
+        pending.add(key, count)
+    families = [jobs, pending, cpus, gpus]
+    if options.job_info:
+        info = gauge(
+            "slurm_job_info",
+            "One series per running job; join key for GPU and Lustre metrics. Always 1.",
+            "job_id",
+            "user",
+            "account",
+            "partition",
+        )
+        for job in snapshot.running_jobs:
+            info.add((job.job_id, job.user, job.account, job.partition), 1)
+        families.append(info)
+    return families
+
+
+def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
+    nodes = gauge(
+        "slurm_nodes",
+        "Nodes by partition and state; each node counted once per partition in one state "
+        "(drained, draining, down, fail, maint, reserved, idle, mixed, allocated, ...).",
+        "state",
+        "partition",
+    )
+    flags = gauge(
+        "slurm_node_flags",
+        "Nodes carrying a state flag (drain, not_responding, maint, reserved, ...) by partition.",
+        "flag",
+        "partition",
+    )
+    info = gauge(
+        "slurm_node_info",
+        "One series per node with its full state (base+flags) and reason; always 1.",
+        "node",
+        "state",
+        "reason",
+    )
+    node_cpus = gauge("slurm_node_cpus", "Node CPUs by state (alloc, idle, other, total).", "node", "state")
+    node_memory = gauge(
+        "slurm_node_memory_bytes", "Node memory by state (alloc, total).", "node", "state"
+    )
+    node_gpus = gauge("slurm_node_gpus", "Node GPUs (GRES) by state (alloc, total).", "node", "state")
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    flag_counts: dict[tuple[str, str], int] = defaultdict(int)
+    for node in snapshot.nodes:
+        state = node.effective_state
+        for partition in node.partitions or ("",):
+            counts[(state, partition)] += 1
+            for flag in node.flags:
+                flag_counts[(flag, partition)] += 1
+        name = node.name
+        info.add((name, node.full_state, node.reason), 1)
+        node_cpus.add((name, "alloc"), node.cpus_alloc)
+        node_cpus.add((name, "idle"), node.cpus_idle)
+        node_cpus.add((name, "other"), node.cpus_other)
+        node_cpus.add((name, "total"), node.cpus_total)
+        node_memory.add((name, "alloc"), node.memory_alloc_bytes)
+        node_memory.add((name, "total"), node.memory_total_bytes)
+        if node.gpus_total:
+            node_gpus.add((name, "alloc"), node.gpus_alloc)
+            node_gpus.add((name, "total"), node.gpus_total)
+    for key, count in sorted(counts.items()):
+        nodes.add(key, count)
+    for key, count in sorted(flag_counts.items()):
+        flags.add(key, count)
+    return [nodes, flags, info, node_cpus, node_memory, node_gpus]
+
+
+def _partitions(snapshot: SlurmSnapshot) -> list[MetricFamily]:
+    cpus = gauge(
+        "slurm_partition_cpus", "Partition CPUs by state (alloc, idle, other, total).", "partition", "state"
+    )
+    gpus = gauge("slurm_partition_gpus", "Partition GPUs by state (alloc, idle, total).", "partition", "state")
+    memory = gauge(
+        "slurm_partition_memory_bytes",
+        "Partition memory by state (alloc, idle, total).",
+        "partition",
+        "state",
+    )
+    node_count = gauge("slurm_partition_nodes", "Nodes in the partition.", "partition")
+    info = gauge(
+        "slurm_partition_info", "Partition availability and default flag; always 1.", "partition", "state", "default"
+    )
+    sums: dict[str, list[int]] = {name: [0] * 10 for name in partition_names(snapshot.nodes, snapshot.partitions)}
+    for node in snapshot.nodes:
+        for partition in node.partitions:
+            row = sums[partition]
+            row[0] += node.cpus_alloc
+            row[1] += node.cpus_idle
+            row[2] += node.cpus_other
+            row[3] += node.cpus_total
+            row[4] += node.gpus_alloc
+            row[5] += node.gpus_total
+            row[6] += node.memory_alloc_bytes
+            row[7] += node.memory_total_bytes
+            row[8] += 1
+    for name, row in sums.items():
+        cpus.add((name, "alloc"), row[0])
+        cpus.add((name, "idle"), row[1])
+        cpus.add((name, "other"), row[2])
+        cpus.add((name, "total"), row[3])
+        gpus.add((name, "alloc"), row[4])
+        gpus.add((name, "idle"), max(row[5] - row[4], 0))
+        gpus.add((name, "total"), row[5])
+        memory.add((name, "alloc"), row[6])
+        memory.add((name, "idle"), max(row[7] - row[6], 0))
+        memory.add((name, "total"), row[7])
+        node_count.add((name,), row[8])
+    for partition in snapshot.partitions:
+        info.add((partition.name, partition.state, "true" if partition.is_default else "false"), 1)
+    return [cpus, gpus, memory, node_count, info]
+
+
+def _scheduler(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
+    stats = snapshot.scheduler
+    if stats is None:
+        return []
+    simple: list[tuple[str, str, float, bool]] = [
+        ("slurm_scheduler_threads", "slurmctld server threads.", stats.server_threads, False),
+        ("slurm_scheduler_agent_queue_size", "slurmctld agent queue size.", stats.agent_queue_size, False),
+        (
+            "slurm_scheduler_dbd_agent_queue_size",
+            "Messages queued for slurmdbd.",
+            stats.dbd_agent_queue_size,
+            False,
+        ),
+        (
+            "slurm_scheduler_queue_length",
+            "Jobs the main scheduler looked at in its last cycle.",
+            stats.queue_length,
+            False,
+        ),
+        (
+            "slurm_scheduler_cycle_last_seconds",
+            "Duration of the last main scheduling cycle.",
+            stats.cycle_last_seconds,
+            False,
+        ),
+        (
+            "slurm_scheduler_cycle_max_seconds",
+            "Longest main scheduling cycle since the statistics were reset.",
+            stats.cycle_max_seconds,
+            False,
+        ),
+        (
+            "slurm_scheduler_cycle_mean_seconds",
+            "Mean main scheduling cycle since the statistics were reset.",
+            stats.cycle_mean_seconds,
+            False,
+        ),
+        (
+            "slurm_scheduler_backfill_cycle_last_seconds",
+            "Duration of the last backfill cycle.",
+            stats.backfill_cycle_last_seconds,
+            False,
+        ),
+        (
+            "slurm_scheduler_backfill_cycle_mean_seconds",
+            "Mean backfill cycle since the statistics were reset.",
+            stats.backfill_cycle_mean_seconds,
+            False,
+        ),
+        (
+            "slurm_scheduler_backfill_depth_mean",
+            "Mean number of jobs the backfill scheduler considered per cycle.",
+            stats.backfill_depth_mean,
+            False,
+        ),
+        (
+            "slurm_scheduler_backfill_queue_length",
+            "Jobs in the backfill queue in its last cycle.",
+            stats.backfill_queue_length,
+            False,
+        ),
+        (
+            "slurm_scheduler_backfilled_jobs_total",
+            "Jobs started by the backfill scheduler since slurmctld started.",
+            stats.backfilled_jobs_total,
+            True,
+        ),
+    ]
+    families: list[MetricFamily] = []
+    for name, help_text, value, is_counter in simple:
+        family = counter(name, help_text) if is_counter else gauge(name, help_text)
+        family.add((), value)
+        families.append(family)
+    calls = counter("slurm_rpc_calls_total", "RPCs slurmctld served, by message type.", "type")
+    seconds = counter(
+        "slurm_rpc_duration_seconds_total", "Time slurmctld spent serving RPCs, by message type.", "type"
+    )
+    for rpc_type, stat in sorted(stats.rpc_by_type.items()):
+        calls.add((rpc_type,), stat.count)
+        seconds.add((rpc_type,), stat.total_seconds)
+    families += [calls, seconds]
+    if options.per_user:
+        user_calls = counter("slurm_rpc_user_calls_total", "RPCs slurmctld served, by user.", "user")
+        user_seconds = counter(
+            "slurm_rpc_user_duration_seconds_total", "Time slurmctld spent on RPCs, by user.", "user"
+        )
+        for user, stat in sorted(stats.rpc_by_user.items()):
+            user_calls.add((user,), stat.count)
+            user_seconds.add((user,), stat.total_seconds)
+        families += [user_calls, user_seconds]
+    return families
+
+
+def _probes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
+    success = gauge(
+        "slurm_probe_success", "1 if the synthetic user-path probe succeeded (ping, submit).", "op"
+    )
+    duration = gauge("slurm_probe_duration_seconds", "Duration of the synthetic probe.", "op")
+    for probe in snapshot.probes:
+        success.add((probe.op,), 1 if probe.success else 0)
+        duration.add((probe.op,), probe.duration_seconds)
+    return [success, duration]
