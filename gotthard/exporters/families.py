@@ -10,7 +10,6 @@ parser in the tests.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -44,18 +43,6 @@ def counter(name: str, help: str, *labels: str) -> MetricFamily:
     return MetricFamily(name, "counter", help, labels)
 
 
-def format_value(value: float) -> str:
-    if type(value) is int:
-        return str(value)
-    if value != value:  # NaN
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value)
-
-
 def escape_label(value: str) -> str:
     if "\\" in value or '"' in value or "\n" in value:
         return value.translate(_ESCAPES)
@@ -75,22 +62,19 @@ def render_family(family: MetricFamily, out: list[str]) -> None:
     out.append(f"# TYPE {name} {family.kind}")
     labels = family.labels
     if not labels:
-        for _, value in family.samples:
-            out.append(f"{name} {format_value(value)}")
+        out.extend(f"{name} {value}" for _, value in family.samples)
         return
-    # Pre-build 'name{a="' ... '",b="' ... '"} ' so each sample is one join.
-    prefix = name + "{" + labels[0] + '="'
-    separators = ['",' + label + '="' for label in labels[1:]]
-    append = out.append
-    for values, value in family.samples:
-        parts = [prefix]
-        for index, raw in enumerate(values):
-            if index:
-                parts.append(separators[index - 1])
-            parts.append(escape_label(raw))
-        parts.append('"} ')
-        parts.append(format_value(value))
-        append("".join(parts))
+    template = name + "{" + ",".join(f'{label}="%s"' for label in labels) + "} %s"
+    # Fast path: format every sample without escaping, then check the whole block
+    # at C speed. Only a family whose label values hold a quote, a backslash or a
+    # newline (rare: free-text node reasons) is written again, escaped.
+    block = "\n".join([template % (*values, value) for values, value in family.samples])
+    quotes = 2 * len(labels) * len(family.samples)
+    if block.count('"') != quotes or "\\" in block or block.count("\n") != len(family.samples) - 1:
+        block = "\n".join(
+            [template % (*map(escape_label, values), value) for values, value in family.samples]
+        )
+    out.append(block)
 
 
 def render_text(families: Iterable[MetricFamily]) -> str:

@@ -104,14 +104,21 @@ def effective_config(args: argparse.Namespace, base: configuration.Config) -> co
     slurm = exporter["slurm"]
     if args.collectors is not None:
         exporter["collectors"] = [c.strip() for c in args.collectors.split(",") if c.strip()]
-    for flag, key in (("listen", "listen"), ("path_sysfs", "path_sysfs"),
-                      ("path_procfs", "path_procfs"), ("web_config", "web_config")):
+    for flag, key in (
+        ("listen", "listen"),
+        ("path_sysfs", "path_sysfs"),
+        ("path_procfs", "path_procfs"),
+        ("web_config", "web_config"),
+    ):
         value = getattr(args, flag)
         if value is not None:
             exporter[key] = value
-    for flag, key in (("slurm_backend", "backend"), ("slurm_rest_url", "rest_url"),
-                      ("slurm_poll_interval", "poll_interval_seconds"),
-                      ("slurm_per_user", "per_user")):
+    for flag, key in (
+        ("slurm_backend", "backend"),
+        ("slurm_rest_url", "rest_url"),
+        ("slurm_poll_interval", "poll_interval_seconds"),
+        ("slurm_per_user", "per_user"),
+    ):
         value = getattr(args, flag)
         if value is not None:
             slurm[key] = value

@@ -150,9 +150,13 @@ class CollectorRunner:
         """The collector's state after a scrape waited (or gave up waiting) for its poll."""
         with self._lock:
             text = self._good_text
-            if self._good_at is not None and self._max_stale is not None:
-                if self._clock() - self._good_at > self._max_stale:
-                    text = ""
+            too_old = (
+                self._good_at is not None
+                and self._max_stale is not None
+                and self._clock() - self._good_at > self._max_stale
+            )
+            if too_old:
+                text = ""
             stale = bool(text) and (waited_out or not self._fresh)
             up = self._last_ok and not (waited_out and self._good_at is None)
             return CollectorState(
@@ -190,7 +194,9 @@ class Exporter:
         return self._compose(states)
 
     def _compose(self, states: list[CollectorState]) -> str:
-        up = gauge("gotthard_collector_up", "1 if the collector's last poll succeeded.", "collector")
+        up = gauge(
+            "gotthard_collector_up", "1 if the collector's last poll succeeded.", "collector"
+        )
         duration = gauge(
             "gotthard_collector_duration_seconds",
             "Seconds the collector's last poll took.",

@@ -20,6 +20,7 @@ Relative paths are relative to the web config file.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import hmac
@@ -187,7 +188,8 @@ class _BasicAuth:
 
 
 LANDING = """<html><head><title>Gotthard exporter</title></head><body>
-<h1>Gotthard exporter</h1><p><a href="/metrics">Metrics</a> &middot; <a href="/healthz">Health</a></p>
+<h1>Gotthard exporter</h1>
+<p><a href="/metrics">Metrics</a> &middot; <a href="/healthz">Health</a></p>
 </body></html>
 """
 
@@ -249,10 +251,8 @@ def make_server(
             timeout = default_timeout
             header = self.headers.get("X-Prometheus-Scrape-Timeout-Seconds")
             if header:
-                try:
+                with contextlib.suppress(ValueError):
                     timeout = min(timeout, max(float(header) - TIMEOUT_OFFSET_SECONDS, 0.1))
-                except ValueError:
-                    pass
             body = scrape(timeout).encode()
             extra: list[tuple[str, str]] = []
             if "gzip" in (self.headers.get("Accept-Encoding") or ""):

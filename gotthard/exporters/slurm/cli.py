@@ -12,6 +12,8 @@ fuzzed, and benchmarked without Slurm.
 
 from __future__ import annotations
 
+import functools
+import operator
 import os
 import re
 import shutil
@@ -38,13 +40,12 @@ from gotthard.exporters.slurm.snapshot import (
 
 SEP = "|"
 
-# squeue -O fields. The job id comes last so that rows differing only in their id
+# squeue -O fields. User and job id come last so that rows differing only in them
 # collapse into one group before any per-field work is done.
 SQUEUE_FIELDS = (
     "State",
     "Partition",
     "Account",
-    "UserName",
     "NumCPUs",
     "NumNodes",
     "NumTasks",
@@ -53,6 +54,7 @@ SQUEUE_FIELDS = (
     "tres-per-task",
     "tres-per-socket",
     "Reason",
+    "UserName",
     "JobID",
 )
 SINFO_NODE_FIELDS = (
@@ -109,74 +111,75 @@ class ParsedJobs:
     errors: int
 
 
+_is_running_row = operator.methodcaller("startswith", "RUNNING" + SEP)
+
+
 def parse_squeue(text: str, options: PollOptions) -> ParsedJobs:
     """Aggregate the rows of :func:`squeue_argv` output.
 
-    Rows that differ only in their job id are counted once with :class:`Counter`
-    before any field is parsed, so a queue of 100,000 similar jobs costs little more
-    than splitting its lines. A malformed row is counted in ``errors`` and skipped.
+    Rows are first counted by their text without the trailing job id (and user, when
+    per-user labels are off) using :class:`Counter`, so a queue of many similar jobs
+    (arrays, sweeps) is parsed once per distinct row, not once per job. Every
+    non-blank row ends up either counted as a job or counted in ``errors``.
     """
     tally = JobTally(options)
     lines = text.splitlines()
-    errors = 0
-    # Each row ends in the separator; the last field (the job id) is dropped for grouping.
-    groups = Counter(line[: line.rfind(SEP, 0, len(line) - 1) + 1] for line in lines)
-    blank = groups.pop("", 0) - lines.count("")
-    errors += blank
+    if options.per_user:
+        keys = (line[: line.rfind(SEP, 0, -1) + 1] for line in lines)
+    else:
+        keys = (line[: line.rfind(SEP, 0, line.rfind(SEP, 0, -1)) + 1] for line in lines)
+    groups = Counter(keys)
+    errors = groups.pop("", 0) - lines.count("")
+    n_fields = _N_JOB - 1 if options.per_user else _N_JOB - 2
     gpu_cache: dict[tuple[str, ...], int] = {}
     for key, count in groups.items():
         fields = key.split(SEP)
-        # key = "f1|f2|...|f12|" -> 12 fields plus the empty tail
-        if len(fields) != _N_JOB:
+        # "f0|...|f10|" splits into the fields plus an empty tail
+        if len(fields) != n_fields + 1 or not fields[0] or not fields[1]:
             errors += count
             continue
-        state, partition, account, user, cpus, nodes, tasks = fields[:7]
         try:
-            n_cpus = _int(cpus)
-            gres = tuple(fields[7:11]) + (nodes, tasks)
-            gpus = gpu_cache.get(gres)
-            if gpus is None:
-                gpus = job_gpus(
-                    per_job=fields[7],
-                    per_node=fields[8],
-                    per_task=fields[9],
-                    per_socket=fields[10],
-                    nodes=_int(nodes),
-                    tasks=_int(tasks),
-                )
-                gpu_cache[gres] = gpus
+            gpus = _gpus(fields, gpu_cache)
+            cpus = _int(fields[3])
         except ValueError:
             errors += count
             continue
-        if not state or not partition:
-            errors += count
-            continue
         tally.add_group(
-            state.lower(),
-            partition,
-            _null(account),
-            user,
-            fields[11],
+            fields[0].lower(),
+            fields[1],
+            _null(fields[2]),
+            fields[11] if options.per_user else "",
+            fields[10],
             count,
-            n_cpus * count,
+            cpus * count,
             gpus * count,
         )
     if options.job_info:
         running: list[RunningJob] = []
-        for line in lines:
-            if not line.startswith("RUNNING|"):
-                continue
+        for line in filter(_is_running_row, lines):
             fields = line.split(SEP)
             if len(fields) != _N_JOB + 1 or not fields[12]:
-                continue  # already counted as an error above
-            try:
-                cpus = _int(fields[4])
-                gpus = gpu_cache.get(tuple(fields[7:11]) + (fields[5], fields[6]), 0)
-            except ValueError:
-                continue
-            running.append(RunningJob(fields[12], fields[3], _null(fields[2]), fields[1], cpus, gpus))
+                continue  # a malformed row, already counted above
+            running.append(RunningJob(fields[12], fields[11], _null(fields[2]), fields[1]))
         tally.running = running
     return ParsedJobs(tally, errors)
+
+
+def _gpus(fields: list[str], cache: dict[tuple[str, ...], int]) -> int:
+    """GPUs of a squeue row from its GRES/TRES fields, memoised per distinct request."""
+    key = tuple(fields[4:10])
+    gpus = cache.get(key)
+    if gpus is None:
+        gpus = job_gpus(
+            per_job=fields[6],
+            per_node=fields[7],
+            per_task=fields[8],
+            per_socket=fields[9],
+            nodes=_int(fields[4]),
+            tasks=_int(fields[5]),
+        )
+        cache[key] = gpus
+    return gpus
 
 
 _STATE_SUFFIXES = {
@@ -192,6 +195,7 @@ _STATE_SUFFIXES = {
 }
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_node_state(text: str) -> tuple[str, tuple[str, ...]]:
     """``mixed+drain`` / ``IDLE+DRAIN`` / ``down*`` -> base state and flags, lower-case."""
     text = text.strip().lower()
@@ -226,22 +230,24 @@ class ParsedNodes:
 
 
 def parse_sinfo_nodes(text: str) -> ParsedNodes:
-    """Parse :func:`sinfo_nodes_argv` output: one row per node and partition."""
+    """Parse :func:`sinfo_nodes_argv` output: one row per node and partition.
+
+    Nodes of a homogeneous cluster print identical rows but for their names, so the
+    parsed values are memoised per distinct row remainder.
+    """
     errors = 0
     default = ""
     merged: dict[str, tuple[list[str], tuple]] = {}
+    parsed: dict[str, tuple | None] = {}
     for line in text.splitlines():
         if not line:
             continue
-        fields = line.split(SEP, _N_NODE - 1)
-        if len(fields) != _N_NODE:
-            errors += 1
-            continue
-        name, partition = fields[0].strip(), fields[1].strip()
+        name, _, rest = line.partition(SEP)
+        partition, _, rest = rest.partition(SEP)
         if partition.endswith("*"):
             partition = partition[:-1]
             default = partition
-        if not name:
+        if not name or not rest:
             errors += 1
             continue
         seen = merged.get(name)
@@ -249,48 +255,47 @@ def parse_sinfo_nodes(text: str) -> ParsedNodes:
             if partition and partition not in seen[0]:
                 seen[0].append(partition)
             continue
-        try:
-            state, flags = parse_node_state(fields[2])
-            alloc, idle, other, total = _cpu_states(fields[3])
-            memory = _int(fields[4]) * MIB
-            memory_alloc = _int(fields[5]) * MIB
-        except ValueError:
+        values = parsed.get(rest, False)
+        if values is False:
+            values = parsed[rest] = _node_values(rest)
+        if values is None:
             errors += 1
             continue
-        reason = fields[8].rstrip(SEP).strip()
-        values = (
-            state,
-            flags,
-            alloc,
-            idle,
-            other,
-            total,
-            memory,
-            memory_alloc,
-            gpus_from_tres(fields[6]),
-            gpus_from_tres(fields[7]),
-            _null(reason),
-        )
         merged[name] = ([partition] if partition else [], values)
     nodes = tuple(
-        Node(
-            name=name,
-            state=values[0],
-            flags=values[1],
-            partitions=tuple(partitions),
-            cpus_alloc=values[2],
-            cpus_idle=values[3],
-            cpus_other=values[4],
-            cpus_total=values[5],
-            memory_total_bytes=values[6],
-            memory_alloc_bytes=values[7],
-            gpus_total=values[8],
-            gpus_alloc=values[9],
-            reason=values[10],
-        )
+        Node(name, *values[:2], tuple(partitions), *values[2:])
         for name, (partitions, values) in merged.items()
     )
     return ParsedNodes(nodes, default, errors)
+
+
+def _node_values(rest: str) -> tuple | None:
+    """The Node fields after name and partitions, in order; None when malformed."""
+    fields = rest.split(SEP, _N_NODE - 3)
+    if len(fields) != _N_NODE - 2:
+        return None
+    try:
+        state, flags = parse_node_state(fields[0])
+        alloc, idle, other, total = _cpu_states(fields[1])
+        memory = _int(fields[2]) * MIB
+        memory_alloc = _int(fields[3]) * MIB
+    except ValueError:
+        return None
+    reason = _null(fields[6].rstrip(SEP).strip())
+    gpus_total, gpus_alloc = gpus_from_tres(fields[4]), gpus_from_tres(fields[5])
+    return (
+        state,
+        flags,
+        alloc,
+        idle,
+        other,
+        total,
+        memory,
+        memory_alloc,
+        gpus_total,
+        gpus_alloc,
+        reason,
+    )
 
 
 def parse_sinfo_partitions(text: str) -> tuple[tuple[Partition, ...], int]:
@@ -434,6 +439,8 @@ class CliBackend:
         self.timeout = timeout
         self.bin_dir = bin_dir
         self.paths = {command: self._resolve(command) for command in _COMMANDS}
+        #: Slurm release from ``sinfo --version`` (read once; it is local, no RPC).
+        self.version = ""
 
     def _resolve(self, command: str) -> str | None:
         if self.bin_dir:
@@ -508,44 +515,70 @@ class CliBackend:
                 ],
                 env,
             )
+        if not self.version:
+            runs["version"] = self._start([self.paths["sinfo"] or "sinfo", "--version"], env)
         for run in runs.values():
             self._finish(run, deadline)
-        return self._assemble(runs, options)
-
-    def _assemble(self, runs: dict[str, _Run], options: PollOptions) -> SlurmSnapshot:
         for key in ("squeue", "nodes", "partitions"):
             if runs[key].error:
                 raise SlurmUnavailable(runs[key].error)
-        jobs = parse_squeue(runs["squeue"].stdout, options)
-        nodes = parse_sinfo_nodes(runs["nodes"].stdout)
-        partitions, partition_errors = parse_sinfo_partitions(runs["partitions"].stdout)
-        errors = jobs.errors + nodes.errors + partition_errors
-        scheduler = None
-        sdiag = runs.get("sdiag")
-        if sdiag is None or sdiag.error:
+        version = runs.get("version")
+        if version is not None and not version.error:
+            self.version = version.stdout.strip().removeprefix("slurm ").strip()
+        outputs = {key: CommandOutput(r.stdout, r.error, r.duration) for key, r in runs.items()}
+        return assemble(outputs, options, backend=self.name, version=self.version)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandOutput:
+    stdout: str
+    error: str = ""
+    duration: float = 0.0
+
+
+def assemble(
+    outputs: dict[str, CommandOutput],
+    options: PollOptions,
+    *,
+    backend: str = "cli",
+    version: str = "",
+) -> SlurmSnapshot:
+    """Build a snapshot from the outputs of one poll's commands.
+
+    Keys: ``squeue``, ``nodes``, ``partitions`` (required), ``sdiag``, ``ping`` and
+    ``submit`` (optional). Malformed output is counted in ``errors``, never raised.
+    """
+    jobs = parse_squeue(outputs["squeue"].stdout, options)
+    nodes = parse_sinfo_nodes(outputs["nodes"].stdout)
+    partitions, partition_errors = parse_sinfo_partitions(outputs["partitions"].stdout)
+    errors = jobs.errors + nodes.errors + partition_errors
+    scheduler = None
+    sdiag = outputs.get("sdiag")
+    if sdiag is None or sdiag.error:
+        errors += 1
+    else:
+        try:
+            scheduler, sdiag_errors = parse_sdiag(sdiag.stdout)
+            errors += sdiag_errors
+        except ValueError:
             errors += 1
-        else:
-            try:
-                scheduler, sdiag_errors = parse_sdiag(sdiag.stdout)
-                errors += sdiag_errors
-            except ValueError:
-                errors += 1
-        probes = []
-        ping = runs.get("ping")
-        if ping is not None:
-            ok = not ping.error and " is UP" in ping.stdout
-            probes.append(ProbeResult("ping", ok, ping.duration, ping.error or ping.stdout[:200]))
-        submit = runs.get("submit")
-        if submit is not None:
-            probes.append(ProbeResult("submit", not submit.error, submit.duration, submit.error))
-        return SlurmSnapshot(
-            up=True,
-            job_groups=jobs.tally.groups(),
-            running_jobs=tuple(jobs.tally.running),
-            nodes=nodes.nodes,
-            partitions=partitions,
-            scheduler=scheduler,
-            probes=tuple(probes),
-            errors=errors,
-            backend=self.name,
-        )
+    probes = []
+    ping = outputs.get("ping")
+    if ping is not None:
+        ok = not ping.error and " is UP" in ping.stdout
+        probes.append(ProbeResult("ping", ok, ping.duration, ping.error or ping.stdout[:200]))
+    submit = outputs.get("submit")
+    if submit is not None:
+        probes.append(ProbeResult("submit", not submit.error, submit.duration, submit.error))
+    return SlurmSnapshot(
+        up=True,
+        job_groups=jobs.tally.groups(),
+        running_jobs=tuple(jobs.tally.running),
+        nodes=nodes.nodes,
+        partitions=partitions,
+        scheduler=scheduler,
+        probes=tuple(probes),
+        errors=errors,
+        backend=backend,
+        version=version,
+    )

@@ -20,7 +20,9 @@ def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
     if not snapshot.up:
         return families
     if snapshot.version:
-        info = gauge("slurm_info", "Slurm release and exporter backend; always 1.", "version", "backend")
+        info = gauge(
+            "slurm_info", "Slurm release and exporter backend; always 1.", "version", "backend"
+        )
         info.add((snapshot.version, snapshot.backend), 1)
         families.append(info)
     families += _jobs(snapshot, options)
@@ -37,9 +39,13 @@ def _jobs(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
     jobs = gauge("slurm_jobs", "Jobs by state, partition and account.", *labels)
     cpus = gauge("slurm_job_cpus", "CPUs held (running) or requested (pending) by jobs.", *labels)
     gpus = gauge("slurm_job_gpus", "GPUs held (running) or requested (pending) by jobs.", *labels)
-    pending_labels = ("partition", "reason", "user") if options.per_user else ("partition", "reason")
+    pending_labels = (
+        ("partition", "reason", "user") if options.per_user else ("partition", "reason")
+    )
     pending = gauge(
-        "slurm_jobs_pending", "Pending jobs by partition and Slurm's pending reason.", *pending_labels
+        "slurm_jobs_pending",
+        "Pending jobs by partition and Slurm's pending reason.",
+        *pending_labels,
     )
     totals: dict[tuple[str, ...], list[int]] = defaultdict(lambda: [0, 0, 0])
     pending_totals: dict[tuple[str, ...], int] = defaultdict(int)
@@ -72,8 +78,9 @@ def _jobs(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
             "account",
             "partition",
         )
-        for job in snapshot.running_jobs:
-            info.add((job.job_id, job.user, job.account, job.partition), 1)
+        info.samples = [
+            ((job.job_id, job.user, job.account, job.partition), 1) for job in snapshot.running_jobs
+        ]
         families.append(info)
     return families
 
@@ -99,30 +106,50 @@ def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
         "state",
         "reason",
     )
-    node_cpus = gauge("slurm_node_cpus", "Node CPUs by state (alloc, idle, other, total).", "node", "state")
+    node_cpus = gauge(
+        "slurm_node_cpus", "Node CPUs by state (alloc, idle, other, total).", "node", "state"
+    )
     node_memory = gauge(
         "slurm_node_memory_bytes", "Node memory by state (alloc, total).", "node", "state"
     )
-    node_gpus = gauge("slurm_node_gpus", "Node GPUs (GRES) by state (alloc, total).", "node", "state")
+    node_gpus = gauge(
+        "slurm_node_gpus", "Node GPUs (GRES) by state (alloc, total).", "node", "state"
+    )
     counts: dict[tuple[str, str], int] = defaultdict(int)
     flag_counts: dict[tuple[str, str], int] = defaultdict(int)
-    for node in snapshot.nodes:
+    all_nodes = snapshot.nodes
+    for node in all_nodes:
         state = node.effective_state
         for partition in node.partitions or ("",):
             counts[(state, partition)] += 1
             for flag in node.flags:
                 flag_counts[(flag, partition)] += 1
-        name = node.name
-        info.add((name, node.full_state, node.reason), 1)
-        node_cpus.add((name, "alloc"), node.cpus_alloc)
-        node_cpus.add((name, "idle"), node.cpus_idle)
-        node_cpus.add((name, "other"), node.cpus_other)
-        node_cpus.add((name, "total"), node.cpus_total)
-        node_memory.add((name, "alloc"), node.memory_alloc_bytes)
-        node_memory.add((name, "total"), node.memory_total_bytes)
-        if node.gpus_total:
-            node_gpus.add((name, "alloc"), node.gpus_alloc)
-            node_gpus.add((name, "total"), node.gpus_total)
+    # Per-node families are the bulk of a big cluster's output: build them in bulk.
+    info.samples = [((n.name, n.full_state, n.reason), 1) for n in all_nodes]
+    node_cpus.samples = [
+        sample
+        for n in all_nodes
+        for sample in (
+            ((n.name, "alloc"), n.cpus_alloc),
+            ((n.name, "idle"), n.cpus_idle),
+            ((n.name, "other"), n.cpus_other),
+            ((n.name, "total"), n.cpus_total),
+        )
+    ]
+    node_memory.samples = [
+        sample
+        for n in all_nodes
+        for sample in (
+            ((n.name, "alloc"), n.memory_alloc_bytes),
+            ((n.name, "total"), n.memory_total_bytes),
+        )
+    ]
+    node_gpus.samples = [
+        sample
+        for n in all_nodes
+        if n.gpus_total
+        for sample in (((n.name, "alloc"), n.gpus_alloc), ((n.name, "total"), n.gpus_total))
+    ]
     for key, count in sorted(counts.items()):
         nodes.add(key, count)
     for key, count in sorted(flag_counts.items()):
@@ -132,9 +159,17 @@ def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
 
 def _partitions(snapshot: SlurmSnapshot) -> list[MetricFamily]:
     cpus = gauge(
-        "slurm_partition_cpus", "Partition CPUs by state (alloc, idle, other, total).", "partition", "state"
+        "slurm_partition_cpus",
+        "Partition CPUs by state (alloc, idle, other, total).",
+        "partition",
+        "state",
     )
-    gpus = gauge("slurm_partition_gpus", "Partition GPUs by state (alloc, idle, total).", "partition", "state")
+    gpus = gauge(
+        "slurm_partition_gpus",
+        "Partition GPUs by state (alloc, idle, total).",
+        "partition",
+        "state",
+    )
     memory = gauge(
         "slurm_partition_memory_bytes",
         "Partition memory by state (alloc, idle, total).",
@@ -143,9 +178,15 @@ def _partitions(snapshot: SlurmSnapshot) -> list[MetricFamily]:
     )
     node_count = gauge("slurm_partition_nodes", "Nodes in the partition.", "partition")
     info = gauge(
-        "slurm_partition_info", "Partition availability and default flag; always 1.", "partition", "state", "default"
+        "slurm_partition_info",
+        "Partition availability and default flag; always 1.",
+        "partition",
+        "state",
+        "default",
     )
-    sums: dict[str, list[int]] = {name: [0] * 10 for name in partition_names(snapshot.nodes, snapshot.partitions)}
+    sums: dict[str, list[int]] = {
+        name: [0] * 10 for name in partition_names(snapshot.nodes, snapshot.partitions)
+    }
     for node in snapshot.nodes:
         for partition in node.partitions:
             row = sums[partition]
@@ -181,7 +222,12 @@ def _scheduler(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFami
         return []
     simple: list[tuple[str, str, float, bool]] = [
         ("slurm_scheduler_threads", "slurmctld server threads.", stats.server_threads, False),
-        ("slurm_scheduler_agent_queue_size", "slurmctld agent queue size.", stats.agent_queue_size, False),
+        (
+            "slurm_scheduler_agent_queue_size",
+            "slurmctld agent queue size.",
+            stats.agent_queue_size,
+            False,
+        ),
         (
             "slurm_scheduler_dbd_agent_queue_size",
             "Messages queued for slurmdbd.",
@@ -250,16 +296,22 @@ def _scheduler(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFami
         families.append(family)
     calls = counter("slurm_rpc_calls_total", "RPCs slurmctld served, by message type.", "type")
     seconds = counter(
-        "slurm_rpc_duration_seconds_total", "Time slurmctld spent serving RPCs, by message type.", "type"
+        "slurm_rpc_duration_seconds_total",
+        "Time slurmctld spent serving RPCs, by message type.",
+        "type",
     )
     for rpc_type, stat in sorted(stats.rpc_by_type.items()):
         calls.add((rpc_type,), stat.count)
         seconds.add((rpc_type,), stat.total_seconds)
     families += [calls, seconds]
     if options.per_user:
-        user_calls = counter("slurm_rpc_user_calls_total", "RPCs slurmctld served, by user.", "user")
+        user_calls = counter(
+            "slurm_rpc_user_calls_total", "RPCs slurmctld served, by user.", "user"
+        )
         user_seconds = counter(
-            "slurm_rpc_user_duration_seconds_total", "Time slurmctld spent on RPCs, by user.", "user"
+            "slurm_rpc_user_duration_seconds_total",
+            "Time slurmctld spent on RPCs, by user.",
+            "user",
         )
         for user, stat in sorted(stats.rpc_by_user.items()):
             user_calls.add((user,), stat.count)

@@ -18,6 +18,8 @@ strings, partition fields nested (``partition.state``).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import http.client
 import json
 import math
@@ -517,6 +519,26 @@ def parse_url(url: str) -> _Target:
     return _Target(parts.scheme, parts.hostname, port, "", parts.path.rstrip("/"))
 
 
+def jwt_user(token: str) -> str | None:
+    """The user name (``sun`` claim) inside a Slurm JWT, without verifying it.
+
+    slurmrestd 22.05 rejects a token sent without ``X-SLURM-USER-NAME`` (HTTP 401), so
+    a token alone still works when the name can be read from it.
+    """
+    parts = token.strip().split(".")
+    if len(parts) != 3:
+        return None
+    payload = parts[1] + "=" * (-len(parts[1]) % 4)
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(payload))
+    except (ValueError, binascii.Error):
+        return None
+    if not isinstance(claims, dict):
+        return None
+    name = claims.get("sun") or claims.get("username")
+    return name if isinstance(name, str) and name else None
+
+
 class _VersionGone(Exception):
     """A versioned endpoint answered 404: the server no longer offers the version."""
 
@@ -580,12 +602,13 @@ class RestBackend:
         self._headers = {"Accept": "application/json", "Connection": "close"}
         if token:
             self._headers["X-SLURM-USER-TOKEN"] = token.strip()
+        user = user or (jwt_user(token) if token else None)
         if user:
             self._headers["X-SLURM-USER-NAME"] = user
         self._api: str | None = None
         self._listings: dict[str, _Listing] = {}
-        #: Controller clock minus ours, from /diag's req_time, when it differs by > 2 s.
-        self._clock_offset = 0.0
+        #: Controller clock minus ours, estimated from /diag's ``req_time`` (a lower bound).
+        self._clock_offset: float | None = None
         self.stats: dict[str, int] = {
             "requests": 0,
             "not_modified": 0,
@@ -649,11 +672,18 @@ class RestBackend:
             what = "server error"
         else:
             what = "unexpected status"
+        message = f"slurmrestd {self.url}: GET {path} -> HTTP {status} {what}"
+        try:
+            document = json.loads(response.body)
+        except (ValueError, UnicodeDecodeError):
+            document = None
+        errors = _errors_text(document) if isinstance(document, dict) else ""
+        if errors:
+            message += f": {errors}"
         body = _snippet(response.body)
-        return SlurmUnavailable(
-            f"slurmrestd {self.url}: GET {path} -> HTTP {status} {what}"
-            + (f": {body}" if body else "")
-        )
+        if body:
+            message += f" (body: {body})"
+        return SlurmUnavailable(message)
 
     def _decode(self, path: str, response: _Response) -> JsonDict:
         try:
@@ -761,8 +791,9 @@ class RestBackend:
         if response.status == 404:
             raise _VersionGone(path)
         if response.status != 200:
-            error = str(self._fail(path, response))
-            return ProbeResult("ping", False, response.seconds, error)
+            # slurmrestd answers 500 after ~9 s when slurmctld does not answer: the
+            # other endpoints would do the same, so give up on this poll at once.
+            raise self._fail(path, response)
         try:
             success, error = map_ping(self._decode(path, response))
         except SlurmUnavailable as exc:
@@ -778,8 +809,7 @@ class RestBackend:
         cached = self._listings.get(endpoint)
         query = None
         if cached is not None:
-            since = math.floor(cached.since + self._clock_offset) - 1
-            query = {"update_time": str(max(since, 0))}
+            query = {"update_time": str(self._update_time(cached.since))}
         started = time.time()
         response = self._request(path, query)
         if response.status == 304 and cached is not None:
@@ -850,12 +880,26 @@ class RestBackend:
             version=_release(diag_document),
         )
 
+    def _update_time(self, since: float) -> int:
+        """``update_time`` for a listing last fetched at local time ``since``.
+
+        slurmctld answers 304 when ``update_time - 1 >= last_update`` (its clock, whole
+        seconds). Sending a time at or before the controller's clock at ``since`` is
+        safe: a change after ``since`` always produces a full answer. The controller's
+        clock is estimated from /diag's ``req_time``; the estimate is never ahead of
+        it (whole seconds, taken before our response arrived). Without one, one second
+        of slack covers sub-second skew.
+        """
+        if self._clock_offset is None:
+            return max(math.floor(since) - 1, 0)
+        return max(math.floor(since + self._clock_offset), 0)
+
     def _update_clock_offset(self, server_time: Any, local_time: float) -> None:
         remote = _num(server_time)
         if remote is None or remote <= 0:
+            self._clock_offset = None
             return
-        offset = remote - local_time
-        self._clock_offset = offset if abs(offset) > 2 else 0.0
+        self._clock_offset = remote - local_time
 
     def _mapped_jobs(
         self, listing: _Listing, options: PollOptions

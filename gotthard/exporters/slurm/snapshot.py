@@ -8,10 +8,11 @@ one, for ``slurm_job_info``. Nodes and partitions are kept whole.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class SlurmUnavailable(Exception):
@@ -32,22 +33,25 @@ class JobGroup:
     gpus: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class RunningJob:
+class RunningJob(NamedTuple):
+    """A running job, for ``slurm_job_info`` (the join key of GPU and Lustre metrics).
+
+    A named tuple: it doubles as the label values of its ``slurm_job_info`` series.
+    """
+
     job_id: str
     user: str
     account: str
     partition: str
-    cpus: int = 0
-    gpus: int = 0
 
 
 #: Node states in the precedence sinfo uses to show one state for a node.
 NODE_FLAG_STATES = ("maint", "reserved", "planned", "completing", "power_down", "powered_down")
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(NamedTuple):
+    """One node as the controller reports it (a named tuple: 10,000s are built per poll)."""
+
     name: str
     #: Base state, lower-case: idle, mixed, allocated, down, future, unknown, error.
     state: str
@@ -171,6 +175,7 @@ class SlurmBackend(Protocol):
 _GPU_COUNT = re.compile(r"(?:^|[,\s])(?:gres[:/])?gpu(?::[^:=,(\s]+)?[:=](\d+)")
 
 
+@functools.lru_cache(maxsize=4096)
 def gpus_from_tres(text: str | None) -> int:
     """GPU count in a GRES/TRES string, in any of the forms Slurm prints.
 
@@ -232,6 +237,7 @@ _REASON_DESCRIPTIONS = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def normalize_reason(text: str | None) -> str:
     """Bound a pending reason to Slurm's short code.
 
@@ -279,7 +285,7 @@ class JobTally:
         state = state.lower()
         self.add_group(state, partition, account, user, reason, 1, cpus, gpus)
         if state == "running" and self._options.job_info:
-            self.running.append(RunningJob(job_id, user, account, partition, cpus, gpus))
+            self.running.append(RunningJob(job_id, user, account, partition))
 
     def add_group(
         self,
