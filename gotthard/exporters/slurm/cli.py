@@ -524,7 +524,7 @@ class CliBackend:
                 raise SlurmUnavailable(runs[key].error)
         version = runs.get("version")
         if version is not None and not version.error:
-            self.version = version.stdout.strip().removeprefix("slurm ").strip()
+            self.version = (version.stdout.split() or [""])[-1]
         outputs = {key: CommandOutput(r.stdout, r.error, r.duration) for key, r in runs.items()}
         return assemble(outputs, options, backend=self.name, version=self.version)
 

@@ -74,8 +74,8 @@ CONFIG_LOAD = "slurmctld.Config.load"
 ENTRY_POINTS = (JOBS_LOAD, NODES_LOAD, PARTITIONS_LOAD, STATISTICS_LOAD, PING, CONFIG_LOAD)
 #: The exception pyslurm raises when an RPC to slurmctld fails.
 ERROR_CLASS = "RPCError"
-#: Module attributes read directly.
-MODULE_ATTRIBUTES = (ERROR_CLASS, "__version__")
+#: Module attributes read directly (besides the entry points).
+MODULE_ATTRIBUTES = (ERROR_CLASS,)
 #: Jobs/Nodes/Partitions are ``MultiClusterMap`` collections; this is how they are read.
 COLLECTION_METHOD = "values"
 
@@ -150,6 +150,7 @@ _MIB = 1024 * 1024
 _USEC = 1_000_000.0
 #: Slurm's complete node state string spells this flag out; sinfo and the snapshot say maint.
 _FLAG_ALIASES = {"maintenance": "maint"}
+_LEADING_DIGITS = re.compile(r"\d+")
 _ARRAY_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
 
@@ -389,8 +390,11 @@ def _gpu_total(value: Any) -> int:
 def _gres_count(item: Any) -> int:
     if item is None:
         return 0
-    if isinstance(item, int | str):
-        return int(item)
+    if isinstance(item, int):
+        return item
+    if isinstance(item, str):
+        digits = _LEADING_DIGITS.match(item.strip())
+        return int(digits.group()) if digits else 0
     if isinstance(item, Mapping):
         return int(item.get("count") or 0)
     return int(item.count)

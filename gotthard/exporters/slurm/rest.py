@@ -311,7 +311,7 @@ _NODE_BASE_STATES = frozenset(
 )
 #: A node in one of these states (or with one of these flags) holds its idle CPUs as "other",
 #: as sinfo's CPUS(A/I/O/T) counts them.
-_UNUSABLE_STATES = frozenset({"down", "error", "future", "unknown"})
+_UNUSABLE_STATES = frozenset({"down", "error"})
 _UNUSABLE_FLAGS = frozenset({"drain", "fail"})
 
 

@@ -1,0 +1,185 @@
+"""``gotthard exporter`` as a user runs it: --once golden output, bad input, serving."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+RECORDED_BIN = FIXTURES / "recorded-slurm-bin"
+GOLDEN = FIXTURES / "golden" / "exporter-once-slurm.prom"
+
+#: Values that change from run to run; the golden file holds a placeholder instead.
+VOLATILE = re.compile(
+    r"^((?:gotthard_collector_duration_seconds|gotthard_collector_last_success_timestamp_seconds"
+    r"|slurm_probe_duration_seconds)(?:\{[^}]*\})?) .*$|"
+    r"^(gotthard_build_info)\{.*\} 1$",
+    re.M,
+)
+
+
+def gotthard(*args: str, env: dict[str, str] | None = None, timeout: float = 60):
+    return subprocess.run(
+        [sys.executable, "-m", "gotthard", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def write_config(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "site.toml"
+    path.write_text(body)
+    return path
+
+
+def mask(text: str) -> str:
+    return VOLATILE.sub(lambda m: f"{m.group(1) or m.group(2)} <volatile>", text)
+
+
+def test_once_on_recorded_slurm_output_matches_golden(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        f'[exporter.slurm]\nbin_dir = "{RECORDED_BIN}"\n',
+    )
+    result = gotthard("--config", str(config), "exporter", "--once")
+    assert result.returncode == 0, result.stderr
+    got = mask(result.stdout)
+    if os.environ.get("GOTTHARD_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(got)
+    assert got == GOLDEN.read_text()
+    # and it is valid exposition text by Prometheus' own linter
+    lint = subprocess.run(
+        ["promtool", "check", "metrics"], input=result.stdout, capture_output=True, text=True
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_unknown_collector_is_a_usage_error() -> None:
+    result = gotthard("exporter", "--once", "--collectors", "slurm,nosuch")
+    assert result.returncode == 2
+    assert "nosuch" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_unusable_flag_values_exit_2() -> None:
+    for args in (
+        ["--slurm.poll-interval", "-1"],
+        ["--slurm.poll-interval", "soon"],
+        ["--slurm.backend", "magic"],
+        ["--listen", "no-port"],
+    ):
+        result = gotthard("exporter", "--once", *args)
+        assert result.returncode == 2, args
+        assert "Traceback" not in result.stderr
+
+
+def test_unreadable_config_file_names_the_file(tmp_path: Path) -> None:
+    result = gotthard("--config", str(tmp_path / "missing.toml"), "exporter", "--once")
+    assert result.returncode == 2
+    assert "missing.toml" in result.stderr and "cannot read" in result.stderr
+    bad = write_config(tmp_path, "[exporter\n")
+    result = gotthard("--config", str(bad), "exporter", "--once")
+    assert result.returncode == 2 and "not valid TOML" in result.stderr
+
+
+def test_config_error_names_the_bad_key(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "[exporter.slurm]\npoll_interval_seconds = 0\nbogus = 1\n")
+    result = gotthard("--config", str(config), "exporter", "--once")
+    assert result.returncode == 2
+    assert "exporter.slurm.poll_interval_seconds" in result.stderr
+    assert "exporter.slurm.bogus: unknown key" in result.stderr
+
+
+def test_config_from_environment_variable(tmp_path: Path) -> None:
+    config = write_config(tmp_path, '[exporter]\ncollectors = ["lustre-typo"]\n')
+    result = gotthard("exporter", "--once", env={"GOTTHARD_CONFIG": str(config)})
+    assert result.returncode == 2
+    assert "lustre-typo" in result.stderr
+
+
+def test_bad_rest_url_is_a_clear_error() -> None:
+    result = gotthard(
+        "exporter", "--once", "--slurm.backend", "rest", "--slurm.rest-url", "ftp://ctl:6820"
+    )
+    assert result.returncode == 2
+    assert "ftp://ctl:6820" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_missing_slurm_commands_do_not_crash_the_exporter(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    config = write_config(tmp_path, f'[exporter.slurm]\nbin_dir = "{empty}"\n')
+    result = gotthard("--config", str(config), "exporter", "--once")
+    assert result.returncode == 0
+    assert "slurm_up 0" in result.stdout
+    assert 'gotthard_collector_up{collector="slurm"} 1' in result.stdout
+    assert "squeue" in result.stderr and "not found" in result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serves_metrics_and_healthz_and_stops_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    config = write_config(tmp_path, f'[exporter.slurm]\nbin_dir = "{RECORDED_BIN}"\n')
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gotthard",
+            "--config",
+            str(config),
+            "exporter",
+            "--listen",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        body = _get_when_up(f"http://127.0.0.1:{port}/healthz")
+        assert body == "ok\n"
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/metrics",
+            headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text = response.read().decode()
+        assert 'slurm_jobs{state="running",partition="gpu",account=""} 2' in text
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert process.returncode == 0
+
+
+def _get_when_up(url: str, deadline: float = 15.0) -> str:
+    stop = time.monotonic() + deadline
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                return response.read().decode()
+        except OSError:
+            if time.monotonic() > stop:
+                raise
+            time.sleep(0.1)
+
+
+def test_promtool_is_installed() -> None:
+    # CI installs Prometheus' tools with scripts/install-system-deps; never skip without them.
+    assert shutil.which("promtool"), "promtool missing: run scripts/install-system-deps"

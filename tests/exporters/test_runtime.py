@@ -1,0 +1,145 @@
+"""The exporter runtime: isolation of failing collectors, timeouts, stale data, caching."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gotthard.exporters.families import MetricFamily, gauge, render_text
+from gotthard.exporters.runtime import CollectorRunner, Exporter
+
+
+class CountingCollector:
+    """A collector whose source is a counter; ``delay`` makes each poll slow."""
+
+    def __init__(self, name: str, *, interval: float = 0.0, delay: float = 0.0) -> None:
+        self.name = name
+        self.poll_interval = interval
+        self.delay = delay
+        self.polls = 0
+        self.fail = False
+        self._lock = threading.Lock()
+
+    def poll(self) -> int:
+        with self._lock:
+            self.polls += 1
+            count = self.polls
+        time.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("source exploded")
+        return count
+
+    def render(self, snapshot: int) -> list[MetricFamily]:
+        family = gauge(f"{self.name}_polls", "Polls so far.")
+        family.add((), snapshot)
+        return [family]
+
+    def snapshot_errors(self, snapshot: int) -> int:
+        return 0
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    result = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            result[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return result
+
+
+def value(text: str, name: str, **labels: str) -> float | None:
+    return samples(text).get((name, tuple(sorted(labels.items()))))
+
+
+def test_a_failing_collector_reports_up_0_and_the_others_still_report() -> None:
+    good, bad = CountingCollector("good"), CountingCollector("bad")
+    bad.fail = True
+    text = Exporter([CollectorRunner(good), CollectorRunner(bad)]).scrape(timeout=2)
+    assert value(text, "gotthard_collector_up", collector="good") == 1
+    assert value(text, "gotthard_collector_up", collector="bad") == 0
+    assert value(text, "gotthard_collector_errors_total", collector="bad") == 1
+    assert value(text, "good_polls") == 1
+    assert value(text, "bad_polls") is None
+    build = [v for (name, _), v in samples(text).items() if name == "gotthard_build_info"]
+    assert build == [1]
+
+
+def test_a_slow_collector_never_holds_the_scrape_past_its_timeout() -> None:
+    slow, fast = CountingCollector("slow", delay=1.5), CountingCollector("fast")
+    exporter = Exporter([CollectorRunner(slow), CollectorRunner(fast)])
+    started = time.monotonic()
+    text = exporter.scrape(timeout=0.3)
+    assert time.monotonic() - started < 0.8
+    # no snapshot yet: nothing to serve, and the collector is not up
+    assert value(text, "gotthard_collector_up", collector="slow") == 0
+    assert value(text, "slow_polls") is None
+    assert value(text, "fast_polls") == 1
+    time.sleep(1.4)  # let the first poll finish
+    text = exporter.scrape(timeout=0.3)  # starts a second slow poll, serves the first
+    assert value(text, "slow_polls") == 1
+    assert value(text, "gotthard_collector_stale", collector="slow") == 1
+    assert value(text, "gotthard_collector_up", collector="slow") == 1
+    assert value(text, "gotthard_collector_stale", collector="fast") == 0
+
+
+def test_failed_poll_serves_last_good_data_marked_stale_until_too_old() -> None:
+    source = CountingCollector("flaky")
+    runner = CollectorRunner(source, max_stale_seconds=0.5)
+    exporter = Exporter([runner])
+    assert value(exporter.scrape(timeout=1), "flaky_polls") == 1
+    source.fail = True
+    text = exporter.scrape(timeout=1)
+    assert value(text, "flaky_polls") == 1
+    assert value(text, "gotthard_collector_stale", collector="flaky") == 1
+    assert value(text, "gotthard_collector_up", collector="flaky") == 0
+    time.sleep(0.6)
+    text = exporter.scrape(timeout=1)
+    assert value(text, "flaky_polls") is None  # dropped: older than max_stale_seconds
+
+
+def test_concurrent_scrapers_share_one_poll_per_interval() -> None:
+    source = CountingCollector("shared", interval=0.5, delay=0.05)
+    exporter = Exporter([CollectorRunner(source)])
+    stop = time.monotonic() + 2.0
+    failures: list[BaseException] = []
+
+    def scraper() -> None:
+        try:
+            while time.monotonic() < stop:
+                exporter.scrape(timeout=1)
+        except BaseException as err:  # pragma: no cover - reported below
+            failures.append(err)
+
+    threads = [threading.Thread(target=scraper) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    # 2 s at one poll per 0.5 s: 4 intervals, plus the one at t=0
+    assert 3 <= source.polls <= 5
+
+
+def test_rendered_text_is_reused_until_the_next_poll() -> None:
+    calls = []
+
+    class Renders(CountingCollector):
+        def render(self, snapshot: int) -> list[MetricFamily]:
+            calls.append(snapshot)
+            return super().render(snapshot)
+
+    exporter = Exporter([CollectorRunner(Renders("cached", interval=60))])
+    for _ in range(5):
+        exporter.scrape(timeout=1)
+    assert calls == [1]
+
+
+def test_exposition_escapes_label_values() -> None:
+    family = gauge("x_info", "Help with \\ backslash\nand newline.", "reason")
+    family.add(('gpu "lost"\\n\nnext',), 1)
+    family.add(("plain",), 2.5)
+    text = render_text([family])
+    parsed = list(text_string_to_metric_families(text))
+    assert [s.labels["reason"] for s in parsed[0].samples] == ['gpu "lost"\\n\nnext', "plain"]
+    assert [s.value for s in parsed[0].samples] == [1, 2.5]
