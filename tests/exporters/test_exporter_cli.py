@@ -12,8 +12,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 RECORDED_BIN = FIXTURES / "recorded-slurm-bin"
 GOLDEN = FIXTURES / "golden" / "exporter-once-slurm.prom"
