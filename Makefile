@@ -1,0 +1,39 @@
+# Gotthard developer entry points. Quick start: `make sandbox`, then `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: sandbox sandbox-down test lint bench system-deps venv clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(STAMP)
+
+system-deps:
+	scripts/install-system-deps
+
+## Install everything, then run a local single-node site (Slurm, exporter, Prometheus).
+sandbox: system-deps venv
+	$(BIN)/gotthard sandbox up
+
+sandbox-down: venv
+	$(BIN)/gotthard sandbox down
+
+## Install everything, then run the whole test suite (starts and stops its own services).
+test: system-deps venv
+	$(BIN)/python -m pytest
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: venv
+	$(BIN)/python benchmarks/slurm_scale.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""Placeholder for the dashboards area; see the open issues."""

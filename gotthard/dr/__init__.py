@@ -1,0 +1,1 @@
+"""Placeholder for the dr area; see the open issues."""

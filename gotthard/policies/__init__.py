@@ -1,0 +1,1 @@
+"""Placeholder for the policies area; see the open issues."""
