@@ -127,6 +127,7 @@ def test_sdiag_recorded_values_in_seconds() -> None:
         ("mixed+drain", "mixed", ("drain",), "draining"),
         ("down*", "down", ("not_responding",), "down"),
         ("idle+maint+reserved", "idle", ("maint", "reserved"), "maint"),
+        ("IDLE+MAINTENANCE", "idle", ("maint",), "maint"),
         ("drng", "allocated", ("drain",), "draining"),
         ("idle~", "idle", ("powered_down",), "powered_down"),
         ("allocated+completing", "allocated", ("completing",), "completing"),

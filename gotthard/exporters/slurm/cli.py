@@ -211,10 +211,12 @@ def parse_node_state(text: str) -> tuple[str, tuple[str, ...]]:
         # sinfo's compact forms: fold them back into base state plus the drain flag
         flags.append("drain")
         base = "allocated" if base == "draining" else "idle"
-    for flag in parts[1:]:
-        if flag not in flags:
-            flags.append(flag)
+    flags.extend(_FLAG_ALIASES.get(flag, flag) for flag in parts[1:])
     return base, tuple(dict.fromkeys(flags))
+
+
+#: Long flag spellings (StateComplete, pyslurm) mapped to the short names used as labels.
+_FLAG_ALIASES = {"maintenance": "maint", "reservation": "reserved", "resv": "reserved"}
 
 
 def _cpu_states(text: str) -> tuple[int, int, int, int]:

@@ -155,7 +155,13 @@ _ARRAY_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
 
 class PyslurmBackend:
-    """Polls slurmctld through pyslurm 25.11."""
+    """Polls slurmctld through pyslurm 25.11.
+
+    ``poll`` raises :class:`SlurmUnavailable` when jobs, nodes or partitions cannot be
+    loaded (``pyslurm.RPCError`` or anything else). Statistics that cannot be loaded, a
+    failed ping and objects that cannot be mapped are counted in ``errors`` or reported
+    as a failed probe; the snapshot is still ``up``.
+    """
 
     name = "pyslurm"
 
@@ -179,9 +185,14 @@ class PyslurmBackend:
         jobs = self._load(JOBS_LOAD)
         nodes = self._load(NODES_LOAD)
         partitions = self._load(PARTITIONS_LOAD)
-        statistics = self._load(STATISTICS_LOAD)
-
         errors = 0
+        # Like a failed sdiag in the cli backend: no scheduler stats, one error, still up.
+        statistics: Any = None
+        try:
+            statistics = self._resolve(STATISTICS_LOAD)()
+        except Exception:
+            errors += 1
+
         tally = JobTally(options)
         for job in _values(jobs):
             try:
@@ -200,12 +211,12 @@ class PyslurmBackend:
                 partition_list.append(_map_partition(partition))
             except Exception:
                 errors += 1
-        scheduler: SchedulerStats | None
-        try:
-            scheduler = _map_statistics(statistics)
-        except Exception:
-            scheduler = None
-            errors += 1
+        scheduler: SchedulerStats | None = None
+        if statistics is not None:
+            try:
+                scheduler = _map_statistics(statistics)
+            except Exception:
+                errors += 1
 
         return SlurmSnapshot(
             up=True,
