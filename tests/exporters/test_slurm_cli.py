@@ -159,6 +159,13 @@ def test_gpu_counts_from_every_gres_form(text: str, gpus: int) -> None:
     assert gpus_from_tres(text) == gpus
 
 
+def test_unset_task_count_does_not_multiply_gpus() -> None:
+    # a job cancelled before it ran prints NumTasks as NO_VAL (4294967294)
+    row = "CANCELLED|gpu|(null)|1|1|4294967294|N/A|N/A|gres:gpu:1|N/A|None|root|12|"
+    (group,) = parse_squeue(row, OPTIONS).tally.groups()
+    assert group.gpus == 1
+
+
 def test_reasons_are_bounded() -> None:
     assert normalize_reason("ReqNodeNotAvail, UnavailableNodes:nid[001-100]") == "ReqNodeNotAvail"
     assert normalize_reason("(Resources)") == "Resources"

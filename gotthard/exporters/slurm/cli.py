@@ -94,11 +94,16 @@ def sinfo_partitions_argv(sinfo: str = "sinfo") -> list[str]:
     return [sinfo, "-a", "-h", "-o", SINFO_PARTITION_FORMAT]
 
 
+#: Slurm's NO_VAL/INFINITE sentinels (0xfffffffe, 0xffffffff) print as huge numbers.
+_UNSET = 0xFFFFFFFE
+
+
 def _int(text: str) -> int:
     text = text.strip()
     if text in _NULLS:
         return 0
-    return int(text)
+    value = int(text)
+    return 0 if value >= _UNSET else value
 
 
 def _null(text: str) -> str:

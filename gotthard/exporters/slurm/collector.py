@@ -60,7 +60,7 @@ def make_backend(config: SlurmExporterConfig) -> SlurmBackend:
                 timeout=config.command_timeout_seconds,
             )
         except ValueError as err:
-            raise SetupError(f"bad slurmrestd URL {config.rest_url!r}: {err}") from None
+            raise SetupError(str(err)) from None
     cli = CliBackend(bin_dir=config.bin_dir, timeout=config.command_timeout_seconds)
     missing = cli.missing()
     if missing:

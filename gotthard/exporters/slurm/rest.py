@@ -291,10 +291,25 @@ def map_job(record: Mapping[str, Any]) -> RestJob:
         account=_str(record.get("account")),
         user=user,
         reason=_str(record.get("state_reason")),
-        cpus=_int(record.get("cpus")),
+        cpus=_job_cpus(record, nodes),
         gpus=gpus,
         count=count,
     )
+
+
+_TRES_CPU = re.compile(r"(?:^|,)cpu=(\d+)")
+
+
+def _job_cpus(record: Mapping[str, Any], nodes: int) -> int:
+    """``cpus``, or for a job that ended before it ever ran (``cpus: null`` in 22.05) what
+    it asked for, as squeue's %C shows: ``cpu=`` of tres_req_str, else the per-node minimum."""
+    cpus = _int(record.get("cpus"))
+    if cpus:
+        return cpus
+    match = _TRES_CPU.search(_str(record.get("tres_req_str")))
+    if match:
+        return int(match.group(1))
+    return _int(record.get("minimum_cpus_per_node")) * nodes
 
 
 def _str_list_raw(value: Any) -> list[str]:
@@ -573,7 +588,8 @@ class RestBackend:
     """Polls slurmrestd; see the module docstring.
 
     ``self.stats`` counts ``requests`` (HTTP requests sent), ``not_modified`` (304 answers),
-    ``full`` (200 answers of the listing endpoints), ``negotiations`` and ``bytes`` received.
+    ``full`` (200 answers of the listing endpoints), ``negotiations``, ``retries`` (a
+    listing asked again without ``update_time`` after a 5xx) and ``bytes`` received.
     """
 
     name = "rest"
@@ -599,6 +615,7 @@ class RestBackend:
         # Newest first, whatever order the caller gave.
         self._versions = tuple(sorted(set(versions), key=_version_key, reverse=True))
         self._timeout = timeout
+        self._ssl = ssl.create_default_context() if self._target.scheme == "https" else None
         self._headers = {"Accept": "application/json", "Connection": "close"}
         if token:
             self._headers["X-SLURM-USER-TOKEN"] = token.strip()
@@ -614,6 +631,7 @@ class RestBackend:
             "not_modified": 0,
             "full": 0,
             "negotiations": 0,
+            "retries": 0,
             "bytes": 0,
         }
 
@@ -637,7 +655,7 @@ class RestBackend:
                 target.host,
                 target.port,
                 timeout=self._timeout,
-                context=ssl.create_default_context(),
+                context=self._ssl,
             )
         return http.client.HTTPConnection(target.host, target.port, timeout=self._timeout)
 
@@ -812,6 +830,14 @@ class RestBackend:
             query = {"update_time": str(self._update_time(cached.since))}
         started = time.time()
         response = self._request(path, query)
+        if response.status >= 500 and query is not None:
+            # slurmrestd 22.05 (v0.0.38) answers /nodes?update_time=T with HTTP 500
+            # ("Unspecified error", errno -1) when the nodes changed since T but the
+            # partitions did not: it loads both with T and takes "no change" for an
+            # error. The same request without update_time works.
+            self.stats["retries"] += 1
+            started = time.time()
+            response = self._request(path)
         if response.status == 304 and cached is not None:
             self.stats["not_modified"] += 1
             return cached, False
