@@ -50,7 +50,8 @@ REASONS = (
         "QOSMaxJobsPerUserLimit",
         "AssocGrpGRES",
         "ReqNodeNotAvail, UnavailableNodes:nid[00012-00020]",
-        "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
+        "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority "
+        "partitions",
     ]
 )
 GPU_FORMS = [("N/A", "N/A", "N/A")] * 6 + [

@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gotthard.exporters.slurm.rest import UnixHTTPConnection
+
 __all__ = [
     "ProcessRecord",
     "Sandbox",
@@ -212,30 +214,12 @@ def _write_private(path: Path, content: str | bytes, mode: int = 0o600) -> None:
     os.chmod(path, mode)
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    """HTTP over a unix socket (slurmrestd with ``rest_auth/local``)."""
-
-    def __init__(self, socket_path: str, timeout: float = 5.0) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._socket_path = socket_path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self.timeout)
-            sock.connect(self._socket_path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
 def _http_status(url: str, headers: Mapping[str, str] | None = None, timeout: float = 3.0) -> int:
     """Status code of ``GET url`` (``unix:/path`` + ``path`` supported), 0 on connection error."""
     try:
         if url.startswith("unix:"):
             sock_path, _, path = url[len("unix:") :].partition("|")
-            conn = _UnixHTTPConnection(sock_path, timeout=timeout)
+            conn = UnixHTTPConnection(sock_path, timeout=timeout)
             try:
                 conn.request("GET", path or "/", headers=dict(headers or {}))
                 return conn.getresponse().status

@@ -23,6 +23,7 @@ from gotthard.exporters.slurm.rest import (
     SUPPORTED_VERSIONS,
     RestBackend,
     RestJob,
+    add_job,
     count_array_tasks,
     jwt_user,
     map_diag,
@@ -246,28 +247,7 @@ def tally(jobs: list[RestJob], options: PollOptions | None = None) -> JobTally:
     """Feed mapped jobs to a JobTally the way RestBackend does."""
     result = JobTally(options or PollOptions())
     for job in jobs:
-        if job.count == 1:
-            result.add(
-                job_id=job.job_id,
-                state=job.state,
-                partition=job.partition,
-                account=job.account,
-                user=job.user,
-                reason=job.reason,
-                cpus=job.cpus,
-                gpus=job.gpus,
-            )
-        else:
-            result.add_group(
-                job.state,
-                job.partition,
-                job.account,
-                job.user,
-                job.reason,
-                job.count,
-                job.cpus * job.count,
-                job.gpus * job.count,
-            )
+        add_job(result, job)
     return result
 
 

@@ -300,21 +300,19 @@ def _add_job(tally: JobTally, job: Any, options: PollOptions) -> None:
     reason = _text(job.state_reason)
     cpus = _int(job.cpus)
     gpus = _job_gpus(job)
-    if count == 1:
-        tally.add(
-            job_id=job_id,
-            state=state,
-            partition=partition,
-            account=account,
-            user=user,
-            reason=reason,
-            cpus=cpus,
-            gpus=gpus,
-        )
-    else:
-        # A pending array's meta record stands for every task not yet split off; squeue -r
-        # (the cli backend) prints one line per task, so count them the same way.
-        tally.add_group(state, partition, account, user, reason, count, cpus * count, gpus * count)
+    # A pending array's meta record stands for every task not yet split off (count > 1);
+    # squeue -r (the cli backend) prints one line per task, so it counts the same way.
+    tally.add(
+        job_id=job_id,
+        state=state,
+        partition=partition,
+        account=account,
+        user=user,
+        reason=reason,
+        cpus=cpus,
+        gpus=gpus,
+        count=count,
+    )
 
 
 def _job_identity(job: Any) -> tuple[str, int]:

@@ -459,6 +459,21 @@ def map_ping(document: Mapping[str, Any]) -> tuple[bool, str]:
 # --- HTTP -------------------------------------------------------------------------------------
 
 
+def add_job(tally: JobTally, job: RestJob) -> None:
+    """Count one mapped job record (``job.count`` > 1 for a pending array's meta record)."""
+    tally.add(
+        job_id=job.job_id,
+        state=job.state,
+        partition=job.partition,
+        account=job.account,
+        user=job.user,
+        reason=job.reason,
+        cpus=job.cpus,
+        gpus=job.gpus,
+        count=job.count,
+    )
+
+
 class UnixHTTPConnection(http.client.HTTPConnection):
     """HTTP over a unix stream socket (slurmrestd ``unix:/path`` listeners)."""
 
@@ -941,28 +956,7 @@ class RestBackend:
             except (KeyError, TypeError, ValueError, AttributeError):
                 errors += 1
                 continue
-            if job.count == 1:
-                tally.add(
-                    job_id=job.job_id,
-                    state=job.state,
-                    partition=job.partition,
-                    account=job.account,
-                    user=job.user,
-                    reason=job.reason,
-                    cpus=job.cpus,
-                    gpus=job.gpus,
-                )
-            else:
-                tally.add_group(
-                    job.state,
-                    job.partition,
-                    job.account,
-                    job.user,
-                    job.reason,
-                    job.count,
-                    job.cpus * job.count,
-                    job.gpus * job.count,
-                )
+            add_job(tally, job)
         result = (tally.groups(), tuple(tally.running), errors)
         listing.mapped_key = key
         listing.mapped = result

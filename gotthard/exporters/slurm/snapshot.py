@@ -281,10 +281,17 @@ class JobTally:
         reason: str,
         cpus: int,
         gpus: int,
+        count: int = 1,
     ) -> None:
+        """One job record; *cpus* and *gpus* are per job.
+
+        ``count > 1`` is a record that stands for several jobs (a pending array's meta
+        record); it is counted once per job, as ``squeue -r`` lists them, and gets no
+        ``slurm_job_info`` series.
+        """
         state = state.lower()
-        self.add_group(state, partition, account, user, reason, 1, cpus, gpus)
-        if state == "running" and self._options.job_info:
+        self.add_group(state, partition, account, user, reason, count, cpus * count, gpus * count)
+        if count == 1 and state == "running" and self._options.job_info:
             self.running.append(RunningJob(job_id, user, account, partition))
 
     def add_group(
