@@ -57,6 +57,18 @@ class SlurmExporterConfig(_Strict):
     bin_dir: str = ""
 
 
+class GpuExporterConfig(_Strict):
+    poll_interval_seconds: PositiveSeconds = 15.0
+    #: kubelet pod-resources socket; when absent, pods are exported by uid only.
+    kubelet_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
+    #: Hopper GPM metrics (SM/tensor/DRAM activity) from two samples per poll interval.
+    gpm: bool = True
+    #: Count XID errors with a background NVML event thread.
+    xid_events: bool = True
+    #: A fatal XID (79, 48, 94, ...) marks the GPU unhealthy for this long.
+    xid_health_window_seconds: PositiveSeconds = 3600.0
+
+
 class ExporterConfig(_Strict):
     listen: str = "127.0.0.1:9877"
     collectors: list[str] = Field(default_factory=lambda: ["slurm"])
@@ -68,6 +80,7 @@ class ExporterConfig(_Strict):
     #: A snapshot older than this many poll intervals is dropped, not served stale.
     max_stale_intervals: Annotated[int, Field(ge=1, le=1000)] = 10
     slurm: SlurmExporterConfig = SlurmExporterConfig()
+    gpu: GpuExporterConfig = GpuExporterConfig()
 
     @field_validator("collectors")
     @classmethod

@@ -22,8 +22,17 @@ def _slurm(cfg: configuration.Config) -> Collector:
     return SlurmCollector(cfg.exporter.slurm)
 
 
+def _gpu(cfg: configuration.Config) -> Collector:
+    from gotthard.exporters.gpu.collector import GpuCollector
+
+    return GpuCollector(cfg.exporter.gpu, procfs=cfg.exporter.path_procfs)
+
+
 #: Collector name -> factory. Later collectors register here, one module each.
-FACTORIES: dict[str, Callable[[configuration.Config], Collector]] = {"slurm": _slurm}
+FACTORIES: dict[str, Callable[[configuration.Config], Collector]] = {
+    "slurm": _slurm,
+    "gpu": _gpu,
+}
 
 
 class UsageError(Exception):
@@ -169,8 +178,11 @@ def run(args: argparse.Namespace, cfg: configuration.Config) -> int:
     timeout = cfg.exporter.scrape_timeout_seconds
     if args.once:
         # One collection: wait for every poll as long as its own timeout allows.
-        sys.stdout.write(exporter.scrape(timeout))
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(exporter.scrape(timeout))
+            sys.stdout.flush()
+        finally:
+            exporter.close()
         return 0
     host, port = configuration.parse_listen(cfg.exporter.listen)
     try:
@@ -201,4 +213,5 @@ def run(args: argparse.Namespace, cfg: configuration.Config) -> int:
         server.serve_forever()
     finally:
         server.server_close()
+        exporter.close()
     return 0

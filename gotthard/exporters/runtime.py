@@ -48,6 +48,8 @@ class Collector(Protocol):
     def snapshot_errors(self, snapshot: Any) -> int:
         """Recoverable problems the snapshot carries (bad lines, unreadable files)."""
 
+    # Optional: ``close()`` releases the source (threads, libraries) at shutdown.
+
 
 @dataclass(frozen=True, slots=True)
 class CollectorState:
@@ -124,10 +126,19 @@ class CollectorRunner:
             text = render_text(self.collector.render(snapshot))
             errors = int(self.collector.snapshot_errors(snapshot))
         except Exception as err:  # a collector must never take the exporter down
-            log.warning("collector %s failed: %s", self.name, err, exc_info=log.isEnabledFor(10))
+            message = f"{type(err).__name__}: {err}"
+            # the same failure every poll (no GPU driver on this host) is logged once
+            level = logging.DEBUG if message == self._last_error else logging.WARNING
+            log.log(
+                level,
+                "collector %s failed: %s",
+                self.name,
+                message,
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
             with self._lock:
                 self._last_ok = False
-                self._last_error = f"{type(err).__name__}: {err}"
+                self._last_error = message
                 self._errors += 1
                 self._fresh = False
                 self._last_duration = self._clock() - started
@@ -145,6 +156,19 @@ class CollectorRunner:
             self._last_duration = self._good_at - started
             self._inflight = None
         done.set()
+
+    def close(self) -> None:
+        """Wait briefly for a poll in flight, then close the collector's source."""
+        with self._lock:
+            inflight = self._inflight
+        if inflight is not None:
+            inflight.wait(5.0)
+        close = getattr(self.collector, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception as err:
+                log.warning("collector %s: close failed: %s", self.name, err)
 
     def state(self, *, waited_out: bool) -> CollectorState:
         """The collector's state after a scrape waited (or gave up waiting) for its poll."""
@@ -192,6 +216,11 @@ class Exporter:
                 waited_out = not event.wait(max(deadline - time.monotonic(), 0.0))
             states.append(runner.state(waited_out=waited_out))
         return self._compose(states)
+
+    def close(self) -> None:
+        """Release every collector's source (those with a ``close`` method), once."""
+        for runner in self.runners:
+            runner.close()
 
     def _compose(self, states: list[CollectorState]) -> str:
         up = gauge(
