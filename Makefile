@@ -34,6 +34,7 @@ lint: venv
 
 bench: venv
 	$(BIN)/python benchmarks/slurm_scale.py
+	$(BIN)/python benchmarks/gpu_scrape.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -240,10 +240,15 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
         "direction",
     )
     for d in whole:
-        for (link, kind), value in sorted(d.nvlink_errors.items(), key=_link_order):
-            nvlink_errors.add((d.index, d.uuid, link, kind), value)
-        for (link, direction), value in sorted(d.nvlink_bytes.items(), key=_link_order):
-            nvlink_bytes.add((d.index, d.uuid, link, direction), value)
+        # insertion order is link order (the source reads links in order)
+        nvlink_errors.samples += [
+            ((d.index, d.uuid, link, kind), value)
+            for (link, kind), value in d.nvlink_errors.items()
+        ]
+        nvlink_bytes.samples += [
+            ((d.index, d.uuid, link, direction), value)
+            for (link, direction), value in d.nvlink_bytes.items()
+        ]
     families += [nvlink_errors, nvlink_bytes]
 
     for key, (name, help_text) in GPM_HELP.items():
@@ -332,8 +337,3 @@ def _labeled(
         for label, value in values_of(d).items():
             family.add((d.index, d.uuid, label), value)
     return family
-
-
-def _link_order(item: tuple[tuple[str, str], int]) -> tuple[int, str]:
-    (link, kind), _ = item
-    return int(link), kind
