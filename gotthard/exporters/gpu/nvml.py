@@ -221,6 +221,7 @@ class _XidWatcher(threading.Thread):
         self.timeout_ms = timeout_ms
         self.counts: dict[str, dict[int, int]] = {}
         self.last: dict[str, tuple[int, float]] = {}
+        self.last_fatal: dict[str, tuple[int, float]] = {}
         self.lock = threading.Lock()
         self._stop_event = threading.Event()
         self.event_set = pynvml.nvmlEventSetCreate()
@@ -255,6 +256,8 @@ class _XidWatcher(threading.Thread):
                 per_device = self.counts.setdefault(uuid, {})
                 per_device[xid] = per_device.get(xid, 0) + 1
                 self.last[uuid] = (xid, time.monotonic())
+                if xid in FATAL_XIDS:
+                    self.last_fatal[uuid] = (xid, time.monotonic())
             log.warning("GPU %s: XID %d", uuid, xid)
 
     def stop(self) -> None:
@@ -265,14 +268,15 @@ class _XidWatcher(threading.Thread):
         except pynvml.NVMLError as err:
             log.debug("nvmlEventSetFree: %s", err)
 
-    def read(self, uuid: str) -> tuple[dict[int, int] | None, int | None, float | None]:
+    def read(self, uuid: str) -> tuple[dict[int, int] | None, int | None, tuple[int, float] | None]:
+        """XID counts (None when events are unsupported), the last XID, the last fatal one."""
         with self.lock:
             counts = self.counts.get(uuid)
             last = self.last.get(uuid)
             return (
                 dict(counts) if counts is not None else None,
                 last[0] if last else None,
-                last[1] if last else None,
+                self.last_fatal.get(uuid),
             )
 
 
@@ -730,18 +734,17 @@ class NvmlSource:
     def _read_xids(self, device: _Device, reading: DeviceReading) -> None:
         if self._watcher is None:
             return
-        counts, last, seen_at = self._watcher.read(device.uuid)
+        counts, last, fatal = self._watcher.read(device.uuid)
+        if counts is None:
+            return  # XID events unsupported on this device: no XID series
         reading.xid_counts = counts
-        reading.last_xid = last if counts is not None else None
-        if counts is not None and reading.last_xid is None:
-            reading.last_xid = 0
+        reading.last_xid = last or 0
         if (
-            last in FATAL_XIDS
-            and seen_at is not None
-            and time.monotonic() - seen_at < self.xid_health_window
+            fatal is not None
+            and time.monotonic() - fatal[1] < self.xid_health_window
             and reading.healthy
         ):
-            reading.healthy, reading.health_reason = False, f"xid_{last}"
+            reading.healthy, reading.health_reason = False, f"xid_{fatal[0]}"
 
     # --- attribution ----------------------------------------------------------------------
 

@@ -210,6 +210,14 @@ def test_xid_79_is_counted_in_the_background_and_marks_the_gpu_unhealthy(
         time.sleep(0.05)
     assert value(found, "gpu_xid_errors_total", gpu="2", xid="79") == 1
     assert value(found, "gpu_health", gpu="2") == 0
+    # a later, harmless XID (13: graphics engine exception) does not hide the fatal one
+    fake_nvml.add_event(2, 13)
+    deadline = time.monotonic() + 5
+    while value(found := scrape(gpu), "gpu_last_xid", gpu="2") != 13:
+        assert time.monotonic() < deadline, "XID 13 never counted"
+        time.sleep(0.05)
+    assert value(found, "gpu_health", gpu="2") == 0
+    assert value(found, "gpu_xid_errors_total", gpu="2", xid="13") == 1
     assert value(found, "gpu_health", gpu="1") == 1
     assert value(found, "gpu_last_xid", gpu="1") == 0
     gpu.close()
