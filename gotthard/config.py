@@ -11,6 +11,7 @@ An invalid file raises :class:`ConfigError`, whose message names the bad key
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -69,6 +70,41 @@ class GpuExporterConfig(_Strict):
     xid_health_window_seconds: PositiveSeconds = 3600.0
 
 
+PollSeconds = Annotated[float, Field(ge=0, le=86400)]
+
+
+class SlingshotExporterConfig(_Strict):
+    #: 0 reads sysfs on every scrape (single-flight); reads are cheap local files.
+    poll_interval_seconds: PollSeconds = 0.0
+    #: Regex of further telemetry file names exported as slingshot_counter{counter}.
+    extra_counters: str = ""
+    #: cxi_healthcheck thresholds: healthy needs fewer restarts than these.
+    max_restarts_1h: Annotated[int, Field(ge=1)] = 5
+    max_restarts_10h: Annotated[int, Field(ge=1)] = 10
+
+    @field_validator("extra_counters")
+    @classmethod
+    def _regex(cls, value: str) -> str:
+        if value:
+            try:
+                re.compile(value)
+            except re.error as err:
+                raise ValueError(f"not a valid regular expression: {err}") from None
+        return value
+
+
+class LustreExporterConfig(_Strict):
+    poll_interval_seconds: PollSeconds = 0.0
+    #: procfs: read /proc/fs/lustre and /sys/fs/lustre; lctl: parse `lctl get_param`.
+    source: Literal["procfs", "lctl"] = "procfs"
+    lctl_path: str = "lctl"
+    #: Per-job IO from job_stats (opt-in: one series set per job).
+    job_stats: bool = False
+    #: At most this many jobs per target, highest IO first.
+    job_stats_limit: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    command_timeout_seconds: PositiveSeconds = 10.0
+
+
 class ExporterConfig(_Strict):
     listen: str = "127.0.0.1:9877"
     collectors: list[str] = Field(default_factory=lambda: ["slurm"])
@@ -81,6 +117,8 @@ class ExporterConfig(_Strict):
     max_stale_intervals: Annotated[int, Field(ge=1, le=1000)] = 10
     slurm: SlurmExporterConfig = SlurmExporterConfig()
     gpu: GpuExporterConfig = GpuExporterConfig()
+    slingshot: SlingshotExporterConfig = SlingshotExporterConfig()
+    lustre: LustreExporterConfig = LustreExporterConfig()
 
     @field_validator("collectors")
     @classmethod

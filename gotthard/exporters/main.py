@@ -28,10 +28,26 @@ def _gpu(cfg: configuration.Config) -> Collector:
     return GpuCollector(cfg.exporter.gpu, procfs=cfg.exporter.path_procfs)
 
 
+def _slingshot(cfg: configuration.Config) -> Collector:
+    from gotthard.exporters.slingshot.collector import SlingshotCollector
+
+    return SlingshotCollector(cfg.exporter.slingshot, sysfs=cfg.exporter.path_sysfs)
+
+
+def _lustre(cfg: configuration.Config) -> Collector:
+    from gotthard.exporters.lustre.collector import LustreCollector
+
+    return LustreCollector(
+        cfg.exporter.lustre, procfs=cfg.exporter.path_procfs, sysfs=cfg.exporter.path_sysfs
+    )
+
+
 #: Collector name -> factory. Later collectors register here, one module each.
 FACTORIES: dict[str, Callable[[configuration.Config], Collector]] = {
     "slurm": _slurm,
     "gpu": _gpu,
+    "slingshot": _slingshot,
+    "lustre": _lustre,
 }
 
 
@@ -51,7 +67,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--collectors",
-        help=f"comma-separated collectors to enable (available: {', '.join(FACTORIES)}; "
+        help=f"comma-separated collectors to enable ({', '.join(FACTORIES)}; "
         "default from config: slurm)",
     )
     parser.add_argument("--listen", help="HOST:PORT to serve on (default 127.0.0.1:9877)")
@@ -98,6 +114,32 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         help="export slurm_job_info, one series per running job (default true)",
     )
     parser.add_argument(
+        "--slingshot.extra-counters",
+        dest="slingshot_extra_counters",
+        metavar="REGEX",
+        help="also export telemetry files matching REGEX as slingshot_counter{counter}",
+    )
+    parser.add_argument(
+        "--lustre.source",
+        dest="lustre_source",
+        choices=("procfs", "lctl"),
+        help="read Lustre from /proc and /sys (default) or from `lctl get_param` output",
+    )
+    parser.add_argument(
+        "--lustre.job-stats",
+        dest="lustre_job_stats",
+        action="store_true",
+        default=None,
+        help="export per-job IO from job_stats (one series set per job)",
+    )
+    parser.add_argument(
+        "--lustre.job-stats-limit",
+        dest="lustre_job_stats_limit",
+        type=int,
+        metavar="N",
+        help="at most N jobs per target, highest IO first (default 1000)",
+    )
+    parser.add_argument(
         "--log.level",
         dest="log_level",
         default="info",
@@ -133,6 +175,16 @@ def effective_config(args: argparse.Namespace, base: configuration.Config) -> co
             slurm[key] = value
     if args.slurm_job_info is not None:
         slurm["job_info"] = args.slurm_job_info == "true"
+    if args.slingshot_extra_counters is not None:
+        exporter["slingshot"]["extra_counters"] = args.slingshot_extra_counters
+    for flag, key in (
+        ("lustre_source", "source"),
+        ("lustre_job_stats", "job_stats"),
+        ("lustre_job_stats_limit", "job_stats_limit"),
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            exporter["lustre"][key] = value
     try:
         return configuration.from_mapping(data, "command line")
     except configuration.ConfigError as err:
