@@ -1,0 +1,35 @@
+"""The ``lustre`` collector: procfs/sysfs (or lctl) -> LustreSnapshot -> metric families."""
+
+from __future__ import annotations
+
+from gotthard.config import LustreExporterConfig
+from gotthard.exporters.families import MetricFamily
+from gotthard.exporters.lustre.render import render
+from gotthard.exporters.lustre.snapshot import LustreSnapshot
+from gotthard.exporters.lustre.source import LctlSource, ProcfsSource, assemble
+
+
+class LustreCollector:
+    name = "lustre"
+
+    def __init__(
+        self, config: LustreExporterConfig, *, procfs: str = "/proc", sysfs: str = "/sys"
+    ) -> None:
+        self.poll_interval = config.poll_interval_seconds
+        self.job_stats = config.job_stats
+        self.job_stats_limit = config.job_stats_limit
+        self.source: LctlSource | ProcfsSource
+        if config.source == "lctl":
+            self.source = LctlSource(config.lctl_path, config.command_timeout_seconds)
+        else:
+            self.source = ProcfsSource(procfs=procfs, sysfs=sysfs)
+
+    def poll(self) -> LustreSnapshot:
+        """Read the source; raises only when lctl cannot be run (procfs never raises)."""
+        return assemble(self.source.read(job_stats=self.job_stats), job_stats=self.job_stats)
+
+    def render(self, snapshot: LustreSnapshot) -> list[MetricFamily]:
+        return render(snapshot, job_stats_limit=self.job_stats_limit)
+
+    def snapshot_errors(self, snapshot: LustreSnapshot) -> int:
+        return snapshot.errors
