@@ -35,6 +35,7 @@ lint: venv
 bench: venv
 	$(BIN)/python benchmarks/slurm_scale.py
 	$(BIN)/python benchmarks/gpu_scrape.py
+	$(BIN)/python benchmarks/node_scrape.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

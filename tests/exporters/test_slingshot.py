@@ -438,11 +438,16 @@ def test_files_lists_exactly_what_a_poll_opens(node: Path, monkeypatch: pytest.M
     collector = make(node)
     planned = collector.source.files()
     opened: list[str] = []
+    directories: dict[int, str] = {}
     real_open = os.open
 
-    def recording_open(path: str, flags: int, *args: int) -> int:
-        opened.append(path)
-        return real_open(path, flags, *args)
+    def recording_open(path: str, flags: int, *args: int, dir_fd: int | None = None) -> int:
+        fd = real_open(path, flags, *args, dir_fd=dir_fd)
+        if flags & os.O_DIRECTORY:
+            directories[fd] = path  # the telemetry directory, opened once per NIC
+        else:
+            opened.append(os.path.join(directories[dir_fd], path) if dir_fd else path)
+        return fd
 
     monkeypatch.setattr(os, "open", recording_open)
     collector.poll()

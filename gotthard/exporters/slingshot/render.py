@@ -356,13 +356,18 @@ def render(snapshot: SlingshotSnapshot, rule: HealthRule | None = None) -> list[
         for nic in nics:
             device_name = nic.identity.device
             counters = nic.counters
-            for file, values in rows:
-                reading = counters.get(file)
-                if reading is not None:
-                    value = reading[0]
-                    family.add(
-                        (device_name, *values), value if divisor is None else value / divisor
-                    )
+            if divisor is None:
+                family.samples += [
+                    ((device_name, *values), reading[0])
+                    for file, values in rows
+                    if (reading := counters.get(file)) is not None
+                ]
+            else:
+                family.samples += [
+                    ((device_name, *values), reading[0] / divisor)
+                    for file, values in rows
+                    if (reading := counters.get(file)) is not None
+                ]
             for file, values in property_rows:
                 number = nic.property_counters.get(file)
                 if number is not None:
