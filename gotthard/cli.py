@@ -25,9 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers.required = True
 
     from gotthard import sandbox
+    from gotthard.dashboards import cli as dashboards_cli
+    from gotthard.dashboards import rules_cli
     from gotthard.exporters import main as exporter_main
 
     exporter_main.add_cli(subparsers)
+    dashboards_cli.add_cli(subparsers)
+    rules_cli.add_cli(subparsers)
     sandbox.add_cli(subparsers)
     return parser
 

@@ -268,6 +268,7 @@ class Sandbox:
         slurmd_port: int = 6818,
         exporter_port: int = 9877,
         prometheus_port: int = 9090,
+        alertmanager_port: int = 9093,
         node_name: str = "gotthard-node",
         gpus: int = 2,
         exporter_poll_interval: float = 5.0,
@@ -279,6 +280,7 @@ class Sandbox:
         self.slurmd_port = slurmd_port
         self.exporter_port = exporter_port
         self.prometheus_port = prometheus_port
+        self.alertmanager_port = alertmanager_port
         self.node_name = node_name
         self.gpus = gpus
         self.exporter_poll_interval = exporter_poll_interval
@@ -294,14 +296,15 @@ class Sandbox:
         gpus: int = 2,
         exporter_poll_interval: float = 5.0,
     ) -> Sandbox:
-        """A sandbox whose four ports are free right now (for tests next to a developer's)."""
-        ctld, slurmd, exporter, prometheus = free_ports(4)
+        """A sandbox whose five ports are free right now (for tests next to a developer's)."""
+        ctld, slurmd, exporter, prometheus, alertmanager = free_ports(5)
         return cls(
             directory,
             slurmctld_port=ctld,
             slurmd_port=slurmd,
             exporter_port=exporter,
             prometheus_port=prometheus,
+            alertmanager_port=alertmanager,
             node_name=node_name,
             gpus=gpus,
             exporter_poll_interval=exporter_poll_interval,
@@ -377,6 +380,10 @@ class Sandbox:
         return f"http://127.0.0.1:{self.prometheus_port}"
 
     @property
+    def alertmanager_url(self) -> str:
+        return f"http://127.0.0.1:{self.alertmanager_port}"
+
+    @property
     def env(self) -> dict[str, str]:
         """Environment for a subprocess that talks to this sandbox (a full copy of ours)."""
         env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JWT", "SLURM_CONF")}
@@ -407,6 +414,7 @@ class Sandbox:
                 "slurmd": self.slurmd_port,
                 "exporter": self.exporter_port,
                 "prometheus": self.prometheus_port,
+                "alertmanager": self.alertmanager_port,
             },
             "processes": [asdict(record) for record in records],
         }
@@ -464,6 +472,7 @@ class Sandbox:
         }
         if with_prometheus:
             binaries["prometheus"] = find_binary("prometheus")
+            binaries["alertmanager"] = find_binary("prometheus-alertmanager")
         self._check_ports(with_exporter=with_exporter, with_prometheus=with_prometheus)
 
         started = time.monotonic()
@@ -478,6 +487,8 @@ class Sandbox:
             if with_exporter:
                 self._start_exporter()
             if with_prometheus:
+                self._write_rules_and_dashboards()
+                self._start_alertmanager(binaries["alertmanager"])
                 self._start_prometheus(binaries["prometheus"])
             self._write_env_sh()
         except BaseException:
@@ -491,6 +502,8 @@ class Sandbox:
             say(f"  exporter:    {self.exporter_url}/metrics")
         if with_prometheus:
             say(f"  prometheus:  {self.prometheus_url}")
+            say(f"  alertmanager: {self.alertmanager_url}")
+            say(f"  dashboards:  {self.directory / 'dashboards'} (import into Grafana)")
         say(f"  source {self.directory / 'env.sh'}")
 
     def down(self, *, verbose: bool = True, timeout: float = 10.0) -> None:
@@ -669,6 +682,7 @@ class Sandbox:
             ports["exporter"] = self.exporter_port
         if with_prometheus:
             ports["prometheus"] = self.prometheus_port
+            ports["alertmanager"] = self.alertmanager_port
         if len(set(ports.values())) != len(ports):
             raise SandboxError(f"sandbox ports must be distinct: {ports}")
         busy = [f"{name} port {port}" for name, port in ports.items() if _port_in_use(port)]
@@ -947,6 +961,35 @@ class Sandbox:
         record = self._spawn("exporter", argv)
         self._wait_http(record, f"{self.exporter_url}/healthz", timeout=30.0)
 
+    def _write_rules_and_dashboards(self) -> None:
+        """Recording/alerting rules and the Alertmanager config, plus the dashboard JSON."""
+        from gotthard.dashboards import alertmanager, grafana, rules_cli
+
+        token = self.directory / "webhook.token"
+        if not token.exists():
+            token.write_text(secrets.token_hex(16) + "\n")
+            token.chmod(0o600)
+        settings = alertmanager.AlertmanagerSettings(
+            webhook_url="http://127.0.0.1:9878/alerts",  # the runbook webhook, when running
+            webhook_token_file=str(token),
+            pager_urls={"local": alertmanager.default_pager_url("local")},
+        )
+        rules_cli.build(self.directory / "rules", settings=settings)
+        grafana.write_dashboards(self.directory / "dashboards")
+
+    def _start_alertmanager(self, binary: str) -> None:
+        data = self.directory / "alertmanager"
+        data.mkdir(exist_ok=True)
+        argv = [
+            binary,
+            f"--config.file={self.directory / 'rules' / 'alertmanager.yml'}",
+            f"--storage.path={data}",
+            f"--web.listen-address=127.0.0.1:{self.alertmanager_port}",
+            "--cluster.listen-address=",  # no gossip: a single local instance
+        ]
+        record = self._spawn("alertmanager", argv)
+        self._wait_http(record, f"{self.alertmanager_url}/-/ready", timeout=30.0)
+
     def _start_prometheus(self, prometheus: str) -> None:
         config = self.directory / "prometheus.yml"
         config.write_text(
@@ -956,6 +999,13 @@ class Sandbox:
                     "global:",
                     "  scrape_interval: 5s",
                     "  evaluation_interval: 5s",
+                    "rule_files:",
+                    f"  - {self.directory / 'rules' / 'recording.rules.yml'}",
+                    f"  - {self.directory / 'rules' / 'alerts.rules.yml'}",
+                    "alerting:",
+                    "  alertmanagers:",
+                    "    - static_configs:",
+                    f"        - targets: ['127.0.0.1:{self.alertmanager_port}']",
                     "scrape_configs:",
                     "  - job_name: gotthard",
                     "    scrape_interval: 5s",

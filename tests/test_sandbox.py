@@ -324,7 +324,14 @@ def test_full_sandbox_serves_metrics_to_prometheus(tmp_path: Path):
     )
     try:
         full.up(verbose=False)
-        assert set(full.status()) == {"munged", "slurmctld", "slurmd", "exporter", "prometheus"}
+        assert set(full.status()) == {
+            "munged",
+            "slurmctld",
+            "slurmd",
+            "exporter",
+            "alertmanager",
+            "prometheus",
+        }
         assert all(full.status().values())
         env_sh = (full.directory / "env.sh").read_text()
         assert f"export SLURM_CONF={full.slurm_conf}" in env_sh
@@ -347,6 +354,19 @@ def test_full_sandbox_serves_metrics_to_prometheus(tmp_path: Path):
             time.sleep(0.5)
         assert result, "Prometheus never scraped the exporter"
         assert result[0]["value"][1] == "1"  # type: ignore[index]
+
+        # the rules are loaded, Alertmanager is wired, the dashboards are written
+        _, body = http_get(f"{full.prometheus_url}/api/v1/rules")
+        groups = json.loads(body)["data"]["groups"]
+        names = {rule["name"] for group in groups for rule in group["rules"]}
+        assert "SlurmControllerDown" in names and len(groups) >= 6
+        _, body = http_get(f"{full.prometheus_url}/api/v1/alertmanagers")
+        active = json.loads(body)["data"]["activeAlertmanagers"]
+        assert [a["url"] for a in active] == [f"{full.alertmanager_url}/api/v2/alerts"]
+        status, _ = http_get(f"{full.alertmanager_url}/-/ready")
+        assert status == 200
+        dashboards = sorted(p.name for p in (full.directory / "dashboards").glob("*.json"))
+        assert "gotthard-slurm-cluster.json" in dashboards and len(dashboards) >= 7
     finally:
         full.down(verbose=False)
     assert not full.state_file.exists()
