@@ -28,10 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
     from gotthard.dashboards import cli as dashboards_cli
     from gotthard.dashboards import rules_cli
     from gotthard.exporters import main as exporter_main
+    from gotthard.policies import cli as policies_cli
 
     exporter_main.add_cli(subparsers)
     dashboards_cli.add_cli(subparsers)
     rules_cli.add_cli(subparsers)
+    policies_cli.add_cli(subparsers)
+    policies_cli.add_audit_cli(subparsers)
     sandbox.add_cli(subparsers)
     return parser
 

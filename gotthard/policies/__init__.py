@@ -1,1 +1,1 @@
-"""Placeholder for the policies area; see the open issues."""
+"""Security policies (Rego), their evaluation engines and the kube-bench CIS baseline."""

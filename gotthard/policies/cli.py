@@ -1,0 +1,167 @@
+"""``gotthard policy eval|test|kube-bench`` (and ``gotthard audit kube-bench``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from gotthard.policies import engine as eng
+from gotthard.policies import kube_bench, metrics, testing
+
+EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _err(msg: str) -> int:
+    print(f"gotthard policy: {msg}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _data(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    override = eng.load_file(args.data, what="data") if getattr(args, "data", None) else None
+    return eng.build_data(override, extra)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    try:
+        doc = eng.load_file(args.input)
+        engine = eng.make_engine(args.engine, _data(args), opa_url=args.opa_url)
+        violations = eng.evaluate(engine, doc, policy=args.policy, today=args.today)
+    except eng.PolicyError as err:
+        return _err(str(err))
+    result = eng.decision(violations)
+    print(json.dumps(result, indent=2))
+    if args.textfile:
+        counts = {
+            (p.name, r["id"]): 0
+            for p in eng.POLICIES.values()
+            for r in testing.load_rules()
+            if r["policy"] == p.name
+        }
+        by_rule = {r["id"]: r["policy"] for r in testing.load_rules()}
+        for v in violations:
+            key = (by_rule.get(v.rule, "unknown"), v.rule)
+            counts[key] = counts.get(key, 0) + 1
+        metrics.write_textfile(args.textfile, metrics.violations_registry(counts))
+    return EXIT_ALLOWED if result["allowed"] else EXIT_DENIED
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    try:
+        results, problems = testing.run_all()
+    except eng.PolicyError as err:
+        return _err(str(err))
+    failed = [r for r in results if not r.ok]
+    for r in results:
+        if args.verbose or not r.ok:
+            status = "ok" if r.ok else "FAIL"
+            detail = r.error or ("" if r.ok else f"expected {r.expected}, got {r.got}")
+            print(f"{status:4} {r.table}: {r.name} {detail}".rstrip())
+    for p in problems:
+        print(f"COVERAGE {p}")
+    print(
+        f"{len(results)} cases: {len(results) - len(failed)} passed, {len(failed)} failed; "
+        f"{len(problems)} coverage problems"
+    )
+    return 0 if not failed and not problems else 1
+
+
+def cmd_kube_bench(args: argparse.Namespace) -> int:
+    try:
+        if args.report:
+            doc = eng.load_file(args.report, what="report")
+        else:
+            doc = kube_bench.run_kube_bench(args.targets, args.check)
+        report = kube_bench.parse_report(doc)
+        extra = {"waivers": kube_bench.load_waivers(args.waivers)} if args.waivers else None
+        engine = eng.make_engine(args.engine, _data(args, extra), opa_url=args.opa_url)
+        only = [c.strip() for c in args.check.split(",") if c.strip()] if args.check else None
+        result = kube_bench.audit(engine, report, today=args.today, only=only)
+    except eng.PolicyError as err:
+        return _err(str(err))
+    if args.format == "json":
+        out = {k: result[k] for k in ("totals", "failed", "waived", "expired_waivers", "compliant")}
+        print(json.dumps(out, indent=2))
+    else:
+        print(kube_bench.format_text(result))
+    if args.textfile:
+        metrics.write_textfile(args.textfile, metrics.kube_bench_registry(report, result["failed"]))
+    return 0 if result["compliant"] else 1
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--engine",
+        choices=("embedded", "opa"),
+        default="embedded",
+        help="embedded: regopy in-process (default); opa: an OPA server",
+    )
+    p.add_argument(
+        "--opa-url",
+        default="http://localhost:8181",
+        metavar="URL",
+        help="OPA server for --engine opa (default http://localhost:8181)",
+    )
+    p.add_argument(
+        "--data",
+        metavar="FILE",
+        help="YAML/JSON deep-merged over the shipped data (keys: site, inventory, waivers)",
+    )
+    p.add_argument("--today", metavar="YYYY-MM-DD", help=argparse.SUPPRESS)
+
+
+def _add_kube_bench(commands: Any, name: str = "kube-bench") -> None:
+    kb = commands.add_parser(name, help="check kube-bench results against the CIS baseline")
+    src = kb.add_mutually_exclusive_group(required=True)
+    src.add_argument("--report", metavar="FILE", help="kube-bench --json output")
+    src.add_argument("--run", action="store_true", help="run kube-bench run --json here")
+    kb.add_argument(
+        "--targets", default="master,node,etcd", help="with --run (default %(default)s)"
+    )
+    kb.add_argument(
+        "--check",
+        metavar="IDS",
+        help="comma-separated check ids (with --run, or to restrict the baseline)",
+    )
+    kb.add_argument("--waivers", metavar="FILE", help="waivers (id, owner, reason, expires)")
+    kb.add_argument("--format", choices=("text", "json"), default="text")
+    kb.add_argument(
+        "--textfile", metavar="OUT.prom", help="write metrics for the textfile collector"
+    )
+    _engine_args(kb)
+    kb.set_defaults(func=cmd_kube_bench)
+
+
+def add_cli(subparsers: Any) -> None:
+    """Register ``policy eval|test|kube-bench``; leaves set ``func(args) -> int``."""
+    parser = subparsers.add_parser(
+        "policy",
+        help="security policies (Rego) and CIS baseline",
+        description="Evaluate and test the shipped Rego policies.",
+    )
+    commands = parser.add_subparsers(dest="policy_command", metavar="{eval,test,kube-bench}")
+    commands.required = True
+
+    ev = commands.add_parser(
+        "eval", help="evaluate one JSON/YAML input; exit 0 allowed, 1 denied, 2 bad input"
+    )
+    ev.add_argument("--input", required=True, metavar="FILE")
+    ev.add_argument("--policy", choices=sorted(eng.POLICIES), help="default: chosen by kind")
+    ev.add_argument("--textfile", metavar="OUT.prom", help="write gotthard_policy_violations")
+    _engine_args(ev)
+    ev.set_defaults(func=cmd_eval)
+
+    te = commands.add_parser("test", help="run the shipped policy test tables")
+    te.add_argument("-v", "--verbose", action="store_true")
+    te.set_defaults(func=cmd_test)
+
+    _add_kube_bench(commands)
+
+
+def add_audit_cli(subparsers: Any) -> None:
+    """Register ``audit kube-bench`` (the issue's spelling; same handler as policy kube-bench)."""
+    parser = subparsers.add_parser("audit", help="compliance audits")
+    commands = parser.add_subparsers(dest="audit_command", metavar="{kube-bench}")
+    commands.required = True
+    _add_kube_bench(commands)

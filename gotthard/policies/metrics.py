@@ -1,0 +1,75 @@
+"""Compliance metrics as a node-exporter textfile (names used by the security dashboard).
+
+* ``gotthard_kube_bench_checks{status,node_type}``: checks per status (pass/fail/warn/info)
+  and node type, zeros included;
+* ``gotthard_kube_bench_check_failed{id,node_type}``: 1 per failed, unwaived baseline check;
+* ``gotthard_policy_violations{policy,rule}``: current violations per rule, zeros included.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+from gotthard.policies.kube_bench import STATUSES, Report
+
+
+def kube_bench_registry(
+    report: Report, failed: Iterable[str], registry: CollectorRegistry | None = None
+) -> CollectorRegistry:
+    registry = registry or CollectorRegistry()
+    checks = Gauge(
+        "gotthard_kube_bench_checks",
+        "kube-bench checks by status and node type",
+        ["status", "node_type"],
+        registry=registry,
+    )
+    failed_g = Gauge(
+        "gotthard_kube_bench_check_failed",
+        "1 for a baseline CIS check that failed and no valid waiver covers",
+        ["id", "node_type"],
+        registry=registry,
+    )
+    counts = Counter((c.status.lower(), c.node_type) for c in report.checks)
+    for node_type in sorted({c.node_type for c in report.checks}) or ["unknown"]:
+        for status in STATUSES:
+            checks.labels(status=status, node_type=node_type).set(counts[(status, node_type)])
+    types = {c.id: c.node_type for c in report.checks}
+    for check_id in failed:
+        failed_g.labels(id=check_id, node_type=types.get(check_id, "unknown")).set(1)
+    return registry
+
+
+def violations_registry(
+    counts: Mapping[tuple[str, str], int], registry: CollectorRegistry | None = None
+) -> CollectorRegistry:
+    """``counts``: (policy, rule) -> violations; pass every known rule to export zeros."""
+    registry = registry or CollectorRegistry()
+    gauge = Gauge(
+        "gotthard_policy_violations",
+        "current policy violations by policy and rule",
+        ["policy", "rule"],
+        registry=registry,
+    )
+    for (policy, rule), n in sorted(counts.items()):
+        gauge.labels(policy=policy, rule=rule).set(n)
+    return registry
+
+
+def write_textfile(path: str | Path, registry: CollectorRegistry) -> None:
+    """Write atomically (temp file + rename), as the textfile collector requires."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(generate_latest(registry))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,1 @@
+"""Shipped Rego policies, site data and policy test tables (package data)."""
