@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gotthard import sandbox
     from gotthard.dashboards import cli as dashboards_cli
     from gotthard.dashboards import rules_cli
+    from gotthard.dr import cli as dr_cli
     from gotthard.exporters import main as exporter_main
     from gotthard.policies import cli as policies_cli
 
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules_cli.add_cli(subparsers)
     policies_cli.add_cli(subparsers)
     policies_cli.add_audit_cli(subparsers)
+    dr_cli.add_cli(subparsers)
     sandbox.add_cli(subparsers)
     return parser
 

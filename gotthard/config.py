@@ -18,6 +18,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from gotthard.dr.settings import DrConfig
+
 ENV_VAR = "GOTTHARD_CONFIG"
 
 #: Collectors the exporter knows by name; the runtime refuses any other.
@@ -143,6 +145,7 @@ class Config(_Strict):
     cluster: str = "sandbox"
     sites: dict[str, SiteConfig] = Field(default_factory=dict)
     exporter: ExporterConfig = ExporterConfig()
+    dr: DrConfig = DrConfig()
 
     @field_validator("site", "cluster")
     @classmethod

@@ -1,1 +1,1 @@
-"""Placeholder for the dr area; see the open issues."""
+"""DR control plane: Velero backups, drills with RTO/RPO, Zurich/Lugano placement (issue 7)."""

@@ -1,0 +1,89 @@
+"""Public API of the DR control plane (stable; used by the runbook webhook, issue 6).
+
+Both functions act through the Kubernetes API, retry transient failures with back-off
+and return a name the caller can log or link to. ``api_client`` lets a caller pass its
+own ``kubernetes.client.ApiClient``; by default one is built from the site's kube
+context in ``settings.sites``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kubernetes import client
+
+from gotthard.dr import ops, placement
+from gotthard.dr import velero as v
+from gotthard.dr.settings import BackupSchedule, DrConfig
+
+LABEL_REASON = "gotthard.io/reason"
+
+
+def _label_value(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:63].strip("-_.") or "none"
+
+
+def backup_now(
+    settings: DrConfig,
+    namespace: str,
+    *,
+    reason: str,
+    api_client: client.ApiClient | None = None,
+    site: str | None = None,
+) -> str:
+    """Create an ad-hoc Velero Backup of *namespace* on *site* (default ``settings.site``).
+
+    Returns the Backup name, ``manual-<namespace>-<site>-<YYYYMMDDhhmmss>``. Calling it
+    twice within one second is a no-op the second time (same name, 409). Does not wait
+    for the backup to finish; follow it with ``gotthard dr status``.
+    """
+    site = site or settings.site
+    ctx = ops.Context(settings, api_clients={site: api_client} if api_client else None)
+    when = ops.now_utc(ctx).replace(microsecond=0)
+    name = v.slot_name(f"manual-{namespace}-{site}", when)
+    sched = BackupSchedule(name="manual", namespaces=[namespace])
+    ctx.velero(site).create_backup(
+        name,
+        v.backup_spec(sched),
+        {
+            v.LABEL_SCHEDULE: "manual",
+            v.LABEL_NAMESPACE: namespace,
+            LABEL_REASON: _label_value(reason),
+        },
+    )
+    return name
+
+
+def request_failover(
+    settings: DrConfig,
+    service: str,
+    target_site: str,
+    *,
+    reason: str,
+    api_client: client.ApiClient | None = None,
+) -> str:
+    """Place *service* on *target_site* now by applying its Karmada PropagationPolicy.
+
+    *api_client* talks to the Karmada control plane. Returns ``<namespace>/<policy>``.
+    This is a one-off action: to keep the service there, also set
+    ``[dr.placement.overrides]``, or the controller fails back after its cool-down.
+    """
+    by_name = {s.name: s for s in settings.placement.services}
+    if service not in by_name:
+        raise KeyError(f"unknown service {service!r}; configured: {', '.join(sorted(by_name))}")
+    if target_site not in settings.sites:
+        raise KeyError(
+            f"unknown site {target_site!r}; configured: {', '.join(sorted(settings.sites))}"
+        )
+    ctx = ops.Context(settings)
+    if api_client is None:
+        from gotthard.dr.daemon import _karmada_client
+
+        api_client = _karmada_client(settings)
+    policy = placement.propagation_policy(settings, by_name[service], target_site)
+    policy["metadata"].setdefault("annotations", {})["gotthard.io/reason"] = reason
+    placement.Karmada(api_client, ctx.retry).apply(policy)
+    return f"{policy['metadata']['namespace']}/{policy['metadata']['name']}"
+
+
+__all__ = ["backup_now", "request_failover"]

@@ -1,0 +1,366 @@
+"""The DR daemon: APScheduler 3.x with a persistent SQLAlchemy job store.
+
+* Jobs have stable ids (``backup:<site>:<schedule>``, ``drill:<site>:<namespace>``,
+  ``bsl:<site>``, ``placement``) and are (re)added with ``replace_existing``, so a
+  restart keeps their next run times from the job store instead of duplicating them.
+* Defaults: ``coalesce``, ``max_instances=1``, ``misfire_grace_time``.
+* Backups are named per cron slot, so running a slot twice (restart, misfire,
+  coalescing) creates nothing new: 409 means done.
+* Only the Lease holder runs the scheduler; losing the Lease stops it. A SQLite job
+  store is also guarded by an exclusive file lock: two APScheduler 3.x processes must
+  never share one job store.
+* Job failures are exceptions inside APScheduler's executor: logged, counted by the
+  event listener, never fatal to the scheduler.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import IO, Any
+
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    JobEvent,
+)
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from kubernetes import client
+
+from gotthard.dr import ops, placement
+from gotthard.dr.lease import LeaseElector
+from gotthard.dr.metrics import DrMetrics
+from gotthard.dr.settings import DrConfig, cron_trigger
+
+log = logging.getLogger(__name__)
+
+#: The running daemon, for the job functions (the job store keeps only their names and args).
+_CURRENT: DrDaemon | None = None
+JOB_PREFIXES = ("backup:", "drill:", "bsl:", "placement")
+_EVENTS = {
+    EVENT_JOB_EXECUTED: "executed",
+    EVENT_JOB_ERROR: "error",
+    EVENT_JOB_MISSED: "missed",
+    EVENT_JOB_MAX_INSTANCES: "max_instances",
+}
+
+
+class JobStoreLocked(RuntimeError):
+    """Another process already uses this SQLite job store."""
+
+
+def last_slot(cron: str, timezone: str, now: dt.datetime) -> dt.datetime:
+    """The latest fire time of *cron* at or before *now* (the slot a run belongs to)."""
+    trigger = cron_trigger(cron, timezone)
+    for lookback in (dt.timedelta(hours=2), dt.timedelta(days=32), dt.timedelta(days=400)):
+        t = trigger.get_next_fire_time(None, now - lookback)
+        last = None
+        while t is not None and t <= now:
+            last = t
+            t = trigger.get_next_fire_time(t, t + dt.timedelta(seconds=1))
+        if last is not None:
+            return last.astimezone(dt.UTC)
+    return now.astimezone(dt.UTC).replace(microsecond=0)
+
+
+def _sqlite_path(url: str) -> str | None:
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        return url.removeprefix("sqlite:///")
+    return None
+
+
+# -- job functions (module level: the job store references them by name) ----------------
+
+
+def _daemon() -> DrDaemon:
+    if _CURRENT is None:
+        raise RuntimeError("no DR daemon is running in this process")
+    return _CURRENT
+
+
+def backup_job(site: str, schedule: str) -> str:
+    d = _daemon()
+    sched = next(s for s in d.settings.schedules if s.name == schedule)
+    slot = last_slot(sched.cron, d.settings.timezone, ops.now_utc(d.ctx))
+    return ops.run_backup(d.ctx, site, sched, slot).name
+
+
+def drill_job(site: str, namespace: str) -> bool:
+    d = _daemon()
+    spec = next(s for s in d.settings.drills if s.site == site and s.namespace == namespace)
+    report = ops.run_drill(d.ctx, spec)
+    if not report.verified:
+        raise RuntimeError(f"drill of {namespace} on {site} failed: {report.error}")
+    return True
+
+
+def bsl_job(site: str) -> dict[str, bool]:
+    d = _daemon()
+    result = ops.check_storage_locations(d.ctx, site)
+    ops.refresh_rpo(
+        d.ctx,
+        site,
+        sorted(
+            {
+                ns
+                for s in d.settings.schedules
+                if site in d.settings.schedule_sites(s)
+                for ns in s.namespaces
+            }
+        ),
+    )
+    return result
+
+
+def placement_job() -> list[str]:
+    return [str(x) for x in _daemon().evaluate_placement(apply=True)]
+
+
+class DrDaemon:
+    def __init__(
+        self,
+        settings: DrConfig,
+        *,
+        api_clients: Mapping[str, client.ApiClient] | None = None,
+        karmada_api: client.ApiClient | None = None,
+        metrics: DrMetrics | None = None,
+        identity: str | None = None,
+        clock: Callable[[], float] = time.time,
+        health_source: Callable[[str], placement.SiteHealth] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics or DrMetrics()
+        self.ctx = ops.Context(settings, self.metrics, api_clients, clock=clock)
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
+        self.karmada_api = karmada_api
+        self.health_source = health_source
+        self.scheduler: BackgroundScheduler | None = None
+        self._lockfile: IO[bytes] | None = None
+        self._stop = threading.Event()
+        self.placement_state: dict[str, placement.ServiceState] = placement.load_state(
+            settings.placement.state_file
+        )
+
+    # -- scheduler -----------------------------------------------------------------
+    def _lock_jobstore(self) -> None:
+        path = _sqlite_path(self.settings.jobstore_url)
+        if path is None or self._lockfile is not None:
+            return
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        f = open(path + ".lock", "ab")  # noqa: SIM115 - held for the daemon's lifetime
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            raise JobStoreLocked(f"{path} is in use by another DR daemon") from None
+        self._lockfile = f
+
+    def _unlock_jobstore(self) -> None:
+        if self._lockfile is not None:
+            fcntl.flock(self._lockfile, fcntl.LOCK_UN)
+            self._lockfile.close()
+            self._lockfile = None
+
+    def build_scheduler(self) -> BackgroundScheduler:
+        s = self.settings
+        sched = BackgroundScheduler(
+            jobstores={"default": SQLAlchemyJobStore(url=s.jobstore_url)},
+            job_defaults={
+                "coalesce": True,
+                "max_instances": 1,
+                "misfire_grace_time": int(s.misfire_grace_seconds),
+            },
+            timezone=s.timezone,
+        )
+        sched.add_listener(
+            self._on_event,
+            EVENT_JOB_EXECUTED | EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES,
+        )
+        return sched
+
+    def _on_event(self, event: JobEvent) -> None:
+        name = _EVENTS.get(event.code, str(event.code))
+        self.metrics.scheduler_events.labels(event.job_id, name).inc()
+        if event.code == EVENT_JOB_ERROR:
+            log.error("job %s failed: %s", event.job_id, event.exception)
+
+    def desired_jobs(self) -> dict[str, dict[str, Any]]:
+        """Job id -> add_job keyword arguments, from the settings."""
+        s, tz = self.settings, self.settings.timezone
+        jobs: dict[str, dict[str, Any]] = {}
+        for sched in s.schedules:
+            for site in s.schedule_sites(sched):
+                jobs[f"backup:{site}:{sched.name}"] = {
+                    "func": backup_job,
+                    "trigger": cron_trigger(sched.cron, tz),
+                    "kwargs": {"site": site, "schedule": sched.name},
+                }
+        for drill in s.drills:
+            jobs[f"drill:{drill.site}:{drill.namespace}"] = {
+                "func": drill_job,
+                "trigger": cron_trigger(drill.cron, tz),
+                "kwargs": {"site": drill.site, "namespace": drill.namespace},
+            }
+        for site in s.sites:
+            jobs[f"bsl:{site}"] = {
+                "func": bsl_job,
+                "trigger": IntervalTrigger(minutes=5, timezone=tz),
+                "kwargs": {"site": site},
+            }
+        if s.placement.enabled and s.placement.services:
+            jobs["placement"] = {
+                "func": placement_job,
+                "trigger": IntervalTrigger(seconds=s.placement.interval_seconds, timezone=tz),
+                "kwargs": {},
+            }
+        return jobs
+
+    def sync_jobs(self, sched: BackgroundScheduler) -> None:
+        """Add/replace the configured jobs, remove ours that left the configuration.
+
+        An unchanged job keeps its persisted next run time (a restart does not reset
+        or duplicate it); a changed trigger is replaced."""
+        desired = self.desired_jobs()
+        for job in sched.get_jobs():
+            if job.id.startswith(JOB_PREFIXES) and job.id not in desired:
+                sched.remove_job(job.id)
+        for job_id, spec in desired.items():
+            existing = sched.get_job(job_id)
+            if (
+                existing is not None
+                and str(existing.trigger) == str(spec["trigger"])
+                and existing.kwargs == spec["kwargs"]
+            ):
+                continue
+            sched.add_job(id=job_id, name=job_id, replace_existing=True, **spec)
+
+    def start_scheduler(self) -> BackgroundScheduler:
+        global _CURRENT
+        self._lock_jobstore()
+        _CURRENT = self
+        sched = self.build_scheduler()
+        sched.start(paused=True)
+        self.sync_jobs(sched)
+        sched.resume()
+        self.scheduler = sched
+        self.metrics.leader.set(1)
+        return sched
+
+    def stop_scheduler(self) -> None:
+        global _CURRENT
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+            self.scheduler = None
+        if _CURRENT is self:
+            _CURRENT = None
+        self._unlock_jobstore()
+        self.metrics.leader.set(0)
+
+    # -- start-up chores -----------------------------------------------------------
+    def cleanup_orphans(self) -> list[str]:
+        cleaned: list[str] = []
+        for site in self.settings.sites:
+            try:
+                cleaned += ops.cleanup_orphans(self.ctx, site)
+            except Exception as err:
+                log.error("orphan clean-up on %s failed: %s", site, err)
+        return cleaned
+
+    # -- placement -----------------------------------------------------------------
+    def evaluate_placement(self, apply: bool) -> list[placement.Decision]:
+        p = self.settings.placement
+        health = {}
+        for site, conf in self.settings.sites.items():
+            if self.health_source is not None:
+                health[site] = self.health_source(site)
+            else:
+                health[site] = placement.site_health(site, conf.prometheus_url, p.queries)
+            self.metrics.site_healthy.labels(site).set(
+                1 if health[site].healthy(p.min_gpu_capacity) else 0
+            )
+        state, decisions = placement.decide(
+            p.services, health, self.placement_state, self.ctx.clock(), p
+        )
+        for d in decisions:
+            for site in self.settings.sites:
+                self.metrics.placement.labels(d.service, site).set(1 if site == d.site else 0)
+        if apply:
+            if self.karmada_api is None:
+                self.karmada_api = _karmada_client(self.settings)
+            karmada = placement.Karmada(self.karmada_api, self.ctx.retry)
+            by_name = {svc.name: svc for svc in p.services}
+            for d in decisions:
+                karmada.apply(
+                    placement.propagation_policy(self.settings, by_name[d.service], d.site)
+                )
+            self.placement_state = state
+            try:
+                placement.save_state(p.state_file, state)
+            except OSError as err:
+                log.warning("cannot save placement state: %s", err)
+        return decisions
+
+    # -- main loop -----------------------------------------------------------------
+    def health(self) -> dict[str, Any]:
+        running = self.scheduler is not None and self.scheduler.running
+        return {"ok": True, "leader": running, "identity": self.identity}
+
+    def elector(self) -> LeaseElector:
+        lease = self.settings.lease
+        return LeaseElector(
+            self.ctx.api(lease.site or self.settings.site),
+            lease.namespace,
+            lease.name,
+            self.identity,
+            lease.duration_seconds,
+            clock=self.ctx.clock,
+        )
+
+    def step(self, elector: LeaseElector | None) -> bool:
+        """One election round: start or stop the scheduler; returns leadership."""
+        try:
+            leader = True if elector is None else elector.try_acquire()
+        except Exception as err:
+            log.error("lease check failed: %s", err)
+            leader = False
+        if leader and self.scheduler is None:
+            log.info("%s is leader: starting the scheduler", self.identity)
+            self.cleanup_orphans()
+            self.start_scheduler()
+        elif not leader and self.scheduler is not None:
+            log.warning("%s lost the lease: stopping the scheduler", self.identity)
+            self.stop_scheduler()
+        return leader
+
+    def run(self) -> None:
+        elector = self.elector() if self.settings.lease.enabled else None
+        try:
+            while not self._stop.is_set():
+                self.step(elector)
+                self._stop.wait(self.settings.lease.renew_seconds)
+        finally:
+            self.stop_scheduler()
+            if elector is not None:
+                elector.release()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _karmada_client(settings: DrConfig) -> client.ApiClient:
+    from kubernetes import config
+
+    p = settings.placement
+    return config.new_client_from_config(
+        config_file=p.karmada_kubeconfig or None, context=p.karmada_context or None
+    )

@@ -1,0 +1,349 @@
+"""DR operations shared by the daemon, the CLI and the public API: backups and drills."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kubernetes import client
+
+from gotthard.dr import velero as v
+from gotthard.dr.kube import Retry, api_client_for, call, list_objects
+from gotthard.dr.metrics import DrMetrics
+from gotthard.dr.settings import BackupSchedule, DrConfig, DrillSpec, ResourceCheck
+
+log = logging.getLogger(__name__)
+
+LABEL_SCRATCH = "gotthard.io/drill-scratch"
+LABEL_SOURCE_NS = "gotthard.io/drill-source-namespace"
+LABEL_SOURCE_SITE = "gotthard.io/drill-source-site"
+
+
+class Context:
+    """Settings, metrics and lazily built API clients for each site."""
+
+    def __init__(
+        self,
+        settings: DrConfig,
+        metrics: DrMetrics | None = None,
+        api_clients: Mapping[str, client.ApiClient] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics or DrMetrics()
+        self._clients: dict[str, client.ApiClient] = dict(api_clients or {})
+        self.clock = clock
+        self.retry = Retry.from_settings(
+            settings, sleep=sleep, on_retry=lambda op: self.metrics.api_retries.labels(op).inc()
+        )
+
+    def api(self, site: str) -> client.ApiClient:
+        if site not in self._clients:
+            self._clients[site] = api_client_for(self.settings.sites[site])
+        return self._clients[site]
+
+    def velero(self, site: str) -> v.Velero:
+        return v.Velero(
+            self.api(site),
+            self.settings.sites[site].velero_namespace,
+            self.retry,
+            poll_seconds=self.settings.poll_interval_seconds,
+            clock=self.clock,
+        )
+
+
+def now_utc(ctx: Context) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ctx.clock(), dt.UTC)
+
+
+# -- backups ---------------------------------------------------------------------------
+
+
+def trigger_backup(ctx: Context, site: str, schedule: BackupSchedule, slot: dt.datetime) -> str:
+    """Create the Backup of *slot* (idempotent: 409 = already done); return its name."""
+    name = v.slot_name(f"{schedule.name}-{site}", slot)
+    labels = {v.LABEL_SCHEDULE: schedule.name, v.LABEL_SLOT: slot.strftime("%Y%m%d%H%M%S")}
+    created = ctx.velero(site).create_backup(name, v.backup_spec(schedule), labels)
+    log.info("backup %s on %s: %s", name, site, "created" if created else "already exists")
+    return name
+
+
+def record_backup(ctx: Context, site: str, schedule: str, outcome: v.Outcome) -> None:
+    m = ctx.metrics
+    m.backups.labels(site, schedule, outcome.phase).inc()
+    if outcome.duration is not None:
+        m.backup_duration.labels(site, schedule).set(outcome.duration)
+    if outcome.usable and outcome.completed is not None:
+        m.backup_last_success.labels(site, schedule).set(outcome.completed)
+        for ns in (outcome.obj.get("spec") or {}).get("includedNamespaces") or []:
+            m.rpo.labels(site, ns).set(max(0.0, ctx.clock() - outcome.completed))
+
+
+def run_backup(ctx: Context, site: str, schedule: BackupSchedule, slot: dt.datetime) -> v.Outcome:
+    """Trigger the slot's Backup and follow it to a terminal phase (or the timeout)."""
+    name = trigger_backup(ctx, site, schedule, slot)
+    try:
+        outcome = ctx.velero(site).wait("backups", name, ctx.settings.backup_timeout_seconds)
+    except v.PhaseTimeout:
+        ctx.metrics.backups.labels(site, schedule.name, "Timeout").inc()
+        raise
+    record_backup(ctx, site, schedule.name, outcome)
+    if not outcome.usable:
+        raise RuntimeError(f"backup {name} on {site} ended {outcome.phase}")
+    return outcome
+
+
+def refresh_rpo(ctx: Context, site: str, namespaces: list[str]) -> None:
+    vel = ctx.velero(site)
+    for ns in namespaces:
+        latest = vel.latest_completed_backup(ns)
+        done = v.parse_time(((latest or {}).get("status") or {}).get("completionTimestamp"))
+        if done is not None:
+            ctx.metrics.rpo.labels(site, ns).set(max(0.0, ctx.clock() - done))
+
+
+def check_storage_locations(ctx: Context, site: str) -> dict[str, bool]:
+    result = ctx.velero(site).storage_locations()
+    for name, ok in result.items():
+        ctx.metrics.bsl_available.labels(site, name).set(1 if ok else 0)
+    return result
+
+
+# -- drills ----------------------------------------------------------------------------
+
+
+@dataclass
+class DrillReport:
+    site: str
+    namespace: str
+    target_site: str
+    scratch_namespace: str
+    backup: str = ""
+    restore: str = ""
+    verified: bool = False
+    rto_seconds: float | None = None
+    rpo_seconds: float | None = None
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    cleaned: bool = False
+    error: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    def to_markdown(self) -> str:
+        lines = [
+            f"# DR drill: {self.namespace} ({self.site} → {self.target_site})",
+            "",
+            f"* result: **{'verified' if self.verified else 'FAILED'}**"
+            + (f" ({self.error})" if self.error else ""),
+            f"* backup: `{self.backup}`, restore: `{self.restore}`",
+            f"* scratch namespace: `{self.scratch_namespace}` (cleaned: {self.cleaned})",
+            f"* RTO: {_fmt(self.rto_seconds)}, RPO: {_fmt(self.rpo_seconds)}",
+            "",
+            "| check | ok | detail |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {c['name']} | {'yes' if c['ok'] else 'no'} | {c['detail']} |" for c in self.checks
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def _fmt(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds:.1f} s"
+
+
+def scratch_name(namespace: str, when: dt.datetime) -> str:
+    stamp = when.strftime("%Y%m%d%H%M%S")
+    return f"drill-{namespace[: 63 - len(stamp) - 7]}-{stamp}"
+
+
+def create_scratch_namespace(
+    ctx: Context, site: str, name: str, source: str, source_site: str
+) -> None:
+    """Create the scratch namespace up front so that it carries our labels (Velero then
+    restores into the existing namespace); a crash leaves it findable by label."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "labels": {
+                LABEL_SCRATCH: "true",
+                LABEL_SOURCE_NS: source,
+                LABEL_SOURCE_SITE: source_site,
+            },
+        },
+    }
+    core = client.CoreV1Api(ctx.api(site))
+    try:
+        call(ctx.retry, "create namespace", core.create_namespace, body)
+    except client.ApiException as err:
+        if err.status != 409:
+            raise
+
+
+def delete_namespace(ctx: Context, site: str, name: str) -> bool:
+    core = client.CoreV1Api(ctx.api(site))
+    try:
+        call(ctx.retry, "delete namespace", core.delete_namespace, name)
+    except client.ApiException as err:
+        if err.status != 404:
+            raise
+    return True
+
+
+def cleanup_orphans(ctx: Context, site: str) -> list[str]:
+    """Delete scratch namespaces left by crashed drills; mark those drills failed."""
+    core = client.CoreV1Api(ctx.api(site))
+    found = call(
+        ctx.retry, "list namespaces", core.list_namespace, label_selector=f"{LABEL_SCRATCH}=true"
+    )
+    cleaned = []
+    for ns in found.items:
+        labels = ns.metadata.labels or {}
+        if labels.get(LABEL_SCRATCH) != "true":  # selector may be ignored: check here too
+            continue
+        delete_namespace(ctx, site, ns.metadata.name)
+        ctx.metrics.orphans_cleaned.labels(site).inc()
+        source_site = labels.get(LABEL_SOURCE_SITE, site)
+        source_ns = labels.get(LABEL_SOURCE_NS, "")
+        if source_ns:
+            ctx.metrics.drill_last_success.labels(source_site, source_ns).set(0)
+            ctx.metrics.drill_last_timestamp.labels(source_site, source_ns).set(ctx.clock())
+        cleaned.append(ns.metadata.name)
+        log.warning("deleted orphan drill namespace %s on %s", ns.metadata.name, site)
+    return cleaned
+
+
+def _ready(obj: Mapping[str, Any], plural: str) -> bool:
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if plural in ("deployments", "statefulsets", "replicasets"):
+        return int(status.get("readyReplicas") or 0) >= int(spec.get("replicas", 1))
+    if plural == "jobs":
+        return int(status.get("succeeded") or 0) > 0
+    if plural == "pods":
+        return status.get("phase") in ("Running", "Succeeded")
+    return True
+
+
+def verify(
+    ctx: Context, site: str, scratch: str, checks: list[ResourceCheck], probe: str
+) -> list[dict[str, Any]]:
+    results: list[dict[str, Any]] = []
+    api = ctx.api(site)
+    for check in checks:
+        objs = list_objects(api, ctx.retry, check.api_version, check.plural, scratch)
+        ready = [o for o in objs if not check.require_ready or _ready(o, check.plural)]
+        ok = len(objs) >= check.min_count and len(ready) == len(objs)
+        results.append(
+            {
+                "name": f"{check.plural}.{check.api_version}",
+                "ok": ok,
+                "detail": f"{len(objs)} found (min {check.min_count}), {len(ready)} ready",
+            }
+        )
+    if probe:
+        url = probe.replace("$namespace", scratch)
+        try:
+            with urllib.request.urlopen(url, timeout=ctx.settings.api_timeout_seconds) as resp:
+                ok, detail = 200 <= resp.status < 300, f"HTTP {resp.status}"
+        except Exception as err:
+            ok, detail = False, str(err)
+        results.append({"name": "http-probe", "ok": ok, "detail": detail})
+    return results
+
+
+def run_drill(ctx: Context, spec: DrillSpec, *, fresh_backup: bool | None = None) -> DrillReport:
+    """Backup (fresh or latest Completed) → Restore into a scratch namespace → verify →
+    RTO/RPO → always clean up. Never raises for a failed drill: the report says why."""
+    start = ctx.clock()
+    started = now_utc(ctx)
+    target = spec.target_site or spec.site
+    report = DrillReport(spec.site, spec.namespace, target, scratch_name(spec.namespace, started))
+    fresh = spec.fresh_backup if fresh_backup is None else fresh_backup
+    try:
+        source = ctx.velero(spec.site)
+        if fresh:
+            sched = BackupSchedule(name="drill", namespaces=[spec.namespace])
+            report.backup = v.slot_name(f"drill-{spec.namespace}-{spec.site}", started)
+            source.create_backup(
+                report.backup, v.backup_spec(sched), {v.LABEL_NAMESPACE: spec.namespace}
+            )
+            outcome = source.wait("backups", report.backup, ctx.settings.backup_timeout_seconds)
+            record_backup(ctx, spec.site, "drill", outcome)
+            backup = outcome.obj
+        else:
+            found = source.latest_completed_backup(spec.namespace)
+            if found is None:
+                raise RuntimeError(f"no Completed backup of {spec.namespace} on {spec.site}")
+            backup = found
+            report.backup = backup["metadata"]["name"]
+        report.checks.append(
+            {
+                "name": "backup-completed",
+                "ok": v.phase_of(backup) == "Completed",
+                "detail": v.phase_of(backup),
+            }
+        )
+        if v.phase_of(backup) != "Completed":
+            raise RuntimeError(f"backup {report.backup} is {v.phase_of(backup)}, not Completed")
+        backup_done = v.parse_time((backup.get("status") or {}).get("completionTimestamp"))
+        if backup_done is not None:
+            report.rpo_seconds = max(0.0, start - backup_done)
+
+        create_scratch_namespace(ctx, target, report.scratch_namespace, spec.namespace, spec.site)
+        report.restore = report.scratch_namespace
+        ctx.velero(target).create_restore(
+            report.restore,
+            report.backup,
+            {spec.namespace: report.scratch_namespace},
+            {LABEL_SCRATCH: "true", LABEL_SOURCE_NS: spec.namespace},
+        )
+        restored = ctx.velero(target).wait(
+            "restores", report.restore, ctx.settings.restore_timeout_seconds
+        )
+        report.checks.append(
+            {"name": "restore-completed", "ok": restored.usable, "detail": restored.phase}
+        )
+        if restored.usable:
+            report.checks += verify(
+                ctx, target, report.scratch_namespace, spec.checks, spec.http_probe
+            )
+        report.verified = all(c["ok"] for c in report.checks)
+        if report.verified:
+            report.rto_seconds = ctx.clock() - start
+        else:
+            report.error = "; ".join(
+                f"{c['name']}: {c['detail']}" for c in report.checks if not c["ok"]
+            )
+    except Exception as err:
+        log.exception("drill of %s on %s failed", spec.namespace, spec.site)
+        report.error = report.error or f"{type(err).__name__}: {err}"
+    finally:
+        try:
+            if report.restore or report.scratch_namespace:
+                report.cleaned = delete_namespace(ctx, target, report.scratch_namespace)
+        except Exception as err:
+            log.error("could not delete scratch namespace %s: %s", report.scratch_namespace, err)
+        _record_drill(ctx, report)
+    return report
+
+
+def _record_drill(ctx: Context, report: DrillReport) -> None:
+    m, labels = ctx.metrics, (report.site, report.namespace)
+    m.drill_last_success.labels(*labels).set(1 if report.verified else 0)
+    m.drill_last_timestamp.labels(*labels).set(ctx.clock())
+    if report.rto_seconds is not None:
+        m.drill_rto.labels(*labels).set(report.rto_seconds)
+    if report.rpo_seconds is not None:
+        m.drill_rpo.labels(*labels).set(report.rpo_seconds)
+        m.rpo.labels(*labels).set(report.rpo_seconds)

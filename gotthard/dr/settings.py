@@ -1,0 +1,238 @@
+"""Typed settings of the DR control plane: the ``[dr]`` table of the site file.
+
+:class:`DrConfig` is strict (unknown keys are errors) so a typo in the site file fails
+at start-up instead of silently disabling a backup. The lead mounts it as
+``Config.dr``; until then :func:`from_site_file` reads the raw ``[dr]`` table itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated
+
+from apscheduler.triggers.cron import CronTrigger
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+Seconds = Annotated[float, Field(gt=0, le=7 * 86400)]
+DnsLabel = Annotated[
+    str, Field(min_length=1, max_length=40, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+_DOW = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
+
+
+def cron_trigger(expr: str, timezone: str = "UTC") -> CronTrigger:
+    """A CronTrigger with crontab semantics: day-of-week 0 and 7 are Sunday.
+
+    APScheduler 3.x ``from_crontab`` counts 0 as Monday; numeric days are translated
+    to names here so ``0 4 * * 0`` runs on Sundays as in crontab(5)."""
+    fields = expr.split()
+    if len(fields) == 5:
+        fields[4] = re.sub(r"(?<![/\d])[0-7](?!\d)", lambda m: _DOW[int(m.group())], fields[4])
+    return CronTrigger.from_crontab(" ".join(fields), timezone=timezone)
+
+
+def _check_cron(value: str) -> str:
+    try:
+        cron_trigger(value)
+    except ValueError as err:
+        raise ValueError(f"not a 5-field crontab expression: {err}") from None
+    return value
+
+
+class DrSite(_Strict):
+    """How the DR daemon reaches one site (Zurich, Lugano)."""
+
+    #: kubeconfig context of the site's Kubernetes cluster; empty = current context.
+    kube_context: str = ""
+    #: kubeconfig file; empty = default loading rules (in-cluster config when it fails).
+    kubeconfig: str = ""
+    prometheus_url: str = ""
+    velero_namespace: str = "velero"
+    #: Karmada member-cluster names that belong to this site (for PropagationPolicy).
+    karmada_clusters: list[str] = Field(default_factory=list)
+
+
+class BackupSchedule(_Strict):
+    """One backup schedule: a Velero Backup per cron slot and site, named deterministically."""
+
+    name: DnsLabel
+    namespaces: list[str] = Field(min_length=1)
+    cron: str = "0 2 * * *"
+    #: Sites to back up; empty = every configured site.
+    sites: list[str] = Field(default_factory=list)
+    ttl: str = "720h0m0s"
+    storage_location: str = ""
+    snapshot_volumes: bool | None = None
+    default_volumes_to_fs_backup: bool | None = None
+    #: Also manage a Velero ``Schedule`` object with the same cron (Velero fires it itself).
+    velero_schedule: bool = False
+
+    _cron = field_validator("cron")(classmethod(lambda cls, v: _check_cron(v)))
+
+
+class ResourceCheck(_Strict):
+    """Objects that must exist (and be ready, where a readiness rule is known) after restore."""
+
+    api_version: str = "apps/v1"
+    plural: str = "deployments"
+    min_count: Annotated[int, Field(ge=0)] = 1
+    require_ready: bool = True
+
+
+class DrillSpec(_Strict):
+    """A scheduled restore drill of one namespace of one site."""
+
+    site: str
+    namespace: str
+    #: Restore on this site's cluster instead (cross-site drill); empty = same site.
+    target_site: str = ""
+    cron: str = "0 4 * * 0"
+    #: Take a fresh backup first instead of using the latest Completed one.
+    fresh_backup: bool = False
+    checks: list[ResourceCheck] = Field(default_factory=lambda: [ResourceCheck()])
+    #: Optional HTTP probe (2xx expected) run after the restore.
+    http_probe: str = ""
+
+    _cron = field_validator("cron")(classmethod(lambda cls, v: _check_cron(v)))
+
+
+class PlacedService(_Strict):
+    """A service whose placement (Zurich or Lugano) the placement controller decides."""
+
+    name: DnsLabel
+    namespace: str = "default"
+    primary_site: str
+    #: resourceSelectors of the PropagationPolicy: ``{apiVersion, kind, name?}``.
+    resources: list[dict[str, str]] = Field(min_length=1)
+
+
+class HealthQueries(_Strict):
+    """PromQL per health signal, evaluated on each site's Prometheus; ``$site`` is replaced."""
+
+    api_up: str = 'min(up{job="apiserver"})'
+    ingress_up: str = 'min(up{job="ingress"})'
+    gpu_capacity: str = 'sum(kube_node_status_allocatable{resource="nvidia_com_gpu"})'
+    slurm_up: str = "min(slurm_up)"
+    drill_ok: str = 'min(gotthard_dr_drill_last_success{site="$site"})'
+
+
+class PlacementConfig(_Strict):
+    enabled: bool = False
+    interval_seconds: Seconds = 60.0
+    #: Consecutive bad evaluations of the current site before failing over.
+    failover_after: Annotated[int, Field(ge=1, le=1000)] = 3
+    #: Minimum time on the fallback site before failing back to the primary.
+    failback_cooldown_seconds: Seconds = 1800.0
+    min_gpu_capacity: Annotated[float, Field(ge=0)] = 0.0
+    #: kubeconfig context of the Karmada control plane.
+    karmada_context: str = ""
+    karmada_kubeconfig: str = ""
+    #: service -> site: a manual override always wins.
+    overrides: dict[str, str] = Field(default_factory=dict)
+    services: list[PlacedService] = Field(default_factory=list)
+    queries: HealthQueries = HealthQueries()
+    #: JSON file keeping the hysteresis state across restarts.
+    state_file: str = "/var/lib/gotthard/dr-placement.json"
+
+
+class LeaseSettings(_Strict):
+    enabled: bool = True
+    #: Site whose cluster holds the Lease; empty = the daemon's own ``site``.
+    site: str = ""
+    namespace: str = "gotthard"
+    name: str = "gotthard-dr-daemon"
+    duration_seconds: Seconds = 30.0
+    renew_seconds: Seconds = 10.0
+
+
+class DrConfig(_Strict):
+    """The ``[dr]`` table."""
+
+    #: The site this daemon runs at (used for the Lease and as default site).
+    site: str = "zurich"
+    sites: dict[str, DrSite] = Field(default_factory=lambda: {"zurich": DrSite()})
+    #: APScheduler job store: a SQLite file by default, ``postgresql+psycopg://...`` in production.
+    jobstore_url: str = "sqlite:////var/lib/gotthard/dr-jobs.sqlite"
+    listen: str = "127.0.0.1:9879"
+    timezone: str = "UTC"
+    misfire_grace_seconds: Seconds = 600.0
+    backup_timeout_seconds: Seconds = 4 * 3600.0
+    restore_timeout_seconds: Seconds = 2 * 3600.0
+    poll_interval_seconds: Seconds = 5.0
+    #: Kubernetes API calls: attempts, first back-off (doubling, capped), request timeout.
+    api_attempts: Annotated[int, Field(ge=1, le=20)] = 5
+    api_backoff_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0
+    api_backoff_max_seconds: Annotated[float, Field(ge=0, le=600)] = 30.0
+    api_timeout_seconds: Seconds = 30.0
+    lease: LeaseSettings = LeaseSettings()
+    schedules: list[BackupSchedule] = Field(default_factory=list)
+    drills: list[DrillSpec] = Field(default_factory=list)
+    placement: PlacementConfig = PlacementConfig()
+
+    @model_validator(mode="after")
+    def _sites_known(self) -> DrConfig:
+        known = set(self.sites)
+
+        def check(where: str, site: str) -> None:
+            if site and site not in known:
+                raise ValueError(
+                    f"{where}: unknown site {site!r} (known: {', '.join(sorted(known))})"
+                )
+
+        check("site", self.site)
+        check("lease.site", self.lease.site)
+        for sched in self.schedules:
+            for site in sched.sites:
+                check(f"schedules[{sched.name}].sites", site)
+        for drill in self.drills:
+            check("drills.site", drill.site)
+            check("drills.target_site", drill.target_site)
+        for svc in self.placement.services:
+            check(f"placement.services[{svc.name}].primary_site", svc.primary_site)
+        for svc, site in self.placement.overrides.items():
+            check(f"placement.overrides.{svc}", site)
+        names = [s.name for s in self.schedules]
+        if len(names) != len(set(names)):
+            raise ValueError("schedules: names must be unique (they are part of job ids)")
+        return self
+
+    def schedule_sites(self, schedule: BackupSchedule) -> list[str]:
+        return list(schedule.sites) or sorted(self.sites)
+
+
+def from_mapping(data: dict) -> DrConfig:
+    return DrConfig.model_validate(data)
+
+
+def from_site_file(path: str | os.PathLike[str] | None) -> DrConfig:
+    """Read the ``[dr]`` table of the site file (``GOTTHARD_CONFIG`` when *path* is None)."""
+    if path is None:
+        path = os.environ.get("GOTTHARD_CONFIG") or None
+    if path is None:
+        return DrConfig()
+    data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    return from_mapping(data.get("dr", {}))
+
+
+__all__ = [
+    "BackupSchedule",
+    "DrConfig",
+    "DrSite",
+    "DrillSpec",
+    "HealthQueries",
+    "LeaseSettings",
+    "PlacedService",
+    "PlacementConfig",
+    "ResourceCheck",
+    "ValidationError",
+    "from_site_file",
+]

@@ -1,0 +1,306 @@
+"""Velero ``velero.io/v1`` through the official kubernetes client (CustomObjectsApi).
+
+Backups are named deterministically per schedule slot (``<schedule>-<YYYYMMDDhhmmss>``,
+Velero's own convention for scheduled backups), so a retried or duplicated trigger is
+a no-op: HTTP 409 on create means the slot is already done.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client
+
+from gotthard.dr.kube import Retry, call, status_of
+from gotthard.dr.settings import BackupSchedule
+
+GROUP, VERSION = "velero.io", "v1"
+TERMINAL_PHASES = frozenset({"Completed", "PartiallyFailed", "Failed", "FailedValidation"})
+#: Every phase Velero reports; only Completed is usable.
+KNOWN_PHASES = frozenset(
+    {
+        "",
+        "New",
+        "InProgress",
+        "WaitingForPluginOperations",
+        "WaitingForPluginOperationsPartiallyFailed",
+        "Finalizing",
+        "FinalizingPartiallyFailed",
+        "Deleting",
+    }
+    | TERMINAL_PHASES
+)
+LABEL_MANAGED = "gotthard.io/managed-by"
+LABEL_SCHEDULE = "gotthard.io/schedule"
+LABEL_NAMESPACE = "gotthard.io/namespace"
+LABEL_SLOT = "gotthard.io/slot"
+
+
+class PhaseTimeout(Exception):
+    """A Backup or Restore stayed in a non-terminal phase past its timeout."""
+
+    def __init__(self, kind: str, name: str, phase: str, waited: float) -> None:
+        super().__init__(f"{kind} {name} still {phase or 'New'} after {waited:.0f}s")
+        self.kind, self.name, self.phase = kind, name, phase
+
+
+def slot_name(prefix: str, slot: dt.datetime) -> str:
+    """``<prefix>-<YYYYMMDDhhmmss>`` (UTC), at most 63 characters."""
+    stamp = slot.astimezone(dt.UTC).strftime("%Y%m%d%H%M%S")
+    return f"{prefix[: 63 - len(stamp) - 1]}-{stamp}"
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def format_time(ts: float) -> str:
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def phase_of(obj: Mapping[str, Any] | None) -> str:
+    return str(((obj or {}).get("status") or {}).get("phase") or "")
+
+
+def backup_spec(schedule: BackupSchedule) -> dict[str, Any]:
+    spec: dict[str, Any] = {"includedNamespaces": list(schedule.namespaces), "ttl": schedule.ttl}
+    if schedule.storage_location:
+        spec["storageLocation"] = schedule.storage_location
+    if schedule.snapshot_volumes is not None:
+        spec["snapshotVolumes"] = schedule.snapshot_volumes
+    if schedule.default_volumes_to_fs_backup is not None:
+        spec["defaultVolumesToFsBackup"] = schedule.default_volumes_to_fs_backup
+    return spec
+
+
+@dataclass
+class Outcome:
+    """A finished (or timed-out) Backup or Restore."""
+
+    name: str
+    phase: str
+    started: float | None
+    completed: float | None
+    obj: dict[str, Any]
+
+    @property
+    def usable(self) -> bool:
+        return self.phase == "Completed"
+
+    @property
+    def duration(self) -> float | None:
+        if self.started is None or self.completed is None:
+            return None
+        return max(0.0, self.completed - self.started)
+
+
+class Velero:
+    """Velero objects in one cluster's Velero namespace."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str = "velero",
+        retry: Retry | None = None,
+        *,
+        poll_seconds: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.custom = client.CustomObjectsApi(api)
+        self.namespace = namespace
+        self.retry = retry or Retry()
+        self.poll_seconds = poll_seconds
+        self.clock = clock
+
+    # -- generic -----------------------------------------------------------------
+    def _create(self, plural: str, body: dict[str, Any]) -> bool:
+        """Create; True if created, False if it already existed (409)."""
+        try:
+            call(
+                self.retry,
+                f"create {plural}",
+                self.custom.create_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                self.namespace,
+                plural,
+                body,
+            )
+        except client.ApiException as err:
+            if err.status == 409:
+                return False
+            raise
+        return True
+
+    def get(self, plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            return call(
+                self.retry,
+                f"get {plural}",
+                self.custom.get_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                self.namespace,
+                plural,
+                name,
+            )
+        except client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def list(self, plural: str, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+        selector = ",".join(f"{k}={v}" for k, v in (labels or {}).items())
+        data = call(
+            self.retry,
+            f"list {plural}",
+            self.custom.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            plural,
+            label_selector=selector or None,
+        )
+        items = list(data.get("items", []))
+        # Filter again here: a selector the server ignores must not widen the result.
+        return [
+            item
+            for item in items
+            if all(
+                ((item.get("metadata") or {}).get("labels") or {}).get(k) == v
+                for k, v in (labels or {}).items()
+            )
+        ]
+
+    def wait(self, plural: str, name: str, timeout: float) -> Outcome:
+        """Poll until a terminal phase; raise :class:`PhaseTimeout` when stuck."""
+        kind = "Backup" if plural == "backups" else "Restore"
+        start = self.clock()
+        while True:
+            obj = self.get(plural, name)
+            phase = phase_of(obj)
+            if obj is not None and phase in TERMINAL_PHASES:
+                status = obj.get("status") or {}
+                return Outcome(
+                    name,
+                    phase,
+                    parse_time(status.get("startTimestamp")),
+                    parse_time(status.get("completionTimestamp")),
+                    obj,
+                )
+            waited = self.clock() - start
+            if waited >= timeout:
+                raise PhaseTimeout(kind, name, phase, waited)
+            time.sleep(min(self.poll_seconds, max(0.0, timeout - waited)))
+
+    # -- backups -----------------------------------------------------------------
+    def create_backup(
+        self, name: str, spec: dict[str, Any], labels: Mapping[str, str] | None = None
+    ) -> bool:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Backup",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {LABEL_MANAGED: "gotthard", **(labels or {})},
+            },
+            "spec": spec,
+        }
+        return self._create("backups", body)
+
+    def latest_completed_backup(self, namespace: str) -> dict[str, Any] | None:
+        """Newest Completed backup that includes *namespace* (any creator)."""
+        best: tuple[float, dict[str, Any]] | None = None
+        for item in self.list("backups"):
+            if phase_of(item) != "Completed":
+                continue
+            included = (item.get("spec") or {}).get("includedNamespaces") or ["*"]
+            if namespace not in included and "*" not in included:
+                continue
+            done = parse_time((item.get("status") or {}).get("completionTimestamp")) or 0.0
+            if best is None or done > best[0]:
+                best = (done, item)
+        return best[1] if best else None
+
+    # -- restores ----------------------------------------------------------------
+    def create_restore(
+        self,
+        name: str,
+        backup: str,
+        namespace_mapping: Mapping[str, str],
+        labels: Mapping[str, str] | None = None,
+    ) -> bool:
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Restore",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {LABEL_MANAGED: "gotthard", **(labels or {})},
+            },
+            "spec": {
+                "backupName": backup,
+                "includedNamespaces": list(namespace_mapping),
+                "namespaceMapping": dict(namespace_mapping),
+                "existingResourcePolicy": "none",
+            },
+        }
+        return self._create("restores", body)
+
+    # -- storage locations and schedules -----------------------------------------
+    def storage_locations(self) -> dict[str, bool]:
+        """BSL name -> Available."""
+        return {
+            (item.get("metadata") or {}).get("name", ""): phase_of(item) == "Available"
+            for item in self.list("backupstoragelocations")
+        }
+
+    def apply_schedule(self, name: str, cron: str, spec: dict[str, Any]) -> str:
+        """Create or update a Velero Schedule; returns ``created`` or ``updated``."""
+        body = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Schedule",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {LABEL_MANAGED: "gotthard"},
+            },
+            "spec": {"schedule": cron, "template": spec, "useOwnerReferencesInBackup": False},
+        }
+        if self._create("schedules", body):
+            return "created"
+        call(
+            self.retry,
+            "patch schedules",
+            self.custom.patch_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            self.namespace,
+            "schedules",
+            name,
+            {"spec": body["spec"]},
+        )
+        return "updated"
+
+
+__all__ = [
+    "KNOWN_PHASES",
+    "TERMINAL_PHASES",
+    "Outcome",
+    "PhaseTimeout",
+    "Velero",
+    "backup_spec",
+    "format_time",
+    "parse_time",
+    "phase_of",
+    "slot_name",
+    "status_of",
+]

@@ -1,0 +1,59 @@
+"""Fixtures: one emulated API server per test, the simulated Velero, fast settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gotthard.dr.settings import DrConfig
+
+from .emulator import EmulatorThread, SimulatedVeleroController
+
+
+@pytest.fixture
+def k8s() -> Iterator[EmulatorThread]:
+    emu = EmulatorThread().start()
+    try:
+        yield emu
+    finally:
+        emu.stop()
+
+
+@pytest.fixture
+def velero(k8s: EmulatorThread) -> Iterator[SimulatedVeleroController]:
+    ctl = SimulatedVeleroController(k8s.api()).start()
+    try:
+        yield ctl
+    finally:
+        ctl.stop()
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> DrConfig:
+    data: dict[str, object] = {
+        "site": "zurich",
+        "sites": {
+            "zurich": {"karmada_clusters": ["zrh-a"]},
+            "lugano": {"karmada_clusters": ["lug-a"]},
+        },
+        "jobstore_url": f"sqlite:///{tmp_path}/jobs.sqlite",
+        "poll_interval_seconds": 0.02,
+        "api_backoff_seconds": 0.01,
+        "api_backoff_max_seconds": 0.05,
+        "api_timeout_seconds": 2,
+        "backup_timeout_seconds": 5,
+        "restore_timeout_seconds": 5,
+        "schedules": [
+            {"name": "daily", "namespaces": ["prod"], "cron": "0 2 * * *", "sites": ["zurich"]}
+        ],
+        "drills": [{"site": "zurich", "namespace": "prod"}],
+        "placement": {"state_file": f"{tmp_path}/placement.json"},
+    }
+    data.update(overrides)
+    return DrConfig.model_validate(data)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> DrConfig:
+    return make_settings(tmp_path)

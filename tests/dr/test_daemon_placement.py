@@ -1,0 +1,215 @@
+"""Daemon (job store, restart, lease, orphans, /metrics) and placement decisions."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from gotthard.dr import ops
+from gotthard.dr.daemon import DrDaemon, JobStoreLocked
+from gotthard.dr.metrics import MetricsServer
+from gotthard.dr.placement import ServiceState, SiteHealth, decide, propagation_policy
+from gotthard.dr.settings import PlacementConfig
+
+from .conftest import make_settings
+
+GOOD = dict(api_up=True, ingress_up=True, gpu_capacity=8, slurm_up=True, drill_ok=True)
+BAD = dict(GOOD, api_up=False)
+
+
+def test_restart_keeps_jobs_and_does_not_duplicate_slot(k8s, velero, settings) -> None:
+    apis = {"zurich": k8s.api(), "lugano": k8s.api()}
+    first = DrDaemon(settings, api_clients=apis, identity="a")
+    sched = first.start_scheduler()
+    ids = sorted(j.id for j in sched.get_jobs())
+    assert ids == ["backup:zurich:daily", "bsl:lugano", "bsl:zurich", "drill:zurich:prod"]
+    job = sched.get_job("backup:zurich:daily")
+    assert (job.coalesce, job.max_instances, job.misfire_grace_time) == (True, 1, 600)
+    next_run = job.next_run_time
+    sched.pause()
+    from gotthard.dr.daemon import backup_job
+
+    name = backup_job("zurich", "daily")
+    first.stop_scheduler()
+
+    second = DrDaemon(settings, api_clients=apis, identity="a")
+    sched = second.start_scheduler()
+    assert sorted(j.id for j in sched.get_jobs()) == ids
+    assert sched.get_job("backup:zurich:daily").next_run_time == next_run
+    assert backup_job("zurich", "daily") == name  # same slot: 409, a no-op
+    second.stop_scheduler()
+    assert len(ops.Context(settings, api_clients=apis).velero("zurich").list("backups")) == 1
+
+
+def test_two_processes_never_share_a_sqlite_jobstore(settings) -> None:
+    one = DrDaemon(settings, identity="a")
+    one._lock_jobstore()
+    with pytest.raises(JobStoreLocked):
+        DrDaemon(settings, identity="b")._lock_jobstore()
+    one._unlock_jobstore()
+
+
+def test_two_daemons_one_lease_only_one_acts(k8s, tmp_path) -> None:
+    clock = [1000.0]
+    a_set, b_set = make_settings(tmp_path / "a"), make_settings(tmp_path / "b")
+    apis = {"zurich": k8s.api(), "lugano": k8s.api()}
+    a = DrDaemon(a_set, api_clients=apis, identity="a", clock=lambda: clock[0])
+    b = DrDaemon(b_set, api_clients=apis, identity="b", clock=lambda: clock[0])
+    ea, eb = a.elector(), b.elector()
+    assert a.step(ea) and not b.step(eb)
+    assert a.scheduler is not None and b.scheduler is None
+    clock[0] += 10
+    assert a.step(ea) and not b.step(eb)  # renewed
+    clock[0] += 100  # a stops renewing; the lease expires
+    assert b.step(eb) and b.scheduler is not None
+    assert not a.step(ea) and a.scheduler is None  # lost: scheduler stopped
+    b.stop_scheduler()
+
+
+def test_crash_leaves_orphan_that_restart_cleans_and_marks_failed(k8s, velero, settings) -> None:
+    apis = {"zurich": k8s.api(), "lugano": k8s.api()}
+    ctx = ops.Context(settings, api_clients=apis)
+    # what a killed drill leaves behind: the labelled scratch namespace and a Restore
+    ops.create_scratch_namespace(ctx, "zurich", "drill-prod-20260301040000", "prod", "zurich")
+    daemon = DrDaemon(settings, api_clients=apis, identity="a")
+    assert daemon.cleanup_orphans() == ["drill-prod-20260301040000"]
+    assert not k8s.emulator.namespaces
+    text = daemon.metrics.render().decode()
+    assert 'gotthard_dr_drill_last_success{namespace="prod",site="zurich"} 0.0' in text
+
+
+def test_metrics_endpoint_parses(settings) -> None:
+    daemon = DrDaemon(settings, identity="a")
+    daemon.metrics.drill_rto.labels("zurich", "prod").set(12.5)
+    server = MetricsServer(daemon.metrics, "127.0.0.1", 0, daemon.health).start()
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics").read().decode()
+        health = json.load(urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz"))
+    finally:
+        server.stop()
+    names = {f.name for f in text_string_to_metric_families(body)}
+    assert {
+        "gotthard_dr_drill_rto_seconds",
+        "gotthard_dr_backups",
+        "gotthard_dr_placement",
+    } <= names
+    assert "gotthard_dr_drill_rto_seconds" in body and health == {
+        "ok": True,
+        "leader": False,
+        "identity": "a",
+    }
+
+
+def health(zurich: dict, lugano: dict) -> dict[str, SiteHealth]:
+    return {"zurich": SiteHealth("zurich", **zurich), "lugano": SiteHealth("lugano", **lugano)}
+
+
+@pytest.mark.parametrize(
+    ("rounds", "expected"),
+    [
+        ([(GOOD, GOOD)], ["zurich"]),
+        ([(BAD, GOOD), (GOOD, GOOD), (BAD, GOOD), (BAD, GOOD)], ["zurich"] * 4),  # blips
+        ([(BAD, GOOD)] * 3, ["zurich", "zurich", "lugano"]),  # sustained: failover on 3rd
+        ([(BAD, BAD)] * 4, ["zurich"] * 4),  # no healthy fallback: stay
+    ],
+)
+def test_failover_table(tmp_path, rounds, expected) -> None:
+    settings = make_settings(
+        tmp_path,
+        placement={
+            "services": [
+                {
+                    "name": "api",
+                    "primary_site": "zurich",
+                    "resources": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}],
+                }
+            ],
+            "failover_after": 3,
+            "failback_cooldown_seconds": 600,
+        },
+    )
+    p = settings.placement
+    state: dict[str, ServiceState] = {}
+    got = []
+    for i, (z, lu) in enumerate(rounds):
+        state, decisions = decide(p.services, health(z, lu), state, 60.0 * i, p)
+        got.append(decisions[0].site)
+    assert got == expected
+
+
+def test_failback_only_after_cooldown(tmp_path) -> None:
+    settings = make_settings(
+        tmp_path,
+        placement={
+            "services": [
+                {
+                    "name": "api",
+                    "primary_site": "zurich",
+                    "resources": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+                }
+            ],
+            "failback_cooldown_seconds": 600,
+        },
+    )
+    p = settings.placement
+    state = {"api": ServiceState("lugano", 0, moved_at=1000.0)}
+    state, d = decide(p.services, health(GOOD, GOOD), state, 1300.0, p)
+    assert d[0].site == "lugano" and "cool-down" in d[0].reason
+    state, d = decide(p.services, health(GOOD, GOOD), state, 1600.0, p)
+    assert d[0].site == "zurich" and d[0].changed
+
+
+def test_override_wins(tmp_path) -> None:
+    settings = make_settings(
+        tmp_path,
+        placement={
+            "services": [
+                {
+                    "name": "api",
+                    "primary_site": "zurich",
+                    "resources": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
+                }
+            ],
+            "overrides": {"api": "lugano"},
+        },
+    )
+    p: PlacementConfig = settings.placement
+    _, d = decide(p.services, health(GOOD, BAD), {}, 0.0, p)
+    assert d[0].site == "lugano" and d[0].reason == "manual override"
+    policy = propagation_policy(settings, p.services[0], "lugano")
+    assert policy["spec"]["placement"]["clusterAffinity"] == {"clusterNames": ["lug-a"]}
+    assert policy["spec"]["placement"]["spreadConstraints"] == [
+        {"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}
+    ]
+
+
+def test_apply_placement_to_emulated_karmada(k8s, tmp_path) -> None:
+    from gotthard.dr import api
+
+    settings = make_settings(
+        tmp_path,
+        placement={
+            "services": [
+                {
+                    "name": "api",
+                    "namespace": "prod",
+                    "primary_site": "zurich",
+                    "resources": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}],
+                }
+            ]
+        },
+    )
+    assert (
+        api.request_failover(settings, "api", "lugano", reason="test", api_client=k8s.api())
+        == "prod/gotthard-dr-api"
+    )
+    api.request_failover(settings, "api", "zurich", reason="back", api_client=k8s.api())
+    from kubernetes import client
+
+    obj = client.CustomObjectsApi(k8s.api()).get_namespaced_custom_object(
+        "policy.karmada.io", "v1alpha1", "prod", "propagationpolicies", "gotthard-dr-api"
+    )
+    assert obj["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["zrh-a"]
