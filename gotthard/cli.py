@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gotthard.dr import cli as dr_cli
     from gotthard.exporters import main as exporter_main
     from gotthard.policies import cli as policies_cli
+    from gotthard.runbooks import cli as runbooks_cli
 
     exporter_main.add_cli(subparsers)
     dashboards_cli.add_cli(subparsers)
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     policies_cli.add_cli(subparsers)
     policies_cli.add_audit_cli(subparsers)
     dr_cli.add_cli(subparsers)
+    runbooks_cli.add_cli(subparsers)
     sandbox.add_cli(subparsers)
     return parser
 

@@ -16,9 +16,17 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from gotthard.dr.settings import DrConfig
+from gotthard.runbooks.settings import RunbooksConfig
 
 ENV_VAR = "GOTTHARD_CONFIG"
 
@@ -146,6 +154,7 @@ class Config(_Strict):
     sites: dict[str, SiteConfig] = Field(default_factory=dict)
     exporter: ExporterConfig = ExporterConfig()
     dr: DrConfig = DrConfig()
+    runbooks: RunbooksConfig = RunbooksConfig()
 
     @field_validator("site", "cluster")
     @classmethod

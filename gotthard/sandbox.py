@@ -244,12 +244,24 @@ def _slurmd_topology() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
     try:
         out = subprocess.run(
-            [slurmd, "-C"], capture_output=True, text=True, timeout=30, env=env, check=False
+            [slurmd, "-C"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=env,
+            check=False,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     first = out.splitlines()[0] if out else ""
-    keys = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore", "RealMemory")
+    keys = (
+        "CPUs",
+        "Boards",
+        "SocketsPerBoard",
+        "CoresPerSocket",
+        "ThreadsPerCore",
+        "RealMemory",
+    )
     found = dict(re.findall(r"(\w+)=(\S+)", first))
     return {k: found[k] for k in keys if k in found and found[k].isdigit()}
 
@@ -269,6 +281,7 @@ class Sandbox:
         exporter_port: int = 9877,
         prometheus_port: int = 9090,
         alertmanager_port: int = 9093,
+        runbooks_port: int = 9878,
         node_name: str = "gotthard-node",
         gpus: int = 2,
         exporter_poll_interval: float = 5.0,
@@ -281,6 +294,7 @@ class Sandbox:
         self.exporter_port = exporter_port
         self.prometheus_port = prometheus_port
         self.alertmanager_port = alertmanager_port
+        self.runbooks_port = runbooks_port
         self.node_name = node_name
         self.gpus = gpus
         self.exporter_poll_interval = exporter_poll_interval
@@ -296,8 +310,8 @@ class Sandbox:
         gpus: int = 2,
         exporter_poll_interval: float = 5.0,
     ) -> Sandbox:
-        """A sandbox whose five ports are free right now (for tests next to a developer's)."""
-        ctld, slurmd, exporter, prometheus, alertmanager = free_ports(5)
+        """A sandbox whose six ports are free right now (for tests next to a developer's)."""
+        ctld, slurmd, exporter, prometheus, alertmanager, runbooks = free_ports(6)
         return cls(
             directory,
             slurmctld_port=ctld,
@@ -305,6 +319,7 @@ class Sandbox:
             exporter_port=exporter,
             prometheus_port=prometheus,
             alertmanager_port=alertmanager,
+            runbooks_port=runbooks,
             node_name=node_name,
             gpus=gpus,
             exporter_poll_interval=exporter_poll_interval,
@@ -384,6 +399,10 @@ class Sandbox:
         return f"http://127.0.0.1:{self.alertmanager_port}"
 
     @property
+    def runbooks_url(self) -> str:
+        return f"http://127.0.0.1:{self.runbooks_port}"
+
+    @property
     def env(self) -> dict[str, str]:
         """Environment for a subprocess that talks to this sandbox (a full copy of ours)."""
         env = {k: v for k, v in os.environ.items() if k not in ("SLURM_JWT", "SLURM_CONF")}
@@ -415,6 +434,7 @@ class Sandbox:
                 "exporter": self.exporter_port,
                 "prometheus": self.prometheus_port,
                 "alertmanager": self.alertmanager_port,
+                "runbooks": self.runbooks_port,
             },
             "processes": [asdict(record) for record in records],
         }
@@ -468,7 +488,14 @@ class Sandbox:
 
         binaries = {
             name: find_binary(name)
-            for name in ("mungekey", "munged", "slurmctld", "slurmd", "sinfo", "scontrol")
+            for name in (
+                "mungekey",
+                "munged",
+                "slurmctld",
+                "slurmd",
+                "sinfo",
+                "scontrol",
+            )
         }
         if with_prometheus:
             binaries["prometheus"] = find_binary("prometheus")
@@ -489,6 +516,7 @@ class Sandbox:
             if with_prometheus:
                 self._write_rules_and_dashboards()
                 self._start_alertmanager(binaries["alertmanager"])
+                self._start_runbooks()
                 self._start_prometheus(binaries["prometheus"])
             self._write_env_sh()
         except BaseException:
@@ -503,6 +531,7 @@ class Sandbox:
         if with_prometheus:
             say(f"  prometheus:  {self.prometheus_url}")
             say(f"  alertmanager: {self.alertmanager_url}")
+            say(f"  runbooks:    {self.runbooks_url}/alerts (dry-run; audit in logs/)")
             say(f"  dashboards:  {self.directory / 'dashboards'} (import into Grafana)")
         say(f"  source {self.directory / 'env.sh'}")
 
@@ -551,7 +580,10 @@ class Sandbox:
         self._wait_node_usable(timeout=timeout)
 
     def start_slurmrestd(
-        self, mode: Literal["unix", "jwt"], port: int | None = None, timeout: float = 30.0
+        self,
+        mode: Literal["unix", "jwt"],
+        port: int | None = None,
+        timeout: float = 30.0,
     ) -> tuple[str, str | None]:
         """Start slurmrestd in the background; return ``(url, token)``.
 
@@ -613,7 +645,12 @@ class Sandbox:
     def token(self, username: str = "root", lifespan: int = 3600) -> str:
         """A JWT from ``scontrol token`` for ``username``."""
         out = self._run(
-            [find_binary("scontrol"), "token", f"username={username}", f"lifespan={lifespan}"]
+            [
+                find_binary("scontrol"),
+                "token",
+                f"username={username}",
+                f"lifespan={lifespan}",
+            ]
         )
         match = re.search(r"SLURM_JWT=(\S+)", out)
         if match is None:
@@ -636,7 +673,14 @@ class Sandbox:
 
         def no_jobs() -> bool:
             out = self._run(
-                [squeue, "-h", "-o", "%A", "-t", "PENDING,RUNNING,COMPLETING,CONFIGURING,SUSPENDED"]
+                [
+                    squeue,
+                    "-h",
+                    "-o",
+                    "%A",
+                    "-t",
+                    "PENDING,RUNNING,COMPLETING,CONFIGURING,SUSPENDED",
+                ]
             )
             return not out.strip()
 
@@ -648,7 +692,12 @@ class Sandbox:
     ) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` with the sandbox environment and capture its output."""
         result = subprocess.run(
-            list(argv), capture_output=True, text=True, env=self.env, timeout=timeout, check=False
+            list(argv),
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            check=False,
         )
         if check and result.returncode != 0:
             raise SandboxError(
@@ -683,6 +732,7 @@ class Sandbox:
         if with_prometheus:
             ports["prometheus"] = self.prometheus_port
             ports["alertmanager"] = self.alertmanager_port
+            ports["runbooks"] = self.runbooks_port
         if len(set(ports.values())) != len(ports):
             raise SandboxError(f"sandbox ports must be distinct: {ports}")
         busy = [f"{name} port {port}" for name, port in ports.items() if _port_in_use(port)]
@@ -794,8 +844,10 @@ class Sandbox:
             "GresTypes=gpu",
             "SchedulerType=sched/backfill",
             # React within about a second in tests instead of the production defaults.
-            "SchedulerParameters=batch_sched_delay=0,sched_interval=2,"
-            "sched_min_interval=100000,bf_interval=2",
+            (
+                "SchedulerParameters=batch_sched_delay=0,sched_interval=2,"
+                "sched_min_interval=100000,bf_interval=2"
+            ),
             "AccountingStorageType=accounting_storage/none",
             "JobAcctGatherType=jobacct_gather/none",
             "JobCompType=jobcomp/none",
@@ -814,7 +866,10 @@ class Sandbox:
         if _jwt_plugin_available():
             # Lets `scontrol token` mint JWTs for slurmrestd's rest_auth/jwt.
             at = next(i for i, line in enumerate(lines) if line.startswith("AuthInfo=")) + 1
-            lines[at:at] = ["AuthAltTypes=auth/jwt", f"AuthAltParameters=jwt_key={self.jwt_key}"]
+            lines[at:at] = [
+                "AuthAltTypes=auth/jwt",
+                f"AuthAltParameters=jwt_key={self.jwt_key}",
+            ]
         self.slurm_conf.write_text("\n".join(lines) + "\n")
         gres_lines = ["# Fake GPUs: character devices with /dev/null's numbers."]
         if self.gpus:
@@ -836,6 +891,19 @@ class Sandbox:
                     "[exporter.slurm]",
                     'backend = "cli"',
                     f"poll_interval_seconds = {float(self.exporter_poll_interval)}",
+                    "",
+                    "[runbooks]",
+                    f'listen = "127.0.0.1:{self.runbooks_port}"',
+                    f'token_file = "{self.directory / "webhook.token"}"',
+                    'mode = "dry-run"',
+                    f'audit_log = "{self.log_dir / "runbooks-audit.jsonl"}"',
+                    f'kill_switch_file = "{self.directory / "runbooks.disabled"}"',
+                    f'slurm_conf = "{self.slurm_conf}"',
+                    'default_cluster = "sandbox"',
+                    "",
+                    "[runbooks.limits]",
+                    "# one node: the default 10% of a partition would refuse every drain",
+                    "max_partition_fraction = 1.0",
                 ]
             )
             + "\n"
@@ -957,7 +1025,14 @@ class Sandbox:
 
     def _start_exporter(self) -> None:
         # --config is an option of the top-level `gotthard` parser, not of `exporter`.
-        argv = [sys.executable, "-m", "gotthard", "--config", str(self.gotthard_config), "exporter"]
+        argv = [
+            sys.executable,
+            "-m",
+            "gotthard",
+            "--config",
+            str(self.gotthard_config),
+            "exporter",
+        ]
         record = self._spawn("exporter", argv)
         self._wait_http(record, f"{self.exporter_url}/healthz", timeout=30.0)
 
@@ -970,7 +1045,7 @@ class Sandbox:
             token.write_text(secrets.token_hex(16) + "\n")
             token.chmod(0o600)
         settings = alertmanager.AlertmanagerSettings(
-            webhook_url="http://127.0.0.1:9878/alerts",  # the runbook webhook, when running
+            webhook_url=f"{self.runbooks_url}/alerts",  # the runbook webhook, in dry-run
             webhook_token_file=str(token),
             pager_urls={"local": alertmanager.default_pager_url("local")},
         )
@@ -989,6 +1064,22 @@ class Sandbox:
         ]
         record = self._spawn("alertmanager", argv)
         self._wait_http(record, f"{self.alertmanager_url}/-/ready", timeout=30.0)
+
+    def _start_runbooks(self) -> None:
+        """The runbook webhook in dry-run: Alertmanager's critical/warning alerts reach it."""
+        argv = [
+            sys.executable,
+            "-m",
+            "gotthard",
+            "--config",
+            str(self.gotthard_config),
+            "runbooks",
+            "serve",
+            "--mode",
+            "dry-run",
+        ]
+        record = self._spawn("runbooks", argv)
+        self._wait_http(record, f"{self.runbooks_url}/healthz", timeout=30.0)
 
     def _start_prometheus(self, prometheus: str) -> None:
         config = self.directory / "prometheus.yml"
@@ -1089,7 +1180,14 @@ class Sandbox:
     def _cancel_jobs_quietly(self, timeout: float = 5.0) -> None:
         with contextlib.suppress(SandboxError, OSError, subprocess.SubprocessError):
             squeue = find_binary("squeue")
-            listing = [squeue, "-h", "-o", "%A", "-t", "PENDING,RUNNING,COMPLETING,SUSPENDED"]
+            listing = [
+                squeue,
+                "-h",
+                "-o",
+                "%A",
+                "-t",
+                "PENDING,RUNNING,COMPLETING,SUSPENDED",
+            ]
             if not self._run(listing, timeout=timeout).strip():
                 return
             self._run([find_binary("scancel"), "--user", "root"], timeout=timeout)

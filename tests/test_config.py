@@ -72,3 +72,9 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
     bad.write_bytes(b"\xff\xfe")
     with pytest.raises(config.ConfigError, match="not UTF-8"):
         config.load(bad)
+
+
+def test_every_default_is_itself_valid() -> None:
+    # the exporter re-validates the whole configuration after applying its flags
+    defaults = config.Config()
+    assert config.from_mapping(defaults.model_dump()) == defaults

@@ -330,6 +330,7 @@ def test_full_sandbox_serves_metrics_to_prometheus(tmp_path: Path):
             "slurmd",
             "exporter",
             "alertmanager",
+            "runbooks",
             "prometheus",
         }
         assert all(full.status().values())
@@ -365,6 +366,10 @@ def test_full_sandbox_serves_metrics_to_prometheus(tmp_path: Path):
         assert [a["url"] for a in active] == [f"{full.alertmanager_url}/api/v2/alerts"]
         status, _ = http_get(f"{full.alertmanager_url}/-/ready")
         assert status == 200
+        status, _ = http_get(f"{full.runbooks_url}/healthz")
+        assert status == 200
+        config = (full.directory / "rules" / "alertmanager.yml").read_text()
+        assert f"{full.runbooks_url}/alerts" in config
         dashboards = sorted(p.name for p in (full.directory / "dashboards").glob("*.json"))
         assert "gotthard-slurm-cluster.json" in dashboards and len(dashboards) >= 7
     finally:

@@ -1,0 +1,365 @@
+"""The decision engine: runbook lookup, target validation, safety rules, audit, metrics.
+
+One lock serialises the processing of payloads, so that the limit checks and the
+actions they allow are atomic: two concurrent notifications can never both take the
+last node the blast radius allows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from gotthard.runbooks import registry, validate
+from gotthard.runbooks.actions import (
+    ActionError,
+    DrActions,
+    KubernetesActions,
+    Outcome,
+    SlurmActions,
+)
+from gotthard.runbooks.settings import RunbooksConfig
+from gotthard.runbooks.validate import Alert, TargetError, WebhookPayload
+
+log = logging.getLogger("gotthard.runbooks")
+
+#: Results that end an alert event's step for good: a repeat notification is a duplicate.
+FINAL_RESULTS = frozenset({"ok", "noop", "skipped", "planned", "invalid", "disabled"})
+
+
+class AuditLog:
+    """Append-only JSONL; every record is flushed and fsync'ed before ``write`` returns."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps({"ts": time.time(), **record}, sort_keys=True, default=str)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+    def handled_keys(self, mode: str) -> set[str]:
+        """Keys of steps already handled for good in ``mode`` (read back at start-up)."""
+        keys: set[str] = set()
+        try:
+            with self.path.open(encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    try:
+                        record = json.loads(line)
+                    except ValueError:
+                        continue
+                    if (
+                        isinstance(record, dict)
+                        and record.get("mode") == mode
+                        and record.get("result") in FINAL_RESULTS
+                        and isinstance(record.get("key"), str)
+                    ):
+                        keys.add(record["key"])
+        except OSError:
+            pass
+        return keys
+
+
+class Metrics:
+    def __init__(self, engine: Engine) -> None:
+        self.registry = CollectorRegistry()
+        self.actions = Counter(
+            "gotthard_runbook_actions",
+            "Runbook step decisions by runbook (alertname), action and result.",
+            ["runbook", "action", "result"],
+            registry=self.registry,
+        )
+        self.requests = Counter(
+            "gotthard_runbook_webhook_requests",
+            "Webhook requests by HTTP status code.",
+            ["code"],
+            registry=self.registry,
+        )
+        self.alerts = Counter(
+            "gotthard_runbook_alerts",
+            "Alerts received, by status.",
+            ["status"],
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "gotthard_runbook_action_duration_seconds",
+            "Time actions took to run (enforce mode).",
+            ["action"],
+            registry=self.registry,
+        )
+        enforce = Gauge(
+            "gotthard_runbook_enforce",
+            "1 when actions are enforced, 0 in dry-run.",
+            registry=self.registry,
+        )
+        enforce.set(1 if engine.settings.mode == "enforce" else 0)
+        kill = Gauge(
+            "gotthard_runbook_kill_switch",
+            "1 while the kill-switch file exists (no action runs).",
+            registry=self.registry,
+        )
+        kill.set_function(lambda: 1.0 if engine.kill_switch_on() else 0.0)
+
+
+def _key(alert: Alert, index: int) -> str:
+    return f"{alert.fingerprint}|{alert.starts_at_key}|{alert.status}|{index}"
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: RunbooksConfig,
+        *,
+        audit: AuditLog,
+        slurm: SlurmActions | None = None,
+        kubernetes: KubernetesActions | None = None,
+        dr: DrActions | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.audit = audit
+        self.slurm = slurm or SlurmActions(settings)
+        self.kubernetes = kubernetes or KubernetesActions(settings)
+        self.dr = dr or DrActions()
+        self.clock = clock
+        self.metrics = Metrics(self)
+        self._lock = threading.Lock()
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="runbook-action")
+        #: step key -> time handled
+        self._handled: dict[str, float] = dict.fromkeys(audit.handled_keys(settings.mode), clock())
+        #: cluster -> {node: time it was first taken out of service in the window}
+        self._window: dict[str, dict[str, float]] = {}
+        #: nodes drained (or, in dry-run, planned to be) and not resumed: node -> time
+        self._drained: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ helpers
+
+    def kill_switch_on(self) -> bool:
+        return bool(self.settings.kill_switch_file) and os.path.exists(
+            self.settings.kill_switch_file
+        )
+
+    def _expire(self, now: float) -> None:
+        ttl = self.settings.idempotency_ttl_seconds
+        if len(self._handled) > 10000 or any(now - t > ttl for t in self._handled.values()):
+            self._handled = {k: t for k, t in self._handled.items() if now - t <= ttl}
+        window = self.settings.limits.window_seconds
+        for cluster, nodes in list(self._window.items()):
+            self._window[cluster] = {n: t for n, t in nodes.items() if now - t < window}
+        if self.settings.mode != "enforce":
+            self._drained = {n: t for n, t in self._drained.items() if now - t < window}
+
+    def _targets(self, action: str, alert: Alert) -> dict[str, str]:
+        targets: dict[str, str] = {}
+        for label in registry.TARGET_LABELS[action]:
+            value = alert.labels.get(label)
+            if value is None:
+                raise TargetError(f"the alert has no {label!r} label")
+            if label == "node":
+                if action.startswith("slurm."):
+                    value = validate.slurm_node(
+                        value, strip_domain=self.settings.slurm_strip_domain
+                    )
+                else:
+                    value = validate.k8s_node(value)
+            elif label == "namespace":
+                value = validate.namespace(value)
+            elif label == "service":
+                value = validate.service(value)
+            elif label == "target_site":
+                value = validate.site(value)
+            targets[label] = value
+        return targets
+
+    def _cluster(self, alert: Alert) -> str:
+        value = alert.labels.get("cluster") or self.settings.default_cluster
+        try:
+            return validate.cluster(value)
+        except TargetError:
+            return "(invalid)"
+
+    def _limit(self, action: str, node: str, cluster: str) -> str | None:
+        """Why taking ``node`` out of service is refused now, or None when allowed."""
+        limits = self.settings.limits
+        in_window = self._window.setdefault(cluster, {})
+        if node not in in_window and len(in_window) >= limits.max_nodes_per_window:
+            return (
+                f"rate limit: {len(in_window)} node(s) already taken out of service in cluster"
+                f" {cluster} in the last {limits.window_seconds:g}s"
+                f" (max_nodes_per_window={limits.max_nodes_per_window})"
+            )
+        if action != "slurm.drain_node":
+            return None
+        try:
+            inventory = self.slurm.inventory()
+        except ActionError as err:
+            return f"blast radius unknown, refusing: {err}"
+        target = inventory.get(node)
+        if target is None:
+            return f"node {node} is not known to Slurm"
+        if target.unavailable:
+            return None  # draining it takes no capacity away
+        unavailable = {name for name, info in inventory.items() if info.unavailable}
+        unavailable |= set(self._drained) | {node}
+        for partition in sorted(target.partitions):
+            members = {name for name, info in inventory.items() if partition in info.partitions}
+            down = len(members & unavailable)
+            if down > limits.max_partition_fraction * len(members) + 1e-9:
+                return (
+                    f"blast radius: draining {node} would leave {down}/{len(members)} nodes of"
+                    f" partition {partition} unavailable"
+                    f" (max_partition_fraction={limits.max_partition_fraction:g})"
+                )
+        return None
+
+    def _run_action(self, action: str, targets: Mapping[str, str], alert: Alert) -> Outcome:
+        name = alert.name
+        reason = f"gotthard runbook {name} (fingerprint {alert.fingerprint})"
+        if action == "notify":
+            summary = alert.annotations.get("summary", "")
+            log.warning("alert %s %s: %s", name, alert.status, validate.shown(summary))
+            return Outcome("ok", "logged")
+        if action == "slurm.drain_node":
+            return self.slurm.drain(targets["node"], name)
+        if action == "slurm.resume_node":
+            return self.slurm.resume(targets["node"], name)
+        if action == "k8s.cordon_node":
+            return self.kubernetes.cordon(targets["node"], name)
+        if action == "k8s.uncordon_node":
+            return self.kubernetes.uncordon(targets["node"], name)
+        if action == "dr.backup_now":
+            return self.dr.backup_now(targets["namespace"], reason)
+        if action == "dr.failover":
+            return self.dr.failover(targets["service"], targets["target_site"], reason)
+        raise ActionError(f"unknown action {action}")
+
+    def _execute(self, action: str, targets: Mapping[str, str], alert: Alert) -> Outcome:
+        timeout = self.settings.action_timeout_seconds
+        started = time.monotonic()
+        future = self._executor.submit(self._run_action, action, targets, alert)
+        try:
+            return future.result(timeout=timeout + 1)
+        except FutureTimeout:
+            raise ActionError(f"{action} timed out after {timeout:g}s") from None
+        finally:
+            self.metrics.duration.labels(action).observe(time.monotonic() - started)
+
+    # ------------------------------------------------------------------ processing
+
+    def process(self, payload: WebhookPayload, request_id: str = "") -> list[dict[str, Any]]:
+        """Decide (and in enforce mode run) every step of every alert; audit each one."""
+        decisions: list[dict[str, Any]] = []
+        with self._lock:
+            now = self.clock()
+            self._expire(now)
+            for alert in payload.alerts:
+                self.metrics.alerts.labels(alert.status).inc()
+                decisions.extend(self._process_alert(alert, request_id, now))
+        return decisions
+
+    def _process_alert(self, alert: Alert, request_id: str, now: float) -> list[dict[str, Any]]:
+        base = {
+            "request": request_id,
+            "mode": self.settings.mode,
+            "alertname": alert.name,
+            "status": alert.status,
+            "fingerprint": alert.fingerprint,
+            "startsAt": alert.starts_at_key,
+            "cluster": self._cluster(alert),
+        }
+        book = registry.find(alert.labels)
+        if book is None:
+            record = {**base, "runbook": None, "result": "no-runbook", "why": "no runbook"}
+            self.audit.write(record)
+            self.metrics.actions.labels("none", "none", "no-runbook").inc()
+            return [record]
+        decisions = []
+        limited_nodes: set[str] = set()
+        for index, step in enumerate(book.steps):
+            action = step.action if alert.status == "firing" else step.on_resolve
+            if action is None:
+                continue
+            key = _key(alert, index)
+            record: dict[str, Any] = {**base, "runbook": book.alertname, "step": index}
+            record.update(action=action, key=key)
+            result, why, targets = self._decide(alert, action, key, limited_nodes, now)
+            record.update(result=result, why=why, targets=targets)
+            if result in FINAL_RESULTS:
+                self._handled[key] = now
+            self.audit.write(record)  # flushed before the reply is sent
+            self.metrics.actions.labels(book.alertname, action, result).inc()
+            log.info("%s %s %s: %s (%s)", alert.name, action, targets, result, why)
+            decisions.append(record)
+        return decisions
+
+    def _decide(
+        self, alert: Alert, action: str, key: str, limited_nodes: set[str], now: float
+    ) -> tuple[str, str, dict[str, str]]:
+        if key in self._handled:
+            return "duplicate", "already handled for this (fingerprint, startsAt)", {}
+        try:
+            targets = self._targets(action, alert)
+        except TargetError as err:
+            return "invalid", str(err), {}
+        if action == "dr.failover" and not self.settings.allow_failover:
+            return "disabled", "dr.failover needs allow_failover = true", targets
+        if self.kill_switch_on():
+            return "killed", f"kill switch {self.settings.kill_switch_file} is present", targets
+        cluster = self._cluster(alert)
+        node = targets.get("node", "")
+        if action in registry.NODE_REMOVING:
+            node = node.split(".", 1)[0] if self.settings.slurm_strip_domain else node
+            why = None
+            if node in limited_nodes:
+                why = "an earlier step of this runbook was refused by a limit"
+            else:
+                why = self._limit(action, node, cluster)
+            if why is not None:
+                limited_nodes.add(node)
+                return "limited", why, targets
+        if self.settings.mode != "enforce":
+            self._account(action, node, cluster, now)
+            return "planned", "dry-run: nothing changed", targets
+        try:
+            outcome = self._execute(action, targets, alert)
+        except ActionError as err:
+            return "failed", str(err), targets
+        except Exception as err:  # an action must never take the server down
+            log.exception("action %s failed", action)
+            return "failed", f"{type(err).__name__}: {err}", targets
+        if outcome.result == "ok":
+            self._account(action, node, cluster, now)
+        elif action == "slurm.resume_node":
+            self._drained.pop(node, None)
+        return outcome.result, outcome.detail, targets
+
+    def _account(self, action: str, node: str, cluster: str, now: float) -> None:
+        if action in registry.NODE_REMOVING:
+            self._window.setdefault(cluster, {}).setdefault(node, now)
+        if action == "slurm.drain_node":
+            self._drained.setdefault(node, now)
+        elif action == "slurm.resume_node":
+            self._drained.pop(node, None)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.audit.close()
