@@ -14,17 +14,23 @@ from gotthard.dr.settings import DrConfig, DrillSpec, from_site_file
 
 
 def _settings(args: argparse.Namespace) -> DrConfig:
-    """DrConfig from the site file's ``[dr]`` table (``Config.dr`` once the lead mounts it)."""
+    """``Config.dr`` of the site file.
+
+    The file is ``gotthard dr daemon --config FILE`` when given (the issue's form), else
+    the top-level ``gotthard --config FILE`` (else ``$GOTTHARD_CONFIG``, else defaults).
+    The two options have different ``dest`` s, so neither overrides the other. An invalid
+    file exits with status 2 and the loader's message, as the top-level command does."""
     from gotthard import config as configuration
 
-    path = getattr(args, "dr_config", None) or args.config
+    path = getattr(args, "dr_config", None) or getattr(args, "config", None)
     try:
         mounted = getattr(configuration.load(path), "dr", None)
-    except configuration.ConfigError:
-        mounted = None  # [dr] not mounted in Config yet: read the raw table below
+    except configuration.ConfigError as err:
+        print(f"gotthard: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     if isinstance(mounted, DrConfig):
         return mounted
-    return from_site_file(path)
+    return from_site_file(path)  # a Config without a ``dr`` field: read the raw table
 
 
 def _daemon(args: argparse.Namespace) -> int:
@@ -125,13 +131,24 @@ def _placement(args: argparse.Namespace) -> int:
 
 def add_cli(subparsers: Any) -> None:
     dr = subparsers.add_parser("dr", help="DR control plane: Velero backups, drills, placement")
-    dr.add_argument("--dr-config", dest="dr_config", metavar="FILE", help=argparse.SUPPRESS)
+    # default=SUPPRESS: a sub-command's unset option must not wipe one given earlier.
+    dr.add_argument(
+        "--dr-config",
+        dest="dr_config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
     sub = dr.add_subparsers(dest="dr_command", metavar="ACTION")
     sub.required = True
 
     p = sub.add_parser("daemon", help="run the scheduler (leader-elected), /metrics and /healthz")
     p.add_argument(
-        "--config", dest="dr_config", metavar="FILE", help="site file (default: top-level --config)"
+        "--config",
+        dest="dr_config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="site file (default: the top-level --config, then $GOTTHARD_CONFIG)",
     )
     p.add_argument("--listen", default="", help="HOST:PORT (default dr.listen)")
     p.set_defaults(func=_daemon)

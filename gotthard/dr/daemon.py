@@ -98,26 +98,28 @@ def backup_job(site: str, schedule: str) -> str:
 def drill_job(site: str, namespace: str) -> bool:
     d = _daemon()
     spec = next(s for s in d.settings.drills if s.site == site and s.namespace == namespace)
-    report = ops.run_drill(d.ctx, spec)
+    slot = last_slot(spec.cron, d.settings.timezone, ops.now_utc(d.ctx))
+    report = ops.run_drill(d.ctx, spec, slot=slot)
     if not report.verified:
         raise RuntimeError(f"drill of {namespace} on {site} failed: {report.error}")
     return True
 
 
 def bsl_job(site: str) -> dict[str, bool]:
-    d = _daemon()
+    """BackupStorageLocation availability, RPO per namespace, and the last success of the
+    schedules Velero fires itself (``velero_schedule = true``)."""
+    return _bsl_check(_daemon(), site)
+
+
+def _bsl_check(d: DrDaemon, site: str) -> dict[str, bool]:
+    s = d.settings
     result = ops.check_storage_locations(d.ctx, site)
+    covering = [sched for sched in s.schedules if site in s.schedule_sites(sched)]
     ops.refresh_rpo(
         d.ctx,
         site,
-        sorted(
-            {
-                ns
-                for s in d.settings.schedules
-                if site in d.settings.schedule_sites(s)
-                for ns in s.namespaces
-            }
-        ),
+        sorted({ns for sched in covering for ns in sched.namespaces}),
+        [sched.name for sched in covering if sched.velero_schedule],
     )
     return result
 
@@ -199,6 +201,8 @@ class DrDaemon:
         s, tz = self.settings, self.settings.timezone
         jobs: dict[str, dict[str, Any]] = {}
         for sched in s.schedules:
+            if sched.velero_schedule:
+                continue  # Velero's own Schedule fires these (synced at leader start-up)
             for site in s.schedule_sites(sched):
                 jobs[f"backup:{site}:{sched.name}"] = {
                     "func": backup_job,
@@ -259,6 +263,13 @@ class DrDaemon:
     def stop_scheduler(self) -> None:
         global _CURRENT
         if self.scheduler is not None:
+            # APScheduler 3.x's loop only skips processing while PAUSED: a wake-up still
+            # pending when shutdown() sets STOPPED processes the due jobs once more, fails
+            # to submit them to the shut-down executor, and yet advances their stored next
+            # run time, so a slot would be lost without running. Pause, then detach the job
+            # store (under the scheduler's lock), then shut down.
+            self.scheduler.pause()
+            self.scheduler.remove_jobstore("default")
             self.scheduler.shutdown(wait=False)
             self.scheduler = None
         if _CURRENT is self:
@@ -267,6 +278,28 @@ class DrDaemon:
         self.metrics.leader.set(0)
 
     # -- start-up chores -----------------------------------------------------------
+    def startup_chores(self) -> None:
+        """On becoming leader: delete orphaned drill namespaces (marking those drills
+        failed), create/patch the Velero Schedules of the configuration, and check the
+        BackupStorageLocations at once (then every 5 minutes, job ``bsl:<site>``).
+        Failures are logged per site and never keep the scheduler from starting."""
+        self.cleanup_orphans()
+        self.sync_velero_schedules()
+        for site in self.settings.sites:
+            try:
+                _bsl_check(self, site)
+            except Exception as err:
+                log.error("storage location check on %s failed: %s", site, err)
+
+    def sync_velero_schedules(self) -> dict[str, dict[str, str]]:
+        done: dict[str, dict[str, str]] = {}
+        for site in self.settings.sites:
+            try:
+                done[site] = ops.sync_velero_schedules(self.ctx, site)
+            except Exception as err:
+                log.error("velero schedule sync on %s failed: %s", site, err)
+        return done
+
     def cleanup_orphans(self) -> list[str]:
         cleaned: list[str] = []
         for site in self.settings.sites:
@@ -335,7 +368,7 @@ class DrDaemon:
             leader = False
         if leader and self.scheduler is None:
             log.info("%s is leader: starting the scheduler", self.identity)
-            self.cleanup_orphans()
+            self.startup_chores()
             self.start_scheduler()
         elif not leader and self.scheduler is not None:
             log.warning("%s lost the lease: stopping the scheduler", self.identity)

@@ -7,7 +7,7 @@ import json
 import logging
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -101,13 +101,59 @@ def run_backup(ctx: Context, site: str, schedule: BackupSchedule, slot: dt.datet
     return outcome
 
 
-def refresh_rpo(ctx: Context, site: str, namespaces: list[str]) -> None:
+def refresh_rpo(
+    ctx: Context, site: str, namespaces: list[str], velero_schedules: Sequence[str] = ()
+) -> None:
+    """Set ``gotthard_dr_rpo_seconds`` for *namespaces* from one LIST of the site's
+    Backups; for the Velero-fired *velero_schedules* (config names) also set
+    ``gotthard_dr_backup_last_success_timestamp_seconds`` from the Backups Velero made."""
     vel = ctx.velero(site)
-    for ns in namespaces:
-        latest = vel.latest_completed_backup(ns)
-        done = v.parse_time(((latest or {}).get("status") or {}).get("completionTimestamp"))
+    backups = vel.list("backups")
+    for ns, latest in vel.latest_completed_backups(namespaces, backups).items():
+        done = v.parse_time((latest.get("status") or {}).get("completionTimestamp"))
         if done is not None:
             ctx.metrics.rpo.labels(site, ns).set(max(0.0, ctx.clock() - done))
+    for name in velero_schedules:
+        owner = velero_schedule_name(name, site)
+        finished = [
+            v.parse_time((b.get("status") or {}).get("completionTimestamp")) or 0.0
+            for b in backups
+            if v.phase_of(b) == "Completed"
+            and ((b.get("metadata") or {}).get("labels") or {}).get(v.LABEL_VELERO_SCHEDULE)
+            == owner
+        ]
+        if finished:
+            ctx.metrics.backup_last_success.labels(site, name).set(max(finished))
+
+
+def velero_schedule_name(schedule: str, site: str) -> str:
+    """Name of the Velero Schedule object for a config schedule on a site. Velero names
+    the Backups it fires ``<this>-<YYYYMMDDhhmmss>``, like the daemon's own slot names."""
+    return f"{schedule}-{site}"[:50].rstrip("-")
+
+
+def sync_velero_schedules(ctx: Context, site: str) -> dict[str, str]:
+    """Create/patch a ``velero.io/v1`` Schedule for each ``velero_schedule = true`` entry
+    of ``[[dr.schedules]]`` covering *site*; delete the Gotthard-managed Schedules that
+    left the configuration. Returns Schedule name -> created/updated/deleted."""
+    s, vel = ctx.settings, ctx.velero(site)
+    done: dict[str, str] = {}
+    wanted = set()
+    for sched in s.schedules:
+        if not sched.velero_schedule or site not in s.schedule_sites(sched):
+            continue
+        name = velero_schedule_name(sched.name, site)
+        wanted.add(name)
+        cron = sched.cron if s.timezone == "UTC" else f"CRON_TZ={s.timezone} {sched.cron}"
+        done[name] = vel.apply_schedule(
+            name, cron, v.backup_spec(sched), {v.LABEL_SCHEDULE: sched.name, v.LABEL_SITE: site}
+        )
+    for name in vel.managed_schedules(site):
+        if name not in wanted and vel.delete("schedules", name):
+            done[name] = "deleted"
+    for name, what in sorted(done.items()):
+        log.info("velero schedule %s on %s: %s", name, site, what)
+    return done
 
 
 def check_storage_locations(ctx: Context, site: str) -> dict[str, bool]:
@@ -262,9 +308,18 @@ def verify(
     return results
 
 
-def run_drill(ctx: Context, spec: DrillSpec, *, fresh_backup: bool | None = None) -> DrillReport:
+def run_drill(
+    ctx: Context,
+    spec: DrillSpec,
+    *,
+    fresh_backup: bool | None = None,
+    slot: dt.datetime | None = None,
+) -> DrillReport:
     """Backup (fresh or latest Completed) → Restore into a scratch namespace → verify →
-    RTO/RPO → always clean up. Never raises for a failed drill: the report says why."""
+    RTO/RPO → always clean up. Never raises for a failed drill: the report says why.
+
+    *slot* (scheduled drills: the cron slot) names the fresh Backup, so a drill of the
+    same slot run again (restart, misfire) reuses it (409) instead of taking another."""
     start = ctx.clock()
     started = now_utc(ctx)
     target = spec.target_site or spec.site
@@ -274,9 +329,16 @@ def run_drill(ctx: Context, spec: DrillSpec, *, fresh_backup: bool | None = None
         source = ctx.velero(spec.site)
         if fresh:
             sched = BackupSchedule(name="drill", namespaces=[spec.namespace])
-            report.backup = v.slot_name(f"drill-{spec.namespace}-{spec.site}", started)
+            when = slot or started
+            report.backup = v.slot_name(f"drill-{spec.namespace}-{spec.site}", when)
             source.create_backup(
-                report.backup, v.backup_spec(sched), {v.LABEL_NAMESPACE: spec.namespace}
+                report.backup,
+                v.backup_spec(sched),
+                {
+                    v.LABEL_SCHEDULE: "drill",
+                    v.LABEL_NAMESPACE: spec.namespace,
+                    v.LABEL_SLOT: when.astimezone(dt.UTC).strftime("%Y%m%d%H%M%S"),
+                },
             )
             outcome = source.wait("backups", report.backup, ctx.settings.backup_timeout_seconds)
             record_backup(ctx, spec.site, "drill", outcome)

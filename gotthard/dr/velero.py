@@ -38,6 +38,9 @@ LABEL_MANAGED = "gotthard.io/managed-by"
 LABEL_SCHEDULE = "gotthard.io/schedule"
 LABEL_NAMESPACE = "gotthard.io/namespace"
 LABEL_SLOT = "gotthard.io/slot"
+LABEL_SITE = "gotthard.io/site"
+#: Label Velero puts on the Backups its Schedule controller creates.
+LABEL_VELERO_SCHEDULE = "velero.io/schedule-name"
 
 
 class PhaseTimeout(Exception):
@@ -179,6 +182,25 @@ class Velero:
             )
         ]
 
+    def delete(self, plural: str, name: str) -> bool:
+        """Delete; False if it was already gone (404)."""
+        try:
+            call(
+                self.retry,
+                f"delete {plural}",
+                self.custom.delete_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                self.namespace,
+                plural,
+                name,
+            )
+        except client.ApiException as err:
+            if err.status == 404:
+                return False
+            raise
+        return True
+
     def wait(self, plural: str, name: str, timeout: float) -> Outcome:
         """Poll until a terminal phase; raise :class:`PhaseTimeout` when stuck."""
         kind = "Backup" if plural == "backups" else "Restore"
@@ -218,17 +240,28 @@ class Velero:
 
     def latest_completed_backup(self, namespace: str) -> dict[str, Any] | None:
         """Newest Completed backup that includes *namespace* (any creator)."""
-        best: tuple[float, dict[str, Any]] | None = None
-        for item in self.list("backups"):
+        return self.latest_completed_backups([namespace]).get(namespace)
+
+    def latest_completed_backups(
+        self, namespaces: list[str], backups: list[dict[str, Any]] | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Namespace -> newest Completed backup that includes it, from ONE list call
+        (the daemon refreshes hundreds of namespaces per site; one LIST each would not scale).
+        """
+        wanted = set(namespaces)
+        best: dict[str, tuple[float, dict[str, Any]]] = {}
+        for item in self.list("backups") if backups is None else backups:
             if phase_of(item) != "Completed":
                 continue
             included = (item.get("spec") or {}).get("includedNamespaces") or ["*"]
-            if namespace not in included and "*" not in included:
+            covered = wanted if "*" in included else wanted.intersection(included)
+            if not covered:
                 continue
             done = parse_time((item.get("status") or {}).get("completionTimestamp")) or 0.0
-            if best is None or done > best[0]:
-                best = (done, item)
-        return best[1] if best else None
+            for ns in covered:
+                if ns not in best or done > best[ns][0]:
+                    best[ns] = (done, item)
+        return {ns: item for ns, (_, item) in best.items()}
 
     # -- restores ----------------------------------------------------------------
     def create_restore(
@@ -263,17 +296,27 @@ class Velero:
             for item in self.list("backupstoragelocations")
         }
 
-    def apply_schedule(self, name: str, cron: str, spec: dict[str, Any]) -> str:
-        """Create or update a Velero Schedule; returns ``created`` or ``updated``."""
+    def apply_schedule(
+        self, name: str, cron: str, spec: dict[str, Any], labels: Mapping[str, str] | None = None
+    ) -> str:
+        """Create or update a Velero Schedule; returns ``created`` or ``updated``.
+
+        An update is a JSON merge patch of the whole ``spec`` (template lists are replaced,
+        not merged), so the object follows the configuration."""
         body = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "Schedule",
             "metadata": {
                 "name": name,
                 "namespace": self.namespace,
-                "labels": {LABEL_MANAGED: "gotthard"},
+                "labels": {LABEL_MANAGED: "gotthard", **(labels or {})},
             },
-            "spec": {"schedule": cron, "template": spec, "useOwnerReferencesInBackup": False},
+            "spec": {
+                "schedule": cron,
+                "template": spec,
+                "useOwnerReferencesInBackup": False,
+                "paused": False,
+            },
         }
         if self._create("schedules", body):
             return "created"
@@ -286,13 +329,21 @@ class Velero:
             self.namespace,
             "schedules",
             name,
-            {"spec": body["spec"]},
+            {"metadata": {"labels": body["metadata"]["labels"]}, "spec": body["spec"]},
         )
         return "updated"
+
+    def managed_schedules(self, site: str) -> list[str]:
+        """Names of the Velero Schedules Gotthard manages for *site* (by label)."""
+        return [
+            (item.get("metadata") or {}).get("name", "")
+            for item in self.list("schedules", {LABEL_MANAGED: "gotthard", LABEL_SITE: site})
+        ]
 
 
 __all__ = [
     "KNOWN_PHASES",
+    "LABEL_VELERO_SCHEDULE",
     "TERMINAL_PHASES",
     "Outcome",
     "PhaseTimeout",

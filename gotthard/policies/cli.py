@@ -1,4 +1,4 @@
-"""``gotthard policy eval|test|kube-bench`` (and ``gotthard audit kube-bench``)."""
+"""``gotthard policy eval|test|kube-bench`` and ``gotthard audit kube-bench|cluster``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import sys
 from typing import Any
 
+from gotthard.policies import audit, kube_bench, metrics, testing
 from gotthard.policies import engine as eng
-from gotthard.policies import kube_bench, metrics, testing
 
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -159,9 +159,29 @@ def add_cli(subparsers: Any) -> None:
     _add_kube_bench(commands)
 
 
+def _add_audit_cluster(commands: Any) -> None:
+    ac = commands.add_parser(
+        "cluster",
+        help="evaluate live pods, namespaces, storage classes and PeerAuthentications",
+        description="Audit live objects with the admission and mesh policies; exit 0 clean, "
+        "1 violations, 2 kubeconfig/API errors.",
+    )
+    ac.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="default: $KUBECONFIG, ~/.kube/config, else the in-cluster service account",
+    )
+    ac.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
+    ac.add_argument("--format", choices=("text", "json"), default="text")
+    ac.add_argument("--textfile", metavar="OUT.prom", help="write gotthard_policy_violations")
+    _engine_args(ac)
+    ac.set_defaults(func=audit.cmd_cluster)
+
+
 def add_audit_cli(subparsers: Any) -> None:
-    """Register ``audit kube-bench`` (the issue's spelling; same handler as policy kube-bench)."""
+    """Register ``audit kube-bench`` (same handler as policy kube-bench) and ``audit cluster``."""
     parser = subparsers.add_parser("audit", help="compliance audits")
-    commands = parser.add_subparsers(dest="audit_command", metavar="{kube-bench}")
+    commands = parser.add_subparsers(dest="audit_command", metavar="{kube-bench,cluster}")
     commands.required = True
     _add_kube_bench(commands)
+    _add_audit_cluster(commands)

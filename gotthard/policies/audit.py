@@ -1,0 +1,355 @@
+"""``gotthard audit cluster``: the admission and mesh policies over live cluster objects.
+
+Lists Pods (all namespaces), Namespaces, StorageClasses and Istio PeerAuthentications
+(``security.istio.io/v1``, else ``v1beta1``; a missing CRD is reported as not installed)
+with the official ``kubernetes`` client, then evaluates them with the shipped policies:
+
+* each Pod with ``pod``; the labels of the live Namespace objects replace
+  ``data.gotthard.inventory.namespaces[ns].labels`` (hostNetwork rule), the rest of the
+  inventory (GPU quotas, ``gpus_used``) comes from the shipped data and ``--data``;
+* each StorageClass with ``storageclass``;
+* ``mesh`` per Namespace (the Namespace and the PeerAuthentications in it: MESH-MTLS-001)
+  and per PeerAuthentication (alone: MESH-MTLS-002), so each violation names its object.
+
+Exit codes: 0 clean, 1 violations, 2 kubeconfig/API/connection or policy-engine errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gotthard.policies import engine as eng
+from gotthard.policies import metrics, testing
+
+EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_ERROR = 0, 1, 2
+
+ISTIO_GROUP = "security.istio.io"
+ISTIO_VERSIONS = ("v1", "v1beta1")
+REQUEST_TIMEOUT = (10.0, 60.0)  # connect, read (seconds)
+PAGE_SIZE = 500
+
+
+class ClusterError(Exception):
+    """Bad kubeconfig, unreachable API or a failed API call (exit code 2)."""
+
+
+@dataclass
+class ClusterObjects:
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    namespaces: list[dict[str, Any]] = field(default_factory=list)
+    storage_classes: list[dict[str, Any]] = field(default_factory=list)
+    peer_authentications: list[dict[str, Any]] = field(default_factory=list)
+    #: ``security.istio.io/<version>`` served, or None when the CRD is not installed.
+    peer_authentication_api: str | None = None
+
+
+@dataclass(frozen=True)
+class ObjectResult:
+    kind: str
+    namespace: str | None
+    name: str
+    violations: tuple[eng.Violation, ...]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @property
+    def rules(self) -> list[str]:
+        return sorted({v.rule for v in self.violations})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "ref": self.ref,
+            "rules": self.rules,
+            "violations": [v.as_dict() for v in self.violations],
+        }
+
+
+# --- the API -------------------------------------------------------------------------
+
+
+def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """An ApiClient from ``kubeconfig`` (or $KUBECONFIG / ~/.kube/config), else in-cluster."""
+    from kubernetes import client, config
+
+    cfg = client.Configuration()
+    default = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or str(
+        Path("~/.kube/config").expanduser()
+    )
+    path = kubeconfig or (default if Path(default).is_file() else None)
+    try:
+        if path:
+            if not Path(path).is_file():
+                raise ClusterError(f"kubeconfig {path}: no such file")
+            config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
+        elif context:
+            raise ClusterError(f"--context {context}: no kubeconfig ($KUBECONFIG, ~/.kube/config)")
+        else:
+            config.load_incluster_config(client_configuration=cfg)
+    except ClusterError:
+        raise
+    except config.ConfigException as err:
+        if not path:
+            raise ClusterError(
+                "no kubeconfig (--kubeconfig FILE, $KUBECONFIG, ~/.kube/config) and no "
+                f"in-cluster service account: {err}"
+            ) from err
+        raise ClusterError(f"kubeconfig {path}: {err}") from err
+    except yaml.YAMLError as err:
+        raise ClusterError(
+            f"kubeconfig {path}: not valid YAML: {' '.join(str(err).split())}"
+        ) from err
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
+        # a kubeconfig with fields of the wrong shape surfaces as these
+        raise ClusterError(f"kubeconfig {path}: unusable: {err!r}") from err
+    cfg.retries = 1  # urllib3: one reconnect, not a minute of back-off on a dead API
+    return client.ApiClient(cfg)
+
+
+def _call(api: Any, what: str, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """One API call returning the raw JSON body; errors become ClusterError."""
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    host = api.configuration.host
+    try:
+        response = fn(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        body = json.loads(response.data)
+    except ApiException:
+        raise  # callers decide (404 = CRD not installed)
+    except HTTPError as err:
+        reason = getattr(err, "reason", None) or err
+        raise ClusterError(f"cannot reach the Kubernetes API at {host}: {reason}") from err
+    except OSError as err:
+        raise ClusterError(f"cannot reach the Kubernetes API at {host}: {err}") from err
+    except ValueError as err:
+        raise ClusterError(f"{what}: the API at {host} answered no JSON: {err}") from err
+    if not isinstance(body, Mapping) or not isinstance(body.get("items", []), list):
+        raise ClusterError(f"{what}: the API at {host} answered no list")
+    return dict(body)
+
+
+def _list(api: Any, what: str, kind: str, api_version: str, fn: Any, *args: Any) -> list[Any]:
+    """All items of a LIST (paged), each with ``kind``/``apiVersion`` set (LISTs omit them)."""
+    from kubernetes.client.exceptions import ApiException
+
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": PAGE_SIZE}
+        if token:
+            kwargs["_continue"] = token
+        try:
+            body = _call(api, what, fn, *args, **kwargs)
+        except ApiException as err:
+            if err.status == 404 and kind == "PeerAuthentication":
+                raise
+            reason = f"HTTP {err.status} {err.reason}".strip()
+            raise ClusterError(
+                f"listing {what} at {api.configuration.host} failed: {reason}"
+                + (" (RBAC: the audit needs get/list on it)" if err.status in (401, 403) else "")
+            ) from err
+        for item in body.get("items") or []:
+            if isinstance(item, Mapping):
+                items.append({**item, "kind": kind, "apiVersion": api_version})
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+def fetch(api: Any) -> ClusterObjects:
+    """Pods, Namespaces, StorageClasses and PeerAuthentications of the cluster."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    core, storage = client.CoreV1Api(api), client.StorageV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    out = ClusterObjects(
+        pods=_list(api, "pods", "Pod", "v1", core.list_pod_for_all_namespaces),
+        namespaces=_list(api, "namespaces", "Namespace", "v1", core.list_namespace),
+        storage_classes=_list(
+            api,
+            "storageclasses",
+            "StorageClass",
+            "storage.k8s.io/v1",
+            storage.list_storage_class,
+        ),
+    )
+    for version in ISTIO_VERSIONS:
+        api_version = f"{ISTIO_GROUP}/{version}"
+        try:
+            out.peer_authentications = _list(
+                api,
+                f"peerauthentications.{ISTIO_GROUP}/{version}",
+                "PeerAuthentication",
+                api_version,
+                custom.list_cluster_custom_object,
+                ISTIO_GROUP,
+                version,
+                "peerauthentications",
+            )
+        except ApiException:  # 404: this version (or the CRD) is not served
+            continue
+        out.peer_authentication_api = api_version
+        break
+    return out
+
+
+# --- evaluation ----------------------------------------------------------------------
+
+
+def _meta(obj: Mapping[str, Any]) -> tuple[str | None, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace"), str(meta.get("name", "<unnamed>"))
+
+
+def audit_data(
+    objects: ClusterObjects, override: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Shipped data + ``override``; live Namespace labels replace the inventory's labels."""
+    data = eng.build_data(override)
+    inventory = data.setdefault("inventory", {})
+    namespaces = inventory.get("namespaces")
+    if not isinstance(namespaces, dict):
+        namespaces = inventory["namespaces"] = {}
+    for ns in objects.namespaces:
+        _, name = _meta(ns)
+        entry = namespaces.get(name)
+        entry = dict(entry) if isinstance(entry, Mapping) else {}
+        entry["labels"] = dict((ns.get("metadata") or {}).get("labels") or {})
+        namespaces[name] = entry
+    return data
+
+
+def evaluate(engine: eng.Engine, objects: ClusterObjects) -> list[ObjectResult]:
+    """Every object with its violations (clean objects included, empty tuple)."""
+    results: list[ObjectResult] = []
+
+    def add(
+        doc: Mapping[str, Any],
+        policy: str,
+        of: Mapping[str, Any],
+        keep: str | None = None,
+    ) -> None:
+        found = eng.evaluate(engine, doc, policy=policy)
+        if keep:
+            found = [v for v in found if v.rule == keep]
+        namespace, name = _meta(of)
+        results.append(ObjectResult(str(of.get("kind")), namespace, name, tuple(found)))
+
+    for pod in objects.pods:
+        add(pod, "pod", pod)
+    for sc in objects.storage_classes:
+        add(sc, "storageclass", sc)
+    by_namespace: dict[str, list[dict[str, Any]]] = {}
+    for pa in objects.peer_authentications:
+        by_namespace.setdefault(_meta(pa)[0] or "default", []).append(pa)
+    for ns in objects.namespaces:
+        name = _meta(ns)[1]
+        items = [ns, *by_namespace.get(name, [])]
+        add({"kind": "List", "items": items}, "mesh", ns, keep="MESH-MTLS-001")
+    for pa in objects.peer_authentications:
+        add(pa, "mesh", pa, keep="MESH-MTLS-002")
+    return results
+
+
+def violation_counts(results: Iterable[ObjectResult]) -> dict[tuple[str, str], int]:
+    """(policy, rule) -> violations, every known rule present (zeros included)."""
+    rules = testing.load_rules()
+    counts = {(r["policy"], r["id"]): 0 for r in rules}
+    policy_of = {r["id"]: r["policy"] for r in rules}
+    for result in results:
+        for v in result.violations:
+            key = (policy_of.get(v.rule, "unknown"), v.rule)
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def report(objects: ClusterObjects, results: list[ObjectResult]) -> dict[str, Any]:
+    """The ``--format json`` document."""
+    failing = [r for r in results if r.violations]
+    by_rule = Counter(v.rule for r in failing for v in r.violations)
+    return {
+        "compliant": not failing,
+        "scanned": {
+            "Pod": len(objects.pods),
+            "Namespace": len(objects.namespaces),
+            "StorageClass": len(objects.storage_classes),
+            "PeerAuthentication": len(objects.peer_authentications),
+        },
+        "peer_authentication": {
+            "installed": objects.peer_authentication_api is not None,
+            "api_version": objects.peer_authentication_api,
+        },
+        "objects": [
+            r.as_dict() for r in sorted(failing, key=lambda r: (r.kind, r.namespace or "", r.name))
+        ],
+        "violations_by_rule": dict(sorted(by_rule.items())),
+    }
+
+
+def format_text(doc: Mapping[str, Any]) -> str:
+    scanned = doc["scanned"]
+    pa = doc["peer_authentication"]
+    pa_text = (
+        f"{scanned['PeerAuthentication']} peerauthentications ({pa['api_version']})"
+        if pa["installed"]
+        else "peerauthentications: not installed (security.istio.io CRD absent)"
+    )
+    header = (
+        f"cluster audit: {scanned['Pod']} pods, {scanned['Namespace']} namespaces, "
+        f"{scanned['StorageClass']} storageclasses, {pa_text}"
+    )
+    lines = [header]
+    width = max((len(o["kind"]) for o in doc["objects"]), default=0)
+    for obj in doc["objects"]:
+        lines.append(f"  {obj['kind']:<{width}}  {obj['ref']}: {', '.join(obj['rules'])}")
+    total = sum(doc["violations_by_rule"].values())
+    if doc["compliant"]:
+        lines.append("compliant: no violations")
+    else:
+        lines.append(f"NOT compliant: {len(doc['objects'])} objects, {total} violations")
+    return "\n".join(lines)
+
+
+# --- command -------------------------------------------------------------------------
+
+
+def _err(msg: str) -> int:
+    print(f"gotthard audit cluster: {msg}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    try:
+        override = eng.load_file(args.data, what="data") if args.data else None
+        api = api_client(args.kubeconfig, args.context)
+        try:
+            objects = fetch(api)
+        finally:
+            api.close()
+        engine = eng.make_engine(args.engine, audit_data(objects, override), opa_url=args.opa_url)
+        results = evaluate(engine, objects)
+    except (ClusterError, eng.PolicyError) as err:
+        return _err(str(err))
+    doc = report(objects, results)
+    print(json.dumps(doc, indent=2) if args.format == "json" else format_text(doc))
+    if args.textfile:
+        metrics.write_textfile(
+            args.textfile, metrics.violations_registry(violation_counts(results))
+        )
+    return EXIT_CLEAN if doc["compliant"] else EXIT_VIOLATIONS
