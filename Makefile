@@ -36,6 +36,8 @@ bench: venv
 	$(BIN)/python benchmarks/slurm_scale.py
 	$(BIN)/python benchmarks/gpu_scrape.py
 	$(BIN)/python benchmarks/node_scrape.py
+	$(BIN)/python benchmarks/dr_scale.py
+	$(BIN)/python benchmarks/policy_eval.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
