@@ -3,7 +3,7 @@
 The emulator is an in-memory Kubernetes API, not a kube-apiserver; objects are created
 through the official ``kubernetes`` client, then the audit reads them back with a kubeconfig
 file pointing at the emulator. :class:`AuditEmulatorWithWorkarounds` fills two kmock 0.8
-gaps (see ../shared/reference/dr-security.md §3):
+gaps (documented in docs/dr.md and tests/dr/emulator.py):
 
 * CREATE answers 200, but kubernetes>=35 only deserialises 201 -> answer 201;
 * ``/api/v1/namespaces`` (core, cluster-scoped) fails in kmock's path parser (500) ->
