@@ -38,6 +38,7 @@ bench: venv
 	$(BIN)/python benchmarks/node_scrape.py
 	$(BIN)/python benchmarks/dr_scale.py
 	$(BIN)/python benchmarks/policy_eval.py
+	$(BIN)/python benchmarks/startup.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import pynvml  # noqa: E402
 
-from gotthard.config import GpuExporterConfig  # noqa: E402
+from gotthard.exporters.settings import GpuExporterConfig  # noqa: E402
 from gotthard.exporters.families import render_text  # noqa: E402
 from gotthard.exporters.gpu.collector import GpuCollector  # noqa: E402
 from gotthard.exporters.gpu.nvml import GPM_METRICS, VIOLATION_POLICIES  # noqa: E402

@@ -1,10 +1,8 @@
 """Gotthard: observability and SRE control plane for hybrid Slurm/Kubernetes sites."""
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:
-    __version__ = version("gotthard")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+source"
+# The one place the version is written; pyproject.toml reads it from here. A literal,
+# not importlib.metadata: every `gotthard` process imports this module, and reading the
+# installed distribution's metadata costs a node exporter tens of milliseconds.
+__version__ = "0.1.0"
 
 __all__ = ["__version__"]

@@ -3,14 +3,41 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from gotthard import __version__
 from gotthard import config as configuration
 
+#: Subcommand -> (module, function registering it). Modules are imported only for the
+#: subcommand being run, so ``gotthard exporter`` never loads the control plane's
+#: libraries (kubernetes, APScheduler, SQLAlchemy, regopy, grafanalib).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "exporter": ("gotthard.exporters.main", "add_cli"),
+    "dashboards": ("gotthard.dashboards.cli", "add_cli"),
+    "rules": ("gotthard.dashboards.rules_cli", "add_cli"),
+    "policy": ("gotthard.policies.cli", "add_cli"),
+    "audit": ("gotthard.policies.cli", "add_audit_cli"),
+    "dr": ("gotthard.dr.cli", "add_cli"),
+    "runbooks": ("gotthard.runbooks.cli", "add_cli"),
+    "sandbox": ("gotthard.sandbox", "add_cli"),
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (after ``--config FILE``), if known."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--config":
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with *argv* naming a subcommand, only that one is registered."""
     parser = argparse.ArgumentParser(
         prog="gotthard",
         description="Observability and SRE control plane for hybrid Slurm/Kubernetes sites.",
@@ -23,35 +50,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-
-    from gotthard import sandbox
-    from gotthard.dashboards import cli as dashboards_cli
-    from gotthard.dashboards import rules_cli
-    from gotthard.dr import cli as dr_cli
-    from gotthard.exporters import main as exporter_main
-    from gotthard.policies import cli as policies_cli
-    from gotthard.runbooks import cli as runbooks_cli
-
-    exporter_main.add_cli(subparsers)
-    dashboards_cli.add_cli(subparsers)
-    rules_cli.add_cli(subparsers)
-    policies_cli.add_cli(subparsers)
-    policies_cli.add_audit_cli(subparsers)
-    dr_cli.add_cli(subparsers)
-    runbooks_cli.add_cli(subparsers)
-    sandbox.add_cli(subparsers)
+    only = _command_in(argv) if argv is not None else None
+    for name, (module, function) in COMMANDS.items():
+        if only is None or name == only:
+            getattr(importlib.import_module(module), function)(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    """Parse, load the one configuration, run the subcommand.
+
+    Exit status: 0 success, 1 a finding, 2 usage, input or environment error. A
+    configuration or cluster-access problem is one line on stderr, never a traceback."""
+    from gotthard.kube import KubeError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
+    # a subcommand's own --config (``gotthard dr daemon --config FILE``) wins
+    path = getattr(args, configuration.SUB_CONFIG_DEST, None) or args.config
     try:
-        cfg = configuration.load(args.config)
-    except configuration.ConfigError as err:
+        cfg = configuration.load(path)
+        return int(args.handler(args, cfg) or 0)
+    except (configuration.ConfigError, KubeError) as err:
         print(f"gotthard: {err}", file=sys.stderr)
         return 2
-    handler = getattr(args, "handler", None)
-    if handler is None:  # subcommands that need no configuration
-        return int(args.func(args) or 0)
-    return int(handler(args, cfg) or 0)

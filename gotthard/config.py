@@ -1,202 +1,203 @@
-"""The site configuration: one TOML file, typed and validated.
+"""The site configuration: one TOML file, typed and validated, read here and nowhere else.
 
 The file is found through ``--config FILE`` or the ``GOTTHARD_CONFIG`` environment
-variable; with neither, the defaults below apply, so every command runs without a file.
-Sites (``zurich``, ``lugano``, ...) are entries under ``[sites.NAME]``, never code.
+variable; with neither, the defaults apply, so every command runs without a file.
 
-An invalid file raises :class:`ConfigError`, whose message names the bad key
-(``exporter.slurm.poll_interval_seconds``) and the reason.
+``[sites.NAME]`` describes each site once: its clusters, and for each cluster how to
+reach its Slurm (``slurm_conf`` or ``slurmrestd_url``), its Kubernetes API
+(``[sites.NAME.clusters.CLUSTER.kubernetes]``), its Prometheus and its Karmada member
+names. Every area reads that one model: the exporter (its ``site``/``cluster``), the
+runbook webhook (the clusters it acts on), DR (backups, drills, placement) and
+``gotthard audit cluster``. The areas' own tables (``[exporter]``, ``[dr]``,
+``[runbooks]``) hold only their settings; their models live in their folders.
+
+Cross-references (a drill's site, a placed service's primary site, the installation's
+own cluster, ...) are checked at load time. An invalid file raises
+:class:`ConfigError`, whose message names the bad key and the reason.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import re
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, model_validator
 
+from gotthard.base import Name, Strict, format_validation_error, parse_listen
 from gotthard.dr.settings import DrConfig
+from gotthard.exporters.settings import KNOWN_COLLECTORS, ExporterConfig
 from gotthard.runbooks.settings import RunbooksConfig
+from gotthard.site import ClusterConfig, KubeAccess, SiteConfig
 
 ENV_VAR = "GOTTHARD_CONFIG"
+#: argparse destination of a subcommand's own ``--config FILE``; it wins over the
+#: top-level ``gotthard --config``.
+SUB_CONFIG_DEST = "sub_config"
 
-#: Collectors the exporter knows by name; the runtime refuses any other.
-KNOWN_COLLECTORS = ("slurm", "gpu", "slingshot", "lustre")
-
-PositiveSeconds = Annotated[float, Field(gt=0, le=86400)]
+__all__ = [
+    "ENV_VAR",
+    "KNOWN_COLLECTORS",
+    "SUB_CONFIG_DEST",
+    "ClusterConfig",
+    "Config",
+    "ConfigError",
+    "KubeAccess",
+    "SiteConfig",
+    "add_config_option",
+    "from_mapping",
+    "load",
+    "parse_listen",
+]
 
 
 class ConfigError(Exception):
     """The configuration file cannot be read or does not validate."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+#: Keys that used to be set in an area's table and now belong to the site model.
+MOVED_KEYS = {
+    ("dr", "site"): "the top-level `site` key",
+    ("dr", "sites"): "[sites.NAME] (kubernetes, velero_namespace, karmada_members per cluster)",
+    ("dr", "placement", "karmada_context"): "[dr.placement.karmada] context",
+    ("dr", "placement", "karmada_kubeconfig"): "[dr.placement.karmada] kubeconfig",
+    ("runbooks", "slurm_conf"): "[sites.NAME.clusters.CLUSTER] slurm_conf",
+    ("runbooks", "kubernetes"): "[sites.NAME.clusters.CLUSTER.kubernetes]",
+    ("exporter", "slurm", "rest_url"): "[sites.NAME.clusters.CLUSTER] slurmrestd_url",
+}
 
 
-class SiteConfig(_Strict):
-    """One physical site, e.g. Zurich or Lugano."""
-
-    display_name: str = ""
-    clusters: list[str] = Field(default_factory=list)
-    prometheus_url: str = ""
-
-
-class SlurmExporterConfig(_Strict):
-    backend: Literal["auto", "cli", "rest", "pyslurm"] = "cli"
-    #: ``http://host:6820`` (JWT) or ``unix:/path/to/slurmrestd.sock``.
-    rest_url: str = ""
-    #: File holding a JWT for slurmrestd (``scontrol token``); ``SLURM_JWT`` also works.
-    rest_token_file: str = ""
-    rest_user: str = ""
-    poll_interval_seconds: PositiveSeconds = 30.0
-    command_timeout_seconds: PositiveSeconds = 10.0
-    per_user: bool = False
-    job_info: bool = True
-    probe: bool = True
-    #: Directory holding squeue/sinfo/sdiag/scontrol/sbatch; empty means PATH.
-    bin_dir: str = ""
+def _moved_key(data: dict[str, Any]) -> str | None:
+    for path, where in MOVED_KEYS.items():
+        node: Any = data
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and path[-1] in node:
+            return f"{'.'.join(path)}: moved to {where}"
+    return None
 
 
-class GpuExporterConfig(_Strict):
-    poll_interval_seconds: PositiveSeconds = 15.0
-    #: kubelet pod-resources socket; when absent, pods are exported by uid only.
-    kubelet_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
-    #: Hopper GPM metrics (SM/tensor/DRAM activity) from two samples per poll interval.
-    gpm: bool = True
-    #: Count XID errors with a background NVML event thread.
-    xid_events: bool = True
-    #: A fatal XID (79, 48, 94, ...) marks the GPU unhealthy for this long.
-    xid_health_window_seconds: PositiveSeconds = 3600.0
-
-
-PollSeconds = Annotated[float, Field(ge=0, le=86400)]
-
-
-class SlingshotExporterConfig(_Strict):
-    #: 0 reads sysfs on every scrape (single-flight); reads are cheap local files.
-    poll_interval_seconds: PollSeconds = 0.0
-    #: Regex of further telemetry file names exported as slingshot_counter{counter}.
-    extra_counters: str = ""
-    #: cxi_healthcheck thresholds: healthy needs fewer restarts than these.
-    max_restarts_1h: Annotated[int, Field(ge=1)] = 5
-    max_restarts_10h: Annotated[int, Field(ge=1)] = 10
-
-    @field_validator("extra_counters")
-    @classmethod
-    def _regex(cls, value: str) -> str:
-        if value:
-            try:
-                re.compile(value)
-            except re.error as err:
-                raise ValueError(f"not a valid regular expression: {err}") from None
-        return value
-
-
-class LustreExporterConfig(_Strict):
-    poll_interval_seconds: PollSeconds = 0.0
-    #: procfs: read /proc/fs/lustre and /sys/fs/lustre; lctl: parse `lctl get_param`.
-    source: Literal["procfs", "lctl"] = "procfs"
-    lctl_path: str = "lctl"
-    #: Per-job IO from job_stats (opt-in: one series set per job).
-    job_stats: bool = False
-    #: At most this many jobs per target, highest IO first.
-    job_stats_limit: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
-    command_timeout_seconds: PositiveSeconds = 10.0
-
-
-class ExporterConfig(_Strict):
-    listen: str = "127.0.0.1:9877"
-    collectors: list[str] = Field(default_factory=lambda: ["slurm"])
-    web_config: str = ""
-    path_sysfs: str = "/sys"
-    path_procfs: str = "/proc"
-    #: Upper bound for one scrape when Prometheus sends no timeout header.
-    scrape_timeout_seconds: PositiveSeconds = 10.0
-    #: A snapshot older than this many poll intervals is dropped, not served stale.
-    max_stale_intervals: Annotated[int, Field(ge=1, le=1000)] = 10
-    slurm: SlurmExporterConfig = SlurmExporterConfig()
-    gpu: GpuExporterConfig = GpuExporterConfig()
-    slingshot: SlingshotExporterConfig = SlingshotExporterConfig()
-    lustre: LustreExporterConfig = LustreExporterConfig()
-
-    @field_validator("collectors")
-    @classmethod
-    def _known_collectors(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in KNOWN_COLLECTORS]
-        if unknown:
-            raise ValueError(
-                f"unknown collector(s) {', '.join(unknown)}; known: {', '.join(KNOWN_COLLECTORS)}"
-            )
-        return value
-
-    @field_validator("listen")
-    @classmethod
-    def _listen_address(cls, value: str) -> str:
-        parse_listen(value)
-        return value
-
-
-class Config(_Strict):
-    #: The site this installation runs at; must name an entry of ``sites`` when sites exist.
-    site: str = "local"
-    cluster: str = "sandbox"
-    sites: dict[str, SiteConfig] = Field(default_factory=dict)
+class Config(Strict):
+    #: The site and cluster this installation runs at (labels, and what it acts on).
+    site: Name = "local"
+    cluster: Name = "sandbox"
+    sites: dict[Name, SiteConfig] = Field(default_factory=dict)
     exporter: ExporterConfig = ExporterConfig()
     dr: DrConfig = DrConfig()
     runbooks: RunbooksConfig = RunbooksConfig()
 
-    @field_validator("site", "cluster")
+    @model_validator(mode="before")
     @classmethod
-    def _label_value(cls, value: str) -> str:
-        if not value or not value.replace("-", "").replace("_", "").isalnum():
-            raise ValueError("must be a non-empty name of letters, digits, '-' or '_'")
-        return value
+    def _site_model(cls, data: Any) -> Any:
+        """Reject keys that moved to ``[sites]``; give DR its view of the site model."""
+        if not isinstance(data, dict):
+            return data
+        moved = _moved_key(data)
+        if moved:
+            raise ValueError(moved)
+        site = data.get("site", "local")
+        cluster = data.get("cluster", "sandbox")
+        sites = data.get("sites") or {
+            site: {"clusters": {cluster: {"kubernetes": {}}}}
+            if isinstance(site, str) and isinstance(cluster, str)
+            else {}
+        }
+        dr = data.get("dr", {})
+        if isinstance(dr, dict):
+            data = {**data, "dr": {**dr, "site": site, "sites": sites}}
+        return data
 
     @model_validator(mode="after")
-    def _site_is_configured(self) -> Config:
-        if self.sites and self.site not in self.sites:
-            raise ValueError(
-                f"site {self.site!r} is not one of the configured sites: {', '.join(self.sites)}"
-            )
+    def _references(self) -> Config:
+        if self.sites:
+            if self.site not in self.sites:
+                raise ValueError(
+                    f"site: {self.site!r} is not one of the configured sites:"
+                    f" {', '.join(self.sites)}"
+                )
+            own = self.sites[self.site].clusters
+            if own and self.cluster not in own:
+                raise ValueError(
+                    f"cluster: {self.cluster!r} is not a cluster of site {self.site!r}:"
+                    f" {', '.join(own)}"
+                )
+        seen: dict[str, str] = {}
+        for site_name, site in self.sites.items():
+            for cluster_name, cluster in site.clusters.items():
+                where = f"sites.{site_name}.clusters.{cluster_name}"
+                if cluster_name in seen:
+                    raise ValueError(f"{where}: cluster name already used at {seen[cluster_name]}")
+                seen[cluster_name] = where
+                for member in cluster.karmada_members:
+                    if member in seen:
+                        raise ValueError(
+                            f"{where}.karmada_members: {member!r} already used at {seen[member]}"
+                        )
+                    seen[member] = f"{where}.karmada_members"
+        for cluster_name in self.runbooks.clusters:
+            if cluster_name not in self.all_clusters():
+                raise ValueError(
+                    f"runbooks.clusters: {cluster_name!r} is not a cluster of any site"
+                    f" ({', '.join(self.all_clusters())})"
+                )
         return self
 
+    # -- reading the site model ----------------------------------------------------------
 
-def parse_listen(value: str) -> tuple[str, int]:
-    """Split ``HOST:PORT`` (``[::1]:PORT`` for IPv6); raise ValueError when unusable."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"{value!r} is not HOST:PORT")
-    host = host.strip("[]")
-    return host, int(port)
+    def site_config(self, site: str | None = None) -> SiteConfig:
+        """The site *site* (default: this installation's) with its clusters."""
+        name = site or self.site
+        if name not in self.dr.sites:
+            raise ConfigError(f"site {name!r} is not configured ([sites.{name}])")
+        return self.dr.sites[name]
+
+    def cluster_config(self, site: str | None = None, cluster: str | None = None) -> ClusterConfig:
+        """One cluster; with no *cluster*, the installation's own (on its own site) or the
+        site's Kubernetes cluster (on another site)."""
+        name = site or self.site
+        conf = self.site_config(name)
+        if cluster is None:
+            cluster = self.cluster if name == self.site else conf.kube_cluster
+        if cluster is None or cluster not in conf.clusters:
+            if name == self.site and cluster == self.cluster and not conf.clusters:
+                return ClusterConfig()  # a site listed without clusters: all defaults
+            raise ConfigError(
+                f"site {name}: cluster {cluster!r} is not configured"
+                f" ([sites.{name}.clusters.{cluster or 'NAME'}])"
+            )
+        return conf.clusters[cluster]
+
+    def all_clusters(self) -> list[str]:
+        return [name for _, name, _ in self.iter_clusters()]
+
+    def iter_clusters(self) -> Iterator[tuple[str, str, ClusterConfig]]:
+        for site_name, site in self.dr.sites.items():
+            for cluster_name, cluster in site.clusters.items():
+                yield site_name, cluster_name, cluster
+
+    def owned_clusters(self) -> list[str]:
+        """Clusters the runbook webhook acts on: ``[runbooks] clusters``, else its own."""
+        return list(self.runbooks.clusters) or [self.cluster]
 
 
-def _format_validation_error(source: str, err: ValidationError) -> str:
-    lines = [f"{source}: invalid configuration"]
-    for item in err.errors():
-        key = ".".join(str(part) for part in item["loc"]) or "(top level)"
-        reason = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "extra_forbidden":
-            reason = "unknown key"
-        lines.append(f"  {key}: {reason}")
-    return "\n".join(lines)
+def add_config_option(parser: argparse.ArgumentParser, name: str, help: str) -> None:
+    """Give a subcommand its own ``--config FILE`` (flag *name*), read by ``gotthard``.
+
+    The default is SUPPRESS, so an option left unset on a nested subcommand does not wipe
+    one given earlier on the command line."""
+    parser.add_argument(
+        name, dest=SUB_CONFIG_DEST, metavar="FILE", default=argparse.SUPPRESS, help=help
+    )
 
 
-def from_mapping(data: dict, source: str = "<config>") -> Config:
+def from_mapping(data: dict[str, Any], source: str = "<config>") -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_format_validation_error(source, err)) from None
+        raise ConfigError(format_validation_error(source, err)) from None
 
 
 def load(path: str | os.PathLike[str] | None = None) -> Config:

@@ -1,4 +1,5 @@
-"""Shared fixtures. ``slurm_sandbox`` is one real single-node Slurm for the whole session."""
+"""Shared fixtures. ``slurm_sandbox`` is one real single-node Slurm for the whole session;
+the fixtures of ``tests/support`` (``kube_emulator``, ``short_tmp``) are registered here."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from gotthard.sandbox import Sandbox, SandboxError
+
+pytest_plugins = ["tests.support.kube", "tests.support.monitoring"]
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import json
 import os
@@ -17,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from gotthard import sandbox as sandbox_module
-from gotthard.sandbox import Sandbox, add_cli, process_start_time
+from gotthard.cli import main
+from gotthard.sandbox import Sandbox, process_start_time, processes
+from gotthard.sandbox.processes import pids_with_environ
+from gotthard.sandbox.slurm import stepd_marker
 
 pytestmark = pytest.mark.slurm
 
@@ -52,28 +53,13 @@ def wait_job_finished(env: Mapping[str, str], job_id: str, timeout: float = 60.0
 
 def stepds_of(sandbox: Sandbox) -> list[int]:
     """Live slurmstepd processes started by ``sandbox``'s slurmd."""
-    marker = f"SLURM_CONF={sandbox.slurm_conf}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if (entry / "comm").read_text().strip() != "slurmstepd":
-                continue
-            if marker not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-        except OSError:
-            continue
-        if process_start_time(int(entry.name)) is not None:
-            pids.append(int(entry.name))
-    return pids
+    found = pids_with_environ("slurmstepd", stepd_marker(sandbox))
+    return [pid for pid in found if process_start_time(pid) is not None]
 
 
 def cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="gotthard")
-    add_cli(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(list(argv))
-    return int(args.func(args))
+    """``gotthard ARGV`` in this process, as the command runs it."""
+    return main(list(argv))
 
 
 def unix_get(socket_path: str, path: str) -> tuple[int, bytes]:
@@ -307,7 +293,7 @@ def test_cli_missing_binary_is_a_one_line_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr(sandbox_module, "EXTRA_BIN_DIRS", ())
+    monkeypatch.setattr(processes, "EXTRA_BIN_DIRS", ())
     assert cli("sandbox", "up", "--dir", str(tmp_path / "sb")) == 1
     captured = capsys.readouterr()
     assert captured.err == "error: mungekey not found: run scripts/install-system-deps\n"

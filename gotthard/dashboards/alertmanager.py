@@ -24,7 +24,7 @@ from typing import Any
 
 from gotthard.dashboards.rules import dump_yaml
 
-#: The runbook webhook of issue 6 (``gotthard runbooks serve`` listens on 127.0.0.1:9878).
+#: The runbook webhook (``gotthard runbooks serve`` listens on 127.0.0.1:9878).
 DEFAULT_WEBHOOK_URL = "http://127.0.0.1:9878/alerts"
 DEFAULT_WEBHOOK_TOKEN_FILE = "/etc/gotthard/runbooks-webhook.token"
 #: Sites of the reference deployment, used when the site configuration names none.
@@ -54,42 +54,68 @@ class Inhibition:
     why: str
 
 
+#: The labels every inhibition compares: an alert only mutes alerts of its own cluster.
+_CLUSTER = ("site", "cluster")
+
+
+def _mutes_family(alert: str, family: str, *equal: str, why: str) -> Inhibition:
+    """While *alert* fires, every other alert whose name starts with *family* is muted."""
+    return Inhibition(
+        source=(f'alertname="{alert}"',),
+        target=(f'alertname=~"{family}.+"', f'alertname!="{alert}"'),
+        equal=(*_CLUSTER, *equal),
+        why=why,
+    )
+
+
+def _mutes(sources: tuple[str, ...], target: str, *equal: str, why: str) -> Inhibition:
+    """While any of the alerts *sources* fires, the alert *target* is muted."""
+    source = (
+        f'alertname="{sources[0]}"' if len(sources) == 1 else f'alertname=~"{"|".join(sources)}"'
+    )
+    return Inhibition(
+        source=(source,),
+        target=(f'alertname="{target}"',),
+        equal=(*_CLUSTER, *equal),
+        why=why,
+    )
+
+
 #: While the source alert fires, matching target alerts with equal labels are muted.
 INHIBITIONS: tuple[Inhibition, ...] = (
-    Inhibition(
-        source=('alertname="SlurmControllerDown"',),
-        target=('alertname=~"Slurm.+"', 'alertname!="SlurmControllerDown"'),
-        equal=("site", "cluster"),
+    _mutes_family(
+        "SlurmControllerDown",
+        "Slurm",
         why="a controller outage explains every other Slurm symptom of that cluster",
     ),
-    Inhibition(
-        source=('alertname="GPULost"',),
-        target=('alertname=~"GPU.+"', 'alertname!="GPULost"'),
-        equal=("site", "cluster", "instance", "gpu"),
-        why="a lost GPU reports nothing else worth acting on",
+    _mutes_family(
+        "GPULost", "GPU", "instance", "gpu", why="a lost GPU reports nothing else worth acting on"
     ),
-    Inhibition(
-        source=('alertname=~"GPUFatalXid|GPURowRemapFailure"',),
-        target=('alertname="GPUUnhealthy"',),
-        equal=("site", "cluster", "instance", "gpu"),
+    _mutes(
+        ("GPUFatalXid", "GPURowRemapFailure"),
+        "GPUUnhealthy",
+        "instance",
+        "gpu",
         why="the specific GPU fault already names why gpu_health is 0",
     ),
-    Inhibition(
-        source=('alertname="GotthardExporterDown"',),
-        target=('alertname="GotthardCollectorDown"',),
-        equal=("site", "cluster", "instance"),
+    _mutes(
+        ("GotthardExporterDown",),
+        "GotthardCollectorDown",
+        "instance",
         why="a collector of an exporter that cannot be scraped is not the problem",
     ),
-    Inhibition(
-        source=('alertname="LustreOSTFillCritical"',),
-        target=('alertname="LustreOSTFillHigh"',),
-        equal=("site", "cluster", "fs", "target"),
+    _mutes(
+        ("LustreOSTFillCritical",),
+        "LustreOSTFillHigh",
+        "fs",
+        "target",
         why="the 90% alert supersedes the 85% one for the same OST",
     ),
-    Inhibition(
-        source=('alertname="SlingshotLinkDown"',),
-        target=('alertname=~"Slingshot.+"', 'alertname!="SlingshotLinkDown"'),
-        equal=("site", "cluster", "instance", "device"),
+    _mutes_family(
+        "SlingshotLinkDown",
+        "Slingshot",
+        "instance",
+        "device",
         why="a down link explains the other symptoms of that NIC",
     ),
 )

@@ -9,23 +9,25 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gotthard.config import Config
 from gotthard.dashboards import check as live
 from gotthard.dashboards import grafana, lint
+from gotthard.dashboards.cli_common import command_group, write_and_list
 
 
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
+    commands = command_group(
+        subparsers,
         "dashboards",
         help="build, lint and check the Grafana dashboards",
         description="Grafana dashboards as code: build the JSON, lint it offline, and "
         "check every panel query against a real Prometheus.",
+        metavar="COMMAND",
     )
-    commands = parser.add_subparsers(dest="dashboards_command", metavar="COMMAND")
-    commands.required = True
 
     build = commands.add_parser("build", help="write one <uid>.json per dashboard")
     build.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    build.set_defaults(func=run_build)
+    build.set_defaults(handler=run_build)
 
     lint_parser = commands.add_parser("lint", help="offline lint rules (no Prometheus needed)")
     lint_parser.add_argument(
@@ -33,7 +35,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="lint the *.json files in DIR instead of the built-in dashboards",
     )
-    lint_parser.set_defaults(func=run_lint)
+    lint_parser.set_defaults(handler=run_lint)
 
     check = commands.add_parser(
         "check", help="lint, then send every panel query to Prometheus; print a table"
@@ -59,7 +61,7 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
         help="value for $__rate_interval and $__interval (default 1m; use at least 4 "
         "scrape intervals)",
     )
-    check.set_defaults(func=run_check)
+    check.set_defaults(handler=run_check)
 
 
 def _positive(text: str) -> float:
@@ -100,15 +102,10 @@ def load_dashboards(directory: str | None) -> list[dict[str, Any]]:
     return dashboards
 
 
-def run_build(args: argparse.Namespace) -> int:
-    try:
-        paths = grafana.write_dashboards(args.out)
-    except OSError as err:
-        print(f"gotthard dashboards build: {err}", file=sys.stderr)
-        return 2
-    for path in paths:
-        print(path)
-    return 0
+def run_build(args: argparse.Namespace, cfg: Config) -> int:
+    return write_and_list(
+        "dashboards build", lambda: grafana.write_dashboards(args.out), error_status=2
+    )
 
 
 def _lint(dashboards: list[dict[str, Any]]) -> int:
@@ -118,11 +115,18 @@ def _lint(dashboards: list[dict[str, Any]]) -> int:
     return len(problems)
 
 
-def run_lint(args: argparse.Namespace) -> int:
+def _load_or_report(args: argparse.Namespace, command: str) -> list[dict[str, Any]] | None:
+    """:func:`load_dashboards` for *command*; None (after saying why) when that fails."""
     try:
-        dashboards = load_dashboards(args.dashboards)
+        return load_dashboards(args.dashboards)
     except OSError as err:
-        print(f"gotthard dashboards lint: {err}", file=sys.stderr)
+        print(f"gotthard dashboards {command}: {err}", file=sys.stderr)
+        return None
+
+
+def run_lint(args: argparse.Namespace, cfg: Config) -> int:
+    dashboards = _load_or_report(args, "lint")
+    if dashboards is None:
         return 2
     count = _lint(dashboards)
     panels = sum(1 for dash in dashboards for _ in lint.iter_panels(dash))
@@ -130,11 +134,9 @@ def run_lint(args: argparse.Namespace) -> int:
     return 1 if count else 0
 
 
-def run_check(args: argparse.Namespace) -> int:
-    try:
-        dashboards = load_dashboards(args.dashboards)
-    except OSError as err:
-        print(f"gotthard dashboards check: {err}", file=sys.stderr)
+def run_check(args: argparse.Namespace, cfg: Config) -> int:
+    dashboards = _load_or_report(args, "check")
+    if dashboards is None:
         return 2
     problems = _lint(dashboards)
     prometheus = live.Prometheus(args.prometheus, timeout=args.timeout)

@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gotthard import config as configuration
+from gotthard.config import Config
 from gotthard.dashboards import alertmanager, rules
+from gotthard.dashboards.cli_common import command_group, write_and_list
 
 RECORDING_FILE = "recording.rules.yml"
 ALERTS_FILE = "alerts.rules.yml"
@@ -56,9 +57,8 @@ def _site_pairs(values: Sequence[str]) -> dict[str, str]:
     return pairs
 
 
-def _configured_sites(config_path: str | None) -> list[str]:
+def _configured_sites(cfg: Config) -> list[str]:
     """Site names from the site configuration, or the reference deployment's two sites."""
-    cfg = configuration.load(config_path)
     return list(cfg.sites) or list(alertmanager.DEFAULT_SITES)
 
 
@@ -80,38 +80,34 @@ def _settings(args: argparse.Namespace, sites: Sequence[str]) -> alertmanager.Al
     return alertmanager.AlertmanagerSettings(**kwargs)
 
 
-def _cmd_build(args: argparse.Namespace) -> int:
+def _cmd_build(args: argparse.Namespace, cfg: Config) -> int:
     try:
-        sites = _configured_sites(getattr(args, "config", None))
-        settings = _settings(args, sites)
-    except (configuration.ConfigError, ValueError) as err:
+        settings = _settings(args, _configured_sites(cfg))
+    except ValueError as err:
         print(f"gotthard rules build: {err}", file=sys.stderr)
         return 2
-    try:
-        written = build(
+    return write_and_list(
+        "rules build",
+        lambda: build(
             Path(args.out),
             runbook_base_url=args.runbook_base_url,
             dashboard_base_url=args.dashboard_base_url,
             settings=settings,
-        )
-    except OSError as err:
-        print(f"gotthard rules build: {err}", file=sys.stderr)
-        return 1
-    for path in written:
-        print(path)
-    return 0
+        ),
+        error_status=1,
+    )
 
 
 def add_cli(subparsers: Any) -> None:
     """Register ``rules build`` on an argparse ``add_subparsers()`` object."""
-    parser = subparsers.add_parser(
+    commands = command_group(
+        subparsers,
         "rules",
         help="Prometheus recording/alerting rules and the Alertmanager configuration",
         description="Prometheus recording and alerting rules and the Alertmanager "
         "configuration, generated from gotthard/dashboards/rules.py.",
+        metavar="{build}",
     )
-    commands = parser.add_subparsers(dest="rules_command", metavar="{build}")
-    commands.required = True
     build_parser = commands.add_parser(
         "build",
         help="write recording.rules.yml, alerts.rules.yml and alertmanager.yml",
@@ -162,4 +158,4 @@ def add_cli(subparsers: Any) -> None:
         metavar="URL",
         help=f"ticket bridge webhook (default: {alertmanager.DEFAULT_TICKET_URL}, a placeholder)",
     )
-    build_parser.set_defaults(func=_cmd_build)
+    build_parser.set_defaults(handler=_cmd_build)

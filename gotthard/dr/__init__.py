@@ -1,1 +1,1 @@
-"""DR control plane: Velero backups, drills with RTO/RPO, Zurich/Lugano placement (issue 7)."""
+"""DR control plane: Velero backups, drills with RTO/RPO, Zurich/Lugano placement."""

@@ -1,9 +1,9 @@
-"""Public API of the DR control plane (stable; used by the runbook webhook, issue 6).
+"""Public API of the DR control plane (stable; the runbook webhook calls it).
 
 Both functions act through the Kubernetes API, retry transient failures with back-off
 and return a name the caller can log or link to. ``api_client`` lets a caller pass its
-own ``kubernetes.client.ApiClient``; by default one is built from the site's kube
-context in ``settings.sites``.
+own ``kubernetes.client.ApiClient``; by default one is built from the site's
+Kubernetes cluster in the site model (``[sites.NAME.clusters.CLUSTER.kubernetes]``).
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ def request_failover(
         )
     ctx = ops.Context(settings)
     if api_client is None:
-        from gotthard.dr.daemon import _karmada_client
+        from gotthard.dr.daemon import karmada_client
 
-        api_client = _karmada_client(settings)
+        api_client = karmada_client(settings)
     policy = placement.propagation_policy(settings, by_name[service], target_site)
     policy["metadata"].setdefault("annotations", {})["gotthard.io/reason"] = reason
     placement.Karmada(api_client, ctx.retry).apply(policy)

@@ -41,6 +41,7 @@ from gotthard.dr import ops, placement
 from gotthard.dr.lease import LeaseElector
 from gotthard.dr.metrics import DrMetrics
 from gotthard.dr.settings import DrConfig, cron_trigger
+from gotthard.kube import client_for
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +318,9 @@ class DrDaemon:
             if self.health_source is not None:
                 health[site] = self.health_source(site)
             else:
-                health[site] = placement.site_health(site, conf.prometheus_url, p.queries)
+                health[site] = placement.site_health(
+                    site, conf.prometheus_of(conf.kube_cluster), p.queries
+                )
             self.metrics.site_healthy.labels(site).set(
                 1 if health[site].healthy(p.min_gpu_capacity) else 0
             )
@@ -329,7 +332,7 @@ class DrDaemon:
                 self.metrics.placement.labels(d.service, site).set(1 if site == d.site else 0)
         if apply:
             if self.karmada_api is None:
-                self.karmada_api = _karmada_client(self.settings)
+                self.karmada_api = karmada_client(self.settings)
             karmada = placement.Karmada(self.karmada_api, self.ctx.retry)
             by_name = {svc.name: svc for svc in p.services}
             for d in decisions:
@@ -390,10 +393,6 @@ class DrDaemon:
         self._stop.set()
 
 
-def _karmada_client(settings: DrConfig) -> client.ApiClient:
-    from kubernetes import config
-
-    p = settings.placement
-    return config.new_client_from_config(
-        config_file=p.karmada_kubeconfig or None, context=p.karmada_context or None
-    )
+def karmada_client(settings: DrConfig) -> client.ApiClient:
+    """The Karmada control plane's API, from ``[dr.placement.karmada]``."""
+    return client_for(settings.placement.karmada, "the Karmada control plane")

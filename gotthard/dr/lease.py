@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from kubernetes import client
 
-from gotthard.dr.kube import Retry, call
+from gotthard.kube import Retry, call, call_unless
 
 
 def _fmt(ts: float) -> str:
@@ -54,32 +54,40 @@ class LeaseElector:
             "leaseTransitions": transitions,
         }
 
+    def _read(self) -> client.V1Lease:
+        return call(
+            self.retry, "get lease", self.api.read_namespaced_lease, self.name, self.namespace
+        )
+
+    def _patch(self, spec: dict[str, object]) -> None:
+        call(
+            self.retry,
+            "patch lease",
+            self.api.patch_namespaced_lease,
+            self.name,
+            self.namespace,
+            {"spec": spec},
+        )
+
     def try_acquire(self) -> bool:
         """Acquire or renew; True while this identity holds the Lease."""
-        try:
-            lease = call(
-                self.retry, "get lease", self.api.read_namespaced_lease, self.name, self.namespace
-            )
-        except client.ApiException as err:
-            if err.status != 404:
-                raise
+        found, lease = call_unless(
+            404, self.retry, "get lease", self.api.read_namespaced_lease, self.name, self.namespace
+        )
+        if not found:
             body = {
                 "metadata": {"name": self.name, "namespace": self.namespace},
                 "spec": self._spec(0, self.clock()),
             }
-            try:
-                call(
-                    self.retry,
-                    "create lease",
-                    self.api.create_namespaced_lease,
-                    self.namespace,
-                    body,
-                )
-            except client.ApiException as err2:
-                if err2.status == 409:
-                    return False
-                raise
-            return self._holds()
+            created, _ = call_unless(
+                409,
+                self.retry,
+                "create lease",
+                self.api.create_namespaced_lease,
+                self.namespace,
+                body,
+            )
+            return created and self._holds()
         spec = lease.spec
         holder = spec.holder_identity if spec else None
         renewed = _parse(spec.renew_time) if spec else None
@@ -93,33 +101,17 @@ class LeaseElector:
             acquired = self.clock()
         else:
             acquired = _parse(spec.acquire_time) or self.clock()
-        call(
-            self.retry,
-            "patch lease",
-            self.api.patch_namespaced_lease,
-            self.name,
-            self.namespace,
-            {"spec": self._spec(transitions, acquired)},
-        )
+        self._patch(self._spec(transitions, acquired))
         return self._holds()
 
     def _holds(self) -> bool:
-        lease = call(
-            self.retry, "get lease", self.api.read_namespaced_lease, self.name, self.namespace
-        )
+        lease = self._read()
         return bool(lease.spec and lease.spec.holder_identity == self.identity)
 
     def release(self) -> None:
         """Give the Lease up (expire it) if held, so a standby takes over at once."""
         try:
             if self._holds():
-                call(
-                    self.retry,
-                    "patch lease",
-                    self.api.patch_namespaced_lease,
-                    self.name,
-                    self.namespace,
-                    {"spec": {"holderIdentity": "", "renewTime": _fmt(0)}},
-                )
+                self._patch({"holderIdentity": "", "renewTime": _fmt(0)})
         except Exception:  # best effort on shutdown
             pass

@@ -14,9 +14,9 @@ from typing import Any
 from kubernetes import client
 
 from gotthard.dr import velero as v
-from gotthard.dr.kube import Retry, api_client_for, call, list_objects
 from gotthard.dr.metrics import DrMetrics
 from gotthard.dr.settings import BackupSchedule, DrConfig, DrillSpec, ResourceCheck
+from gotthard.kube import Retry, call, call_unless, list_objects, site_client
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +41,18 @@ class Context:
         self.metrics = metrics or DrMetrics()
         self._clients: dict[str, client.ApiClient] = dict(api_clients or {})
         self.clock = clock
-        self.retry = Retry.from_settings(
-            settings, sleep=sleep, on_retry=lambda op: self.metrics.api_retries.labels(op).inc()
+        self.retry = Retry(
+            attempts=settings.api_attempts,
+            backoff_seconds=settings.api_backoff_seconds,
+            backoff_max_seconds=settings.api_backoff_max_seconds,
+            timeout_seconds=settings.api_timeout_seconds,
+            sleep=sleep,
+            on_retry=lambda op: self.metrics.api_retries.labels(op).inc(),
         )
 
     def api(self, site: str) -> client.ApiClient:
         if site not in self._clients:
-            self._clients[site] = api_client_for(self.settings.sites[site])
+            self._clients[site] = site_client(site, self.settings.sites[site])
         return self._clients[site]
 
     def velero(self, site: str) -> v.Velero:
@@ -230,20 +235,12 @@ def create_scratch_namespace(
         },
     }
     core = client.CoreV1Api(ctx.api(site))
-    try:
-        call(ctx.retry, "create namespace", core.create_namespace, body)
-    except client.ApiException as err:
-        if err.status != 409:
-            raise
+    call_unless(409, ctx.retry, "create namespace", core.create_namespace, body)
 
 
 def delete_namespace(ctx: Context, site: str, name: str) -> bool:
     core = client.CoreV1Api(ctx.api(site))
-    try:
-        call(ctx.retry, "delete namespace", core.delete_namespace, name)
-    except client.ApiException as err:
-        if err.status != 404:
-            raise
+    call_unless(404, ctx.retry, "delete namespace", core.delete_namespace, name)
     return True
 
 

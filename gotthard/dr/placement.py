@@ -24,10 +24,12 @@ from typing import Any
 
 from kubernetes import client
 
-from gotthard.dr.kube import Retry, call
 from gotthard.dr.settings import DrConfig, HealthQueries, PlacedService, PlacementConfig
+from gotthard.kube import CustomObjects, Retry
 
 KARMADA_GROUP, KARMADA_VERSION = "policy.karmada.io", "v1alpha1"
+#: PropagationPolicy's plural, and its name in retry logs and metrics.
+_PLURAL, _KIND = "propagationpolicies", "propagationpolicy"
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ def policy_name(service: str) -> str:
 
 
 def propagation_policy(settings: DrConfig, svc: PlacedService, site: str) -> dict[str, Any]:
-    clusters = list(settings.sites[site].karmada_clusters) or [site]
+    clusters = settings.sites[site].karmada_members or [site]
     return {
         "apiVersion": f"{KARMADA_GROUP}/{KARMADA_VERSION}",
         "kind": "PropagationPolicy",
@@ -206,25 +208,10 @@ class Karmada:
     """PropagationPolicies on the Karmada control plane."""
 
     def __init__(self, api: client.ApiClient, retry: Retry | None = None) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        self.retry = retry or Retry()
+        self.objects = CustomObjects(api, KARMADA_GROUP, KARMADA_VERSION, retry or Retry())
 
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return call(
-                self.retry,
-                "get propagationpolicy",
-                self.custom.get_namespaced_custom_object,
-                KARMADA_GROUP,
-                KARMADA_VERSION,
-                namespace,
-                "propagationpolicies",
-                name,
-            )
-        except client.ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+        return self.objects.call_unless(404, "get", namespace, _PLURAL, name, kind=_KIND)[1]
 
     def plan(self, desired: dict[str, Any]) -> str:
         """A unified diff of the placement (empty when nothing changes)."""
@@ -237,34 +224,13 @@ class Karmada:
 
     def apply(self, desired: dict[str, Any]) -> str:
         meta = desired["metadata"]
-        try:
-            call(
-                self.retry,
-                "create propagationpolicy",
-                self.custom.create_namespaced_custom_object,
-                KARMADA_GROUP,
-                KARMADA_VERSION,
-                meta["namespace"],
-                "propagationpolicies",
-                desired,
-            )
+        namespace = meta["namespace"]
+        if self.objects.call_unless(409, "create", namespace, _PLURAL, desired, kind=_KIND)[0]:
             return "created"
-        except client.ApiException as err:
-            if err.status != 409:
-                raise
         # A JSON merge patch replaces lists, so clusterNames is set, never appended to.
-        call(
-            self.retry,
-            "patch propagationpolicy",
-            self.custom.patch_namespaced_custom_object,
-            KARMADA_GROUP,
-            KARMADA_VERSION,
-            meta["namespace"],
-            "propagationpolicies",
-            meta["name"],
-            {
-                "metadata": {k: meta[k] for k in ("labels", "annotations") if k in meta},
-                "spec": desired["spec"],
-            },
-        )
+        patch = {
+            "metadata": {k: meta[k] for k in ("labels", "annotations") if k in meta},
+            "spec": desired["spec"],
+        }
+        self.objects.call("patch", namespace, _PLURAL, meta["name"], patch, kind=_KIND)
         return "updated"

@@ -1,30 +1,28 @@
 """Typed settings of the DR control plane: the ``[dr]`` table of the site file.
 
 :class:`DrConfig` is strict (unknown keys are errors) so a typo in the site file fails
-at start-up instead of silently disabling a backup. The lead mounts it as
-``Config.dr``; until then :func:`from_site_file` reads the raw ``[dr]`` table itself.
+at start-up instead of silently disabling a backup. It is mounted as ``Config.dr``; the
+loader hands it the site model (``site`` and ``sites``, read from the top-level ``site``
+and ``[sites.NAME]``: they are not keys of ``[dr]``), so every cross-reference below is
+checked against the one list of sites.
+
+APScheduler is imported only to validate a cron expression or build a trigger, so that
+loading the configuration stays cheap for the exporter.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tomllib
-from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-from apscheduler.triggers.cron import CronTrigger
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-Seconds = Annotated[float, Field(gt=0, le=7 * 86400)]
-DnsLabel = Annotated[
-    str, Field(min_length=1, max_length=40, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-]
+from gotthard.base import DnsLabel, ListenAddress, Strict
+from gotthard.base import LongSeconds as Seconds
+from gotthard.site import KubeAccess, SiteConfig
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+if TYPE_CHECKING:
+    from apscheduler.triggers.cron import CronTrigger
 
 _DOW = ("sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
@@ -34,6 +32,8 @@ def cron_trigger(expr: str, timezone: str = "UTC") -> CronTrigger:
 
     APScheduler 3.x ``from_crontab`` counts 0 as Monday; numeric days are translated
     to names here so ``0 4 * * 0`` runs on Sundays as in crontab(5)."""
+    from apscheduler.triggers.cron import CronTrigger
+
     fields = expr.split()
     if len(fields) == 5:
         fields[4] = re.sub(r"(?<![/\d])[0-7](?!\d)", lambda m: _DOW[int(m.group())], fields[4])
@@ -48,20 +48,7 @@ def _check_cron(value: str) -> str:
     return value
 
 
-class DrSite(_Strict):
-    """How the DR daemon reaches one site (Zurich, Lugano)."""
-
-    #: kubeconfig context of the site's Kubernetes cluster; empty = current context.
-    kube_context: str = ""
-    #: kubeconfig file; empty = default loading rules (in-cluster config when it fails).
-    kubeconfig: str = ""
-    prometheus_url: str = ""
-    velero_namespace: str = "velero"
-    #: Karmada member-cluster names that belong to this site (for PropagationPolicy).
-    karmada_clusters: list[str] = Field(default_factory=list)
-
-
-class BackupSchedule(_Strict):
+class BackupSchedule(Strict):
     """One backup schedule: a Velero Backup per cron slot and site, named deterministically."""
 
     name: DnsLabel
@@ -79,7 +66,7 @@ class BackupSchedule(_Strict):
     _cron = field_validator("cron")(classmethod(lambda cls, v: _check_cron(v)))
 
 
-class ResourceCheck(_Strict):
+class ResourceCheck(Strict):
     """Objects that must exist (and be ready, where a readiness rule is known) after restore."""
 
     api_version: str = "apps/v1"
@@ -88,7 +75,7 @@ class ResourceCheck(_Strict):
     require_ready: bool = True
 
 
-class DrillSpec(_Strict):
+class DrillSpec(Strict):
     """A scheduled restore drill of one namespace of one site."""
 
     site: str
@@ -105,7 +92,7 @@ class DrillSpec(_Strict):
     _cron = field_validator("cron")(classmethod(lambda cls, v: _check_cron(v)))
 
 
-class PlacedService(_Strict):
+class PlacedService(Strict):
     """A service whose placement (Zurich or Lugano) the placement controller decides."""
 
     name: DnsLabel
@@ -115,7 +102,7 @@ class PlacedService(_Strict):
     resources: list[dict[str, str]] = Field(min_length=1)
 
 
-class HealthQueries(_Strict):
+class HealthQueries(Strict):
     """PromQL per health signal, evaluated on each site's Prometheus; ``$site`` is replaced."""
 
     api_up: str = 'min(up{job="apiserver"})'
@@ -125,7 +112,7 @@ class HealthQueries(_Strict):
     drill_ok: str = 'min(gotthard_dr_drill_last_success{site="$site"})'
 
 
-class PlacementConfig(_Strict):
+class PlacementConfig(Strict):
     enabled: bool = False
     interval_seconds: Seconds = 60.0
     #: Consecutive bad evaluations of the current site before failing over.
@@ -133,9 +120,8 @@ class PlacementConfig(_Strict):
     #: Minimum time on the fallback site before failing back to the primary.
     failback_cooldown_seconds: Seconds = 1800.0
     min_gpu_capacity: Annotated[float, Field(ge=0)] = 0.0
-    #: kubeconfig context of the Karmada control plane.
-    karmada_context: str = ""
-    karmada_kubeconfig: str = ""
+    #: The Karmada control plane's API (kubeconfig + context, or in_cluster).
+    karmada: KubeAccess = KubeAccess()
     #: service -> site: a manual override always wins.
     overrides: dict[str, str] = Field(default_factory=dict)
     services: list[PlacedService] = Field(default_factory=list)
@@ -144,7 +130,7 @@ class PlacementConfig(_Strict):
     state_file: str = "/var/lib/gotthard/dr-placement.json"
 
 
-class LeaseSettings(_Strict):
+class LeaseSettings(Strict):
     enabled: bool = True
     #: Site whose cluster holds the Lease; empty = the daemon's own ``site``.
     site: str = ""
@@ -154,15 +140,24 @@ class LeaseSettings(_Strict):
     renew_seconds: Seconds = 10.0
 
 
-class DrConfig(_Strict):
+#: With no ``[sites]``: one site whose one cluster uses the default kubeconfig.
+_DEFAULT_SITE = {"clusters": {"sandbox": {"kubernetes": {}}}}
+
+
+class DrConfig(Strict):
     """The ``[dr]`` table."""
 
-    #: The site this daemon runs at (used for the Lease and as default site).
-    site: str = "zurich"
-    sites: dict[str, DrSite] = Field(default_factory=lambda: {"zurich": DrSite()})
+    #: The site this daemon runs at (the top-level ``site``; default for the Lease).
+    site: str = "local"
+    #: The site model (the top-level ``[sites]``), handed over by the loader.
+    sites: dict[str, SiteConfig] = Field(
+        default_factory=lambda: {"local": SiteConfig.model_validate(_DEFAULT_SITE)}
+    )
     #: APScheduler job store: a SQLite file by default, ``postgresql+psycopg://...`` in production.
     jobstore_url: str = "sqlite:////var/lib/gotthard/dr-jobs.sqlite"
-    listen: str = "127.0.0.1:9879"
+    listen: ListenAddress = "127.0.0.1:9879"
+    #: exporter-toolkit web configuration (TLS, basic auth, headers); empty = plain HTTP.
+    web_config: str = ""
     timezone: str = "UTC"
     misfire_grace_seconds: Seconds = 600.0
     backup_timeout_seconds: Seconds = 4 * 3600.0
@@ -188,14 +183,13 @@ class DrConfig(_Strict):
                     f"{where}: unknown site {site!r} (known: {', '.join(sorted(known))})"
                 )
 
-        check("site", self.site)
         check("lease.site", self.lease.site)
         for sched in self.schedules:
             for site in sched.sites:
                 check(f"schedules[{sched.name}].sites", site)
-        for drill in self.drills:
-            check("drills.site", drill.site)
-            check("drills.target_site", drill.target_site)
+        for i, drill in enumerate(self.drills):
+            check(f"drills[{i}].site", drill.site)
+            check(f"drills[{i}].target_site", drill.target_site)
         for svc in self.placement.services:
             check(f"placement.services[{svc.name}].primary_site", svc.primary_site)
         for svc, site in self.placement.overrides.items():
@@ -209,30 +203,14 @@ class DrConfig(_Strict):
         return list(schedule.sites) or sorted(self.sites)
 
 
-def from_mapping(data: dict) -> DrConfig:
-    return DrConfig.model_validate(data)
-
-
-def from_site_file(path: str | os.PathLike[str] | None) -> DrConfig:
-    """Read the ``[dr]`` table of the site file (``GOTTHARD_CONFIG`` when *path* is None)."""
-    if path is None:
-        path = os.environ.get("GOTTHARD_CONFIG") or None
-    if path is None:
-        return DrConfig()
-    data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    return from_mapping(data.get("dr", {}))
-
-
 __all__ = [
     "BackupSchedule",
     "DrConfig",
-    "DrSite",
     "DrillSpec",
     "HealthQueries",
     "LeaseSettings",
     "PlacedService",
     "PlacementConfig",
     "ResourceCheck",
-    "ValidationError",
-    "from_site_file",
+    "cron_trigger",
 ]

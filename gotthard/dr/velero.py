@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes import client
 
-from gotthard.dr.kube import Retry, call, status_of
 from gotthard.dr.settings import BackupSchedule
+from gotthard.kube import CustomObjects, Retry, status_of
 
 GROUP, VERSION = "velero.io", "v1"
 TERMINAL_PHASES = frozenset({"Completed", "PartiallyFailed", "Failed", "FailedValidation"})
@@ -116,61 +116,38 @@ class Velero:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.api = api
-        self.custom = client.CustomObjectsApi(api)
         self.namespace = namespace
         self.retry = retry or Retry()
+        self.objects = CustomObjects(api, GROUP, VERSION, self.retry)
         self.poll_seconds = poll_seconds
         self.clock = clock
 
     # -- generic -----------------------------------------------------------------
     def _create(self, plural: str, body: dict[str, Any]) -> bool:
         """Create; True if created, False if it already existed (409)."""
-        try:
-            call(
-                self.retry,
-                f"create {plural}",
-                self.custom.create_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                self.namespace,
-                plural,
-                body,
-            )
-        except client.ApiException as err:
-            if err.status == 409:
-                return False
-            raise
-        return True
+        return self.objects.call_unless(409, "create", self.namespace, plural, body)[0]
 
     def get(self, plural: str, name: str) -> dict[str, Any] | None:
-        try:
-            return call(
-                self.retry,
-                f"get {plural}",
-                self.custom.get_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                self.namespace,
-                plural,
-                name,
-            )
-        except client.ApiException as err:
-            if err.status == 404:
-                return None
-            raise
+        return self.objects.call_unless(404, "get", self.namespace, plural, name)[1]
+
+    def _body(
+        self, kind: str, name: str, spec: dict[str, Any], labels: Mapping[str, str] | None
+    ) -> dict[str, Any]:
+        """A Velero object of *kind* in this namespace, labelled as managed by Gotthard."""
+        return {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {LABEL_MANAGED: "gotthard", **(labels or {})},
+            },
+            "spec": spec,
+        }
 
     def list(self, plural: str, labels: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
         selector = ",".join(f"{k}={v}" for k, v in (labels or {}).items())
-        data = call(
-            self.retry,
-            f"list {plural}",
-            self.custom.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            plural,
-            label_selector=selector or None,
-        )
+        data = self.objects.call("list", self.namespace, plural, label_selector=selector or None)
         items = list(data.get("items", []))
         # Filter again here: a selector the server ignores must not widen the result.
         return [
@@ -184,22 +161,7 @@ class Velero:
 
     def delete(self, plural: str, name: str) -> bool:
         """Delete; False if it was already gone (404)."""
-        try:
-            call(
-                self.retry,
-                f"delete {plural}",
-                self.custom.delete_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                self.namespace,
-                plural,
-                name,
-            )
-        except client.ApiException as err:
-            if err.status == 404:
-                return False
-            raise
-        return True
+        return self.objects.call_unless(404, "delete", self.namespace, plural, name)[0]
 
     def wait(self, plural: str, name: str, timeout: float) -> Outcome:
         """Poll until a terminal phase; raise :class:`PhaseTimeout` when stuck."""
@@ -226,17 +188,7 @@ class Velero:
     def create_backup(
         self, name: str, spec: dict[str, Any], labels: Mapping[str, str] | None = None
     ) -> bool:
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Backup",
-            "metadata": {
-                "name": name,
-                "namespace": self.namespace,
-                "labels": {LABEL_MANAGED: "gotthard", **(labels or {})},
-            },
-            "spec": spec,
-        }
-        return self._create("backups", body)
+        return self._create("backups", self._body("Backup", name, spec, labels))
 
     def latest_completed_backup(self, namespace: str) -> dict[str, Any] | None:
         """Newest Completed backup that includes *namespace* (any creator)."""
@@ -271,22 +223,13 @@ class Velero:
         namespace_mapping: Mapping[str, str],
         labels: Mapping[str, str] | None = None,
     ) -> bool:
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Restore",
-            "metadata": {
-                "name": name,
-                "namespace": self.namespace,
-                "labels": {LABEL_MANAGED: "gotthard", **(labels or {})},
-            },
-            "spec": {
-                "backupName": backup,
-                "includedNamespaces": list(namespace_mapping),
-                "namespaceMapping": dict(namespace_mapping),
-                "existingResourcePolicy": "none",
-            },
+        spec = {
+            "backupName": backup,
+            "includedNamespaces": list(namespace_mapping),
+            "namespaceMapping": dict(namespace_mapping),
+            "existingResourcePolicy": "none",
         }
-        return self._create("restores", body)
+        return self._create("restores", self._body("Restore", name, spec, labels))
 
     # -- storage locations and schedules -----------------------------------------
     def storage_locations(self) -> dict[str, bool]:
@@ -303,34 +246,17 @@ class Velero:
 
         An update is a JSON merge patch of the whole ``spec`` (template lists are replaced,
         not merged), so the object follows the configuration."""
-        body = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Schedule",
-            "metadata": {
-                "name": name,
-                "namespace": self.namespace,
-                "labels": {LABEL_MANAGED: "gotthard", **(labels or {})},
-            },
-            "spec": {
-                "schedule": cron,
-                "template": spec,
-                "useOwnerReferencesInBackup": False,
-                "paused": False,
-            },
+        schedule = {
+            "schedule": cron,
+            "template": spec,
+            "useOwnerReferencesInBackup": False,
+            "paused": False,
         }
+        body = self._body("Schedule", name, schedule, labels)
         if self._create("schedules", body):
             return "created"
-        call(
-            self.retry,
-            "patch schedules",
-            self.custom.patch_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            self.namespace,
-            "schedules",
-            name,
-            {"metadata": {"labels": body["metadata"]["labels"]}, "spec": body["spec"]},
-        )
+        patch = {"metadata": {"labels": body["metadata"]["labels"]}, "spec": body["spec"]}
+        self.objects.call("patch", self.namespace, "schedules", name, patch)
         return "updated"
 
     def managed_schedules(self, site: str) -> list[str]:

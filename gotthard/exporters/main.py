@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
 
 from gotthard import config as configuration
+from gotthard.base import format_validation_error
 from gotthard.exporters.runtime import Collector, CollectorRunner, Exporter
-from gotthard.exporters.web import WebConfigError, load_web_config, make_server
+from gotthard.exporters.settings import ExporterConfig
 
 log = logging.getLogger("gotthard.exporter")
 
@@ -19,7 +25,14 @@ log = logging.getLogger("gotthard.exporter")
 def _slurm(cfg: configuration.Config) -> Collector:
     from gotthard.exporters.slurm.collector import SlurmCollector
 
-    return SlurmCollector(cfg.exporter.slurm)
+    # The cluster's Slurm access comes from the site model; --slurm.rest-url overrides.
+    cluster = cfg.cluster_config()
+    settings = cfg.exporter.slurm
+    if not settings.rest_url and cluster.slurmrestd_url:
+        settings = settings.model_copy(update={"rest_url": cluster.slurmrestd_url})
+    if cluster.slurm_conf:
+        os.environ["SLURM_CONF"] = cluster.slurm_conf  # squeue/sinfo and pyslurm read it
+    return SlurmCollector(settings)
 
 
 def _gpu(cfg: configuration.Config) -> Collector:
@@ -55,6 +68,121 @@ class UsageError(Exception):
     """A flag or setting the exporter cannot use; exit status 2."""
 
 
+def _names(value: str) -> list[str]:
+    """``--collectors a, b`` -> ``["a", "b"]``."""
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+def _true(value: str) -> bool:
+    """``--slurm.job-info true|false`` -> bool."""
+    return value == "true"
+
+
+@dataclass(frozen=True)
+class _Flag:
+    """One ``gotthard exporter`` flag and where its value lands in the exporter settings.
+
+    *key* is a dotted path into ``[exporter]`` (``"slurm.rest_url"``); empty for a flag
+    that is not a setting. An unset flag (``None``) leaves the configuration file's value."""
+
+    name: str
+    key: str = ""
+    convert: Callable[[Any], Any] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        """``--slurm.rest-url`` -> ``slurm_rest_url``."""
+        return self.name.lstrip("-").replace(".", "_").replace("-", "_")
+
+
+def _flag(
+    name: str, key: str = "", convert: Callable[[Any], Any] | None = None, **options: Any
+) -> _Flag:
+    return _Flag(name, key, convert, options)
+
+
+#: The exporter's flags, in --help order; the settings ones override ``[exporter]``.
+FLAGS: tuple[_Flag, ...] = (
+    _flag(
+        "--collectors",
+        "collectors",
+        _names,
+        help=f"comma-separated collectors to enable ({', '.join(FACTORIES)}; "
+        "default from config: slurm)",
+    ),
+    _flag("--listen", "listen", help="HOST:PORT to serve on (default 127.0.0.1:9877)"),
+    _flag("--once", action="store_true", help="collect once, print, exit"),
+    _flag("--path.sysfs", "path_sysfs", help="sysfs mount point (default /sys)"),
+    _flag("--path.procfs", "path_procfs", help="procfs mount point (default /proc)"),
+    _flag(
+        "--web.config",
+        "web_config",
+        help="exporter-toolkit style YAML file for TLS and basic auth",
+    ),
+    _flag(
+        "--slurm.backend",
+        "slurm.backend",
+        choices=("auto", "cli", "rest", "pyslurm"),
+        help="how to read Slurm (default cli; auto = pyslurm if importable, else rest "
+        "if a URL is set, else cli)",
+    ),
+    _flag(
+        "--slurm.rest-url",
+        "slurm.rest_url",
+        help="slurmrestd URL: http(s)://HOST:PORT (JWT) or unix:/path/to/socket",
+    ),
+    _flag(
+        "--slurm.poll-interval",
+        "slurm.poll_interval_seconds",
+        type=float,
+        metavar="SECONDS",
+        help="poll Slurm at most once per this many seconds (default 30)",
+    ),
+    _flag(
+        "--slurm.per-user",
+        "slurm.per_user",
+        action="store_true",
+        default=None,
+        help="add a user label to job metrics (unbounded on big sites)",
+    ),
+    _flag(
+        "--slurm.job-info",
+        "slurm.job_info",
+        _true,
+        choices=("true", "false"),
+        help="export slurm_job_info, one series per running job (default true)",
+    ),
+    _flag(
+        "--slingshot.extra-counters",
+        "slingshot.extra_counters",
+        metavar="REGEX",
+        help="also export telemetry files matching REGEX as slingshot_counter{counter}",
+    ),
+    _flag(
+        "--lustre.source",
+        "lustre.source",
+        choices=("procfs", "lctl"),
+        help="read Lustre from /proc and /sys (default) or from `lctl get_param` output",
+    ),
+    _flag(
+        "--lustre.job-stats",
+        "lustre.job_stats",
+        action="store_true",
+        default=None,
+        help="export per-job IO from job_stats (one series set per job)",
+    ),
+    _flag(
+        "--lustre.job-stats-limit",
+        "lustre.job_stats_limit",
+        type=int,
+        metavar="N",
+        help="at most N jobs per target, highest IO first (default 1000)",
+    ),
+    _flag("--log.level", default="info", choices=("debug", "info", "warning", "error")),
+)
+
+
 def add_cli(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "exporter",
@@ -65,130 +193,28 @@ def add_cli(subparsers: argparse._SubParsersAction) -> None:
             "[exporter] section of the site configuration."
         ),
     )
-    parser.add_argument(
-        "--collectors",
-        help=f"comma-separated collectors to enable ({', '.join(FACTORIES)}; "
-        "default from config: slurm)",
-    )
-    parser.add_argument("--listen", help="HOST:PORT to serve on (default 127.0.0.1:9877)")
-    parser.add_argument("--once", action="store_true", help="collect once, print, exit")
-    parser.add_argument("--path.sysfs", dest="path_sysfs", help="sysfs mount point (default /sys)")
-    parser.add_argument(
-        "--path.procfs", dest="path_procfs", help="procfs mount point (default /proc)"
-    )
-    parser.add_argument(
-        "--web.config",
-        dest="web_config",
-        help="exporter-toolkit style YAML file for TLS and basic auth",
-    )
-    parser.add_argument(
-        "--slurm.backend",
-        dest="slurm_backend",
-        choices=("auto", "cli", "rest", "pyslurm"),
-        help="how to read Slurm (default cli; auto = pyslurm if importable, else rest "
-        "if a URL is set, else cli)",
-    )
-    parser.add_argument(
-        "--slurm.rest-url",
-        dest="slurm_rest_url",
-        help="slurmrestd URL: http(s)://HOST:PORT (JWT) or unix:/path/to/socket",
-    )
-    parser.add_argument(
-        "--slurm.poll-interval",
-        dest="slurm_poll_interval",
-        type=float,
-        metavar="SECONDS",
-        help="poll Slurm at most once per this many seconds (default 30)",
-    )
-    parser.add_argument(
-        "--slurm.per-user",
-        dest="slurm_per_user",
-        action="store_true",
-        default=None,
-        help="add a user label to job metrics (unbounded on big sites)",
-    )
-    parser.add_argument(
-        "--slurm.job-info",
-        dest="slurm_job_info",
-        choices=("true", "false"),
-        help="export slurm_job_info, one series per running job (default true)",
-    )
-    parser.add_argument(
-        "--slingshot.extra-counters",
-        dest="slingshot_extra_counters",
-        metavar="REGEX",
-        help="also export telemetry files matching REGEX as slingshot_counter{counter}",
-    )
-    parser.add_argument(
-        "--lustre.source",
-        dest="lustre_source",
-        choices=("procfs", "lctl"),
-        help="read Lustre from /proc and /sys (default) or from `lctl get_param` output",
-    )
-    parser.add_argument(
-        "--lustre.job-stats",
-        dest="lustre_job_stats",
-        action="store_true",
-        default=None,
-        help="export per-job IO from job_stats (one series set per job)",
-    )
-    parser.add_argument(
-        "--lustre.job-stats-limit",
-        dest="lustre_job_stats_limit",
-        type=int,
-        metavar="N",
-        help="at most N jobs per target, highest IO first (default 1000)",
-    )
-    parser.add_argument(
-        "--log.level",
-        dest="log_level",
-        default="info",
-        choices=("debug", "info", "warning", "error"),
-    )
+    for flag in FLAGS:
+        parser.add_argument(flag.name, dest=flag.dest, **flag.options)
     parser.set_defaults(handler=run)
 
 
 def effective_config(args: argparse.Namespace, base: configuration.Config) -> configuration.Config:
     """Apply command-line flags over the configuration file; validate the result."""
-    data = base.model_dump()
-    exporter = data["exporter"]
-    slurm = exporter["slurm"]
-    if args.collectors is not None:
-        exporter["collectors"] = [c.strip() for c in args.collectors.split(",") if c.strip()]
-    for flag, key in (
-        ("listen", "listen"),
-        ("path_sysfs", "path_sysfs"),
-        ("path_procfs", "path_procfs"),
-        ("web_config", "web_config"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            exporter[key] = value
-    for flag, key in (
-        ("slurm_backend", "backend"),
-        ("slurm_rest_url", "rest_url"),
-        ("slurm_poll_interval", "poll_interval_seconds"),
-        ("slurm_per_user", "per_user"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            slurm[key] = value
-    if args.slurm_job_info is not None:
-        slurm["job_info"] = args.slurm_job_info == "true"
-    if args.slingshot_extra_counters is not None:
-        exporter["slingshot"]["extra_counters"] = args.slingshot_extra_counters
-    for flag, key in (
-        ("lustre_source", "source"),
-        ("lustre_job_stats", "job_stats"),
-        ("lustre_job_stats_limit", "job_stats_limit"),
-    ):
-        value = getattr(args, flag)
-        if value is not None:
-            exporter["lustre"][key] = value
+    exporter = base.exporter.model_dump()
+    for flag in FLAGS:
+        value = getattr(args, flag.dest)
+        if not flag.key or value is None:
+            continue
+        *sections, key = flag.key.split(".")
+        section = exporter
+        for name in sections:
+            section = section[name]
+        section[key] = flag.convert(value) if flag.convert else value
     try:
-        return configuration.from_mapping(data, "command line")
-    except configuration.ConfigError as err:
-        raise UsageError(str(err)) from None
+        settings = ExporterConfig.model_validate(exporter)
+    except ValidationError as err:
+        raise UsageError(format_validation_error("command line", err, "exporter")) from None
+    return base.model_copy(update={"exporter": settings})
 
 
 def build_exporter(cfg: configuration.Config) -> Exporter:
@@ -223,8 +249,7 @@ def run(args: argparse.Namespace, cfg: configuration.Config) -> int:
     try:
         cfg = effective_config(args, cfg)
         exporter = build_exporter(cfg)
-        web = load_web_config(cfg.exporter.web_config) if cfg.exporter.web_config else None
-    except (UsageError, WebConfigError) as err:
+    except UsageError as err:
         print(f"gotthard exporter: {err}", file=sys.stderr)
         return 2
     timeout = cfg.exporter.scrape_timeout_seconds
@@ -236,6 +261,16 @@ def run(args: argparse.Namespace, cfg: configuration.Config) -> int:
         finally:
             exporter.close()
         return 0
+    # the serving layer (ssl, bcrypt, YAML) is loaded only by a serving exporter
+    from gotthard.exporters.web import make_server
+    from gotthard.serve import WebConfigError, optional_web_config
+
+    try:
+        web = optional_web_config(cfg.exporter.web_config)
+    except WebConfigError as err:
+        exporter.close()
+        print(f"gotthard exporter: {err}", file=sys.stderr)
+        return 2
     host, port = configuration.parse_listen(cfg.exporter.listen)
     try:
         server = make_server(host, port, exporter.scrape, default_timeout=timeout, web=web)

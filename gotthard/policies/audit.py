@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gotthard import kube
+from gotthard.config import Config, ConfigError
 from gotthard.policies import engine as eng
 from gotthard.policies import metrics, testing
+from gotthard.site import KubeAccess
 
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_ERROR = 0, 1, 2
 
@@ -82,42 +81,22 @@ class ObjectResult:
 # --- the API -------------------------------------------------------------------------
 
 
-def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """An ApiClient from ``kubeconfig`` (or $KUBECONFIG / ~/.kube/config), else in-cluster."""
-    from kubernetes import client, config
-
-    cfg = client.Configuration()
-    default = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or str(
-        Path("~/.kube/config").expanduser()
-    )
-    path = kubeconfig or (default if Path(default).is_file() else None)
-    try:
-        if path:
-            if not Path(path).is_file():
-                raise ClusterError(f"kubeconfig {path}: no such file")
-            config.load_kube_config(config_file=path, context=context, client_configuration=cfg)
-        elif context:
-            raise ClusterError(f"--context {context}: no kubeconfig ($KUBECONFIG, ~/.kube/config)")
-        else:
-            config.load_incluster_config(client_configuration=cfg)
-    except ClusterError:
-        raise
-    except config.ConfigException as err:
-        if not path:
-            raise ClusterError(
-                "no kubeconfig (--kubeconfig FILE, $KUBECONFIG, ~/.kube/config) and no "
-                f"in-cluster service account: {err}"
-            ) from err
-        raise ClusterError(f"kubeconfig {path}: {err}") from err
-    except yaml.YAMLError as err:
-        raise ClusterError(
-            f"kubeconfig {path}: not valid YAML: {' '.join(str(err).split())}"
-        ) from err
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as err:
-        # a kubeconfig with fields of the wrong shape surfaces as these
-        raise ClusterError(f"kubeconfig {path}: unusable: {err!r}") from err
-    cfg.retries = 1  # urllib3: one reconnect, not a minute of back-off on a dead API
-    return client.ApiClient(cfg)
+def api_client(args: argparse.Namespace, cfg: Config) -> Any:
+    """The client of the audited cluster: ``--kubeconfig``/``--context`` when given, else
+    the site model's access of ``--site``/``--cluster`` (default: this installation's)."""
+    if args.kubeconfig or args.context:
+        access = KubeAccess(kubeconfig=args.kubeconfig or "", context=args.context or "")
+        return kube.client_for(access, "--kubeconfig/--context")
+    site = args.site or cfg.site
+    conf = cfg.site_config(site)
+    cluster = args.cluster
+    if cluster is None and site == cfg.site:
+        own = conf.clusters.get(cfg.cluster)
+        cluster = cfg.cluster if own is not None and own.kubernetes is not None else None
+    if cluster is not None and cluster not in conf.clusters:
+        known = ", ".join(conf.clusters) or "none"
+        raise ClusterError(f"site {site}: no cluster {cluster!r} (configured: {known})")
+    return kube.site_client(site, conf, cluster)
 
 
 def _call(api: Any, what: str, fn: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -334,17 +313,17 @@ def _err(msg: str) -> int:
     return EXIT_ERROR
 
 
-def cmd_cluster(args: argparse.Namespace) -> int:
+def cmd_cluster(args: argparse.Namespace, cfg: Config) -> int:
     try:
         override = eng.load_file(args.data, what="data") if args.data else None
-        api = api_client(args.kubeconfig, args.context)
+        api = api_client(args, cfg)
         try:
             objects = fetch(api)
         finally:
             api.close()
         engine = eng.make_engine(args.engine, audit_data(objects, override), opa_url=args.opa_url)
         results = evaluate(engine, objects)
-    except (ClusterError, eng.PolicyError) as err:
+    except (ClusterError, kube.KubeError, ConfigError, eng.PolicyError) as err:
         return _err(str(err))
     doc = report(objects, results)
     print(json.dumps(doc, indent=2) if args.format == "json" else format_text(doc))

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from gotthard.config import Config
 from gotthard.policies import audit, kube_bench, metrics, testing
 from gotthard.policies import engine as eng
 
@@ -23,7 +24,7 @@ def _data(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> dict
     return eng.build_data(override, extra)
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def cmd_eval(args: argparse.Namespace, cfg: Config) -> int:
     try:
         doc = eng.load_file(args.input)
         engine = eng.make_engine(args.engine, _data(args), opa_url=args.opa_url)
@@ -47,7 +48,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_ALLOWED if result["allowed"] else EXIT_DENIED
 
 
-def cmd_test(args: argparse.Namespace) -> int:
+def cmd_test(args: argparse.Namespace, cfg: Config) -> int:
     try:
         results, problems = testing.run_all()
     except eng.PolicyError as err:
@@ -67,7 +68,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     return 0 if not failed and not problems else 1
 
 
-def cmd_kube_bench(args: argparse.Namespace) -> int:
+def cmd_kube_bench(args: argparse.Namespace, cfg: Config) -> int:
     try:
         if args.report:
             doc = eng.load_file(args.report, what="report")
@@ -130,7 +131,7 @@ def _add_kube_bench(commands: Any, name: str = "kube-bench") -> None:
         "--textfile", metavar="OUT.prom", help="write metrics for the textfile collector"
     )
     _engine_args(kb)
-    kb.set_defaults(func=cmd_kube_bench)
+    kb.set_defaults(handler=cmd_kube_bench)
 
 
 def add_cli(subparsers: Any) -> None:
@@ -150,11 +151,11 @@ def add_cli(subparsers: Any) -> None:
     ev.add_argument("--policy", choices=sorted(eng.POLICIES), help="default: chosen by kind")
     ev.add_argument("--textfile", metavar="OUT.prom", help="write gotthard_policy_violations")
     _engine_args(ev)
-    ev.set_defaults(func=cmd_eval)
+    ev.set_defaults(handler=cmd_eval)
 
     te = commands.add_parser("test", help="run the shipped policy test tables")
     te.add_argument("-v", "--verbose", action="store_true")
-    te.set_defaults(func=cmd_test)
+    te.set_defaults(handler=cmd_test)
 
     _add_kube_bench(commands)
 
@@ -167,15 +168,32 @@ def _add_audit_cluster(commands: Any) -> None:
         "1 violations, 2 kubeconfig/API errors.",
     )
     ac.add_argument(
+        "--site",
+        metavar="NAME",
+        help="site to audit (default: the configuration's site); its Kubernetes access comes"
+        " from [sites.NAME.clusters.CLUSTER.kubernetes]",
+    )
+    ac.add_argument(
+        "--cluster",
+        metavar="NAME",
+        help="cluster of that site (default: the installation's own cluster on its own site,"
+        " else the site's Kubernetes cluster)",
+    )
+    ac.add_argument(
         "--kubeconfig",
         metavar="FILE",
-        help="default: $KUBECONFIG, ~/.kube/config, else the in-cluster service account",
+        help="use this kubeconfig instead of the site model's access",
     )
-    ac.add_argument("--context", metavar="NAME", help="kubeconfig context (default: current)")
+    ac.add_argument(
+        "--context",
+        metavar="NAME",
+        help="kubeconfig context (with --kubeconfig or"
+        " $KUBECONFIG / ~/.kube/config; default: current)",
+    )
     ac.add_argument("--format", choices=("text", "json"), default="text")
     ac.add_argument("--textfile", metavar="OUT.prom", help="write gotthard_policy_violations")
     _engine_args(ac)
-    ac.set_defaults(func=audit.cmd_cluster)
+    ac.set_defaults(handler=audit.cmd_cluster)
 
 
 def add_audit_cli(subparsers: Any) -> None:

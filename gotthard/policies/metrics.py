@@ -18,22 +18,37 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
 from gotthard.policies.kube_bench import STATUSES, Report
 
+#: Metric name -> (help, labels) of every family these textfiles carry.
+FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "gotthard_kube_bench_checks": (
+        "kube-bench checks by status and node type",
+        ("status", "node_type"),
+    ),
+    "gotthard_kube_bench_check_failed": (
+        "1 for a baseline CIS check that failed and no valid waiver covers",
+        ("id", "node_type"),
+    ),
+    "gotthard_policy_violations": (
+        "current policy violations by policy and rule",
+        ("policy", "rule"),
+    ),
+}
+
+
+def _gauges(
+    registry: CollectorRegistry | None, *names: str
+) -> tuple[CollectorRegistry, list[Gauge]]:
+    """*registry* (a new one if None) and the :data:`FAMILIES` gauges *names* on it."""
+    registry = registry or CollectorRegistry()
+    gauges = [Gauge(name, *FAMILIES[name], registry=registry) for name in names]
+    return registry, gauges
+
 
 def kube_bench_registry(
     report: Report, failed: Iterable[str], registry: CollectorRegistry | None = None
 ) -> CollectorRegistry:
-    registry = registry or CollectorRegistry()
-    checks = Gauge(
-        "gotthard_kube_bench_checks",
-        "kube-bench checks by status and node type",
-        ["status", "node_type"],
-        registry=registry,
-    )
-    failed_g = Gauge(
-        "gotthard_kube_bench_check_failed",
-        "1 for a baseline CIS check that failed and no valid waiver covers",
-        ["id", "node_type"],
-        registry=registry,
+    registry, (checks, failed_g) = _gauges(
+        registry, "gotthard_kube_bench_checks", "gotthard_kube_bench_check_failed"
     )
     counts = Counter((c.status.lower(), c.node_type) for c in report.checks)
     for node_type in sorted({c.node_type for c in report.checks}) or ["unknown"]:
@@ -49,13 +64,7 @@ def violations_registry(
     counts: Mapping[tuple[str, str], int], registry: CollectorRegistry | None = None
 ) -> CollectorRegistry:
     """``counts``: (policy, rule) -> violations; pass every known rule to export zeros."""
-    registry = registry or CollectorRegistry()
-    gauge = Gauge(
-        "gotthard_policy_violations",
-        "current policy violations by policy and rule",
-        ["policy", "rule"],
-        registry=registry,
-    )
+    registry, (gauge,) = _gauges(registry, "gotthard_policy_violations")
     for (policy, rule), n in sorted(counts.items()):
         gauge.labels(policy=policy, rule=rule).set(n)
     return registry

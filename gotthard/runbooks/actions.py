@@ -13,14 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from gotthard import slurm_state
 from gotthard.runbooks.settings import RunbooksConfig
+from gotthard.site import KubeAccess
 
 #: Set on a node that a runbook cordoned, so that only those nodes are uncordoned.
 CORDON_ANNOTATION = "gotthard.io/cordoned-by-runbook"
-#: Slurm node states (sinfo %T, lower case) in which a node takes no new work.
-UNAVAILABLE_STATES = frozenset(
-    {"drained", "draining", "drain", "down", "fail", "failing", "maint", "reboot", "unknown"}
-)
 
 Result = Literal["ok", "noop", "skipped"]
 
@@ -39,31 +37,45 @@ class Outcome:
 class SlurmNode:
     name: str
     partitions: frozenset[str]
-    state: str
+    #: Base state and flags, as :func:`gotthard.slurm_state.normalize` gives them.
+    base: str
+    flags: tuple[str, ...]
     reason: str
+
+    @classmethod
+    def parse(cls, name: str, partitions: frozenset[str], state: str, reason: str) -> SlurmNode:
+        """A node from sinfo's ``%T`` state and ``%E`` reason (``none`` for no reason)."""
+        try:
+            base, flags = slurm_state.normalize(state)
+        except ValueError:  # not a state sinfo prints: nothing is known about the node
+            base, flags = "unknown", ()
+        return cls(name, partitions, base, flags, reason if reason != "none" else "")
+
+    @property
+    def state(self) -> str:
+        """The one state sinfo's long form shows (``drained``, ``idle``, ...)."""
+        return slurm_state.effective_state(self.base, self.flags)
 
     @property
     def unavailable(self) -> bool:
-        return any(part in UNAVAILABLE_STATES for part in self.state.split("+"))
+        return slurm_state.is_unavailable(self.base, self.flags)
 
 
 def slurm_reason(alertname: str) -> str:
     return f"gotthard: {alertname}"
 
 
-def _clean_state(raw: str) -> str:
-    """``drained*`` / ``idle~`` -> ``drained`` / ``idle`` (sinfo's flag suffixes)."""
-    return raw.strip().lower().rstrip("*~#!%$@^-")
-
-
 class SlurmActions:
-    def __init__(self, settings: RunbooksConfig) -> None:
+    """``scontrol``/``sinfo`` on one cluster, whose ``slurm.conf`` the site model names."""
+
+    def __init__(self, settings: RunbooksConfig, slurm_conf: str = "") -> None:
         self.settings = settings
+        self.slurm_conf = slurm_conf
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        if self.settings.slurm_conf:
-            env["SLURM_CONF"] = self.settings.slurm_conf
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
         return env
 
     def _run(self, argv: Sequence[str]) -> str:
@@ -98,10 +110,10 @@ class SlurmActions:
             if len(fields) != 4:
                 continue
             name, partition, state, reason = (f.strip() for f in fields)
-            entry = found.setdefault(name, (set(), _clean_state(state), reason))
+            entry = found.setdefault(name, (set(), state, reason))
             entry[0].add(partition.rstrip("*"))
         return {
-            name: SlurmNode(name, frozenset(parts), state, reason if reason != "none" else "")
+            name: SlurmNode.parse(name, frozenset(parts), state, reason)
             for name, (parts, state, reason) in found.items()
         }
 
@@ -113,10 +125,10 @@ class SlurmActions:
             fields = line.split("|", 3)
             if len(fields) == 4 and fields[0].strip() == name:
                 parts.add(fields[1].strip().rstrip("*"))
-                state, reason = _clean_state(fields[2]), fields[3].strip()
+                state, reason = fields[2].strip(), fields[3].strip()
         if not parts:
             return None
-        return SlurmNode(name, frozenset(parts), state, reason if reason != "none" else "")
+        return SlurmNode.parse(name, frozenset(parts), state, reason)
 
     def drain(self, name: str, alertname: str) -> Outcome:
         reason = slurm_reason(alertname)
@@ -153,28 +165,37 @@ class SlurmActions:
 
 
 class KubernetesActions:
-    def __init__(self, settings: RunbooksConfig, api_client: Any | None = None) -> None:
+    """Cordon/uncordon on one cluster's Kubernetes API (``access`` from the site model;
+    ``None``: the cluster has no Kubernetes, and every node action fails saying so)."""
+
+    def __init__(
+        self,
+        settings: RunbooksConfig,
+        api_client: Any | None = None,
+        *,
+        access: KubeAccess | None = None,
+        where: str = "this cluster",
+    ) -> None:
         self.settings = settings
         self._api_client = api_client
+        self.access = access
+        self.where = where
         self._core: Any | None = None
 
     def _api(self) -> Any:
         if self._core is None:
-            from kubernetes import client, config
+            from kubernetes import client
+
+            from gotthard.kube import KubeError, client_for
 
             api_client = self._api_client
             if api_client is None:
-                k8s = self.settings.kubernetes
+                if self.access is None:
+                    raise ActionError(f"{self.where}: no Kubernetes access configured")
                 try:
-                    if k8s.in_cluster:
-                        config.load_incluster_config()
-                        api_client = client.ApiClient()
-                    else:
-                        api_client = config.new_client_from_config(
-                            config_file=k8s.kubeconfig or None, context=k8s.context or None
-                        )
-                except Exception as err:  # kubernetes raises ConfigException and others
-                    raise ActionError(f"no Kubernetes configuration: {err}") from None
+                    api_client = client_for(self.access, self.where)
+                except KubeError as err:
+                    raise ActionError(str(err)) from None
             self._core = client.CoreV1Api(api_client)
         return self._core
 
@@ -182,9 +203,7 @@ class KubernetesActions:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            return func(
-                *args, _request_timeout=self.settings.kubernetes.request_timeout_seconds, **kwargs
-            )
+            return func(*args, _request_timeout=self.settings.kubernetes_timeout_seconds, **kwargs)
         except ApiException as err:
             raise ActionError(f"Kubernetes {what}: HTTP {err.status} {err.reason}") from None
         except Exception as err:  # urllib3 errors, timeouts
@@ -195,7 +214,13 @@ class KubernetesActions:
         node = self._call(f"read node {name}", api.read_node, name)
         return api.api_client.sanitize_for_serialization(node) or {}
 
-    def _patch(self, name: str, body: Mapping[str, Any]) -> None:
+    def _set_cordon(self, name: str, alertname: str | None) -> None:
+        """Cordon ``name`` and mark it as the ``alertname`` runbook's, or (None) undo both."""
+        body = {
+            # null removes the field in a merge patch
+            "spec": {"unschedulable": True if alertname is not None else None},
+            "metadata": {"annotations": {CORDON_ANNOTATION: alertname}},
+        }
         api = self._api()
         self._call(
             f"patch node {name}",
@@ -209,13 +234,7 @@ class KubernetesActions:
         node = self._read(name)
         if (node.get("spec") or {}).get("unschedulable"):
             return Outcome("noop", f"{name} is already cordoned")
-        self._patch(
-            name,
-            {
-                "spec": {"unschedulable": True},
-                "metadata": {"annotations": {CORDON_ANNOTATION: alertname}},
-            },
-        )
+        self._set_cordon(name, alertname)
         return Outcome("ok", f"cordoned {name}")
 
     def uncordon(self, name: str, alertname: str) -> Outcome:
@@ -223,13 +242,7 @@ class KubernetesActions:
         annotations = (node.get("metadata") or {}).get("annotations") or {}
         if annotations.get(CORDON_ANNOTATION) != alertname:
             return Outcome("skipped", f"{name} was not cordoned by the {alertname} runbook")
-        self._patch(
-            name,
-            {
-                "spec": {"unschedulable": None},
-                "metadata": {"annotations": {CORDON_ANNOTATION: None}},
-            },
-        )
+        self._set_cordon(name, None)
         return Outcome("ok", f"uncordoned {name}")
 
 
@@ -265,3 +278,12 @@ class DrActions:
             settings, service, target_site, reason=reason, api_client=self._api_client
         )
         return Outcome("ok", f"failover of {service} to {target_site} requested: {ref}")
+
+
+@dataclass(frozen=True)
+class Backends:
+    """What the actions run through: the engine holds one and passes it to each action."""
+
+    slurm: SlurmActions
+    kubernetes: KubernetesActions
+    dr: DrActions

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
-import tomllib
-from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from gotthard.runbooks.settings import RunbooksConfig, parse_listen
-
-CONFIG_ENV = "GOTTHARD_CONFIG"
+from gotthard.config import Config, add_config_option
+from gotthard.runbooks.settings import RunbooksConfig
 
 
 class RunbooksConfigError(Exception):
@@ -40,48 +34,21 @@ def add_cli(subparsers: Any) -> None:
         help='dry-run plans only; enforce needs [runbooks] mode = "enforce" in the config',
     )
     serve.add_argument("--audit-log", metavar="FILE", help="JSONL audit log (appended)")
-    serve.add_argument(
+    add_config_option(
+        serve,
         "--config",
-        dest="runbooks_config",
-        metavar="FILE",
-        help="site configuration (TOML) with a [runbooks] table; default: gotthard --config",
+        help="site configuration (TOML); default: gotthard --config, then $GOTTHARD_CONFIG",
     )
-    serve.set_defaults(func=cmd_serve)
+    serve.set_defaults(handler=cmd_serve)
 
 
-def _format(source: str, err: ValidationError) -> str:
-    lines = [f"{source}: invalid configuration"]
-    for item in err.errors():
-        key = ".".join(["runbooks", *(str(p) for p in item["loc"])])
-        reason = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
-        lines.append(f"  {key}: {reason.removeprefix('Value error, ')}")
-    return "\n".join(lines)
-
-
-def load_sections(path: str | None) -> tuple[RunbooksConfig, dict[str, Any]]:
-    """``[runbooks]`` as a model, and the ``[dr]`` table (raw) of the site configuration."""
-    path = path or os.environ.get(CONFIG_ENV) or None
-    if path is None:
-        return RunbooksConfig(), {}
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
-        raise RunbooksConfigError(f"{path}: cannot read configuration: {err}") from None
-    section = data.get("runbooks", {})
-    if not isinstance(section, dict):
-        raise RunbooksConfigError(f"{path}: runbooks must be a table")
-    try:
-        settings = RunbooksConfig.model_validate(section)
-    except ValidationError as err:
-        raise RunbooksConfigError(_format(path, err)) from None
-    dr = data.get("dr", {})
-    return settings, dr if isinstance(dr, dict) else {}
-
-
-def effective_settings(args: argparse.Namespace) -> tuple[RunbooksConfig, dict[str, Any]]:
-    settings, dr = load_sections(getattr(args, "runbooks_config", None) or args.config)
+def effective_settings(args: argparse.Namespace, cfg: Config) -> RunbooksConfig:
+    """``[runbooks]`` with the command-line overrides applied."""
+    settings = cfg.runbooks
     updates: dict[str, Any] = {}
     if args.listen:
+        from gotthard.base import parse_listen
+
         parse_listen(args.listen)
         updates["listen"] = args.listen
     if args.token_file:
@@ -95,36 +62,37 @@ def effective_settings(args: argparse.Namespace) -> tuple[RunbooksConfig, dict[s
         )
     if args.mode:
         updates["mode"] = args.mode
-    return settings.model_copy(update=updates), dr
+    return settings.model_copy(update=updates)
 
 
-def _dr_settings(raw: dict[str, Any]) -> Any | None:
-    if not raw:
-        return None
-    try:
-        from gotthard.dr.settings import DrConfig
-    except ImportError:
-        return None
-    return DrConfig.model_validate(raw)
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    from gotthard.runbooks.actions import DrActions
+def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
+    from gotthard.runbooks.actions import DrActions, KubernetesActions, SlurmActions
     from gotthard.runbooks.engine import AuditLog, Engine
     from gotthard.runbooks.server import TokenError, make_server, read_token
+    from gotthard.serve import WebConfigError, optional_web_config
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        settings, dr_raw = effective_settings(args)
+        settings = effective_settings(args, cfg)
         token = read_token(settings.token_file)
-        dr = DrActions(_dr_settings(dr_raw))
+        # the Slurm and Kubernetes of the webhook's own cluster, from the site model
+        cluster = cfg.cluster_config(cfg.site, cfg.cluster)
+        slurm = SlurmActions(settings, slurm_conf=cluster.slurm_conf)
+        kubernetes = KubernetesActions(
+            settings, access=cluster.kubernetes, where=f"site {cfg.site} cluster {cfg.cluster}"
+        )
         audit = AuditLog(settings.audit_log)
     except (RunbooksConfigError, TokenError, ValueError, OSError) as err:
         print(f"gotthard runbooks: {err}", file=sys.stderr)
         return 2
-    engine = Engine(settings, audit=audit, dr=dr)
+    engine = Engine(settings, audit=audit, slurm=slurm, kubernetes=kubernetes, dr=DrActions(cfg.dr))
     try:
-        server = make_server(settings.listen, engine, token)
+        web = optional_web_config(getattr(settings, "web_config", ""))
+        server = make_server(settings.listen, engine, token, web=web)
+    except WebConfigError as err:
+        print(f"gotthard runbooks: {err}", file=sys.stderr)
+        engine.close()
+        return 2
     except OSError as err:
         print(f"gotthard runbooks: cannot listen on {settings.listen}: {err}", file=sys.stderr)
         engine.close()

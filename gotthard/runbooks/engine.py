@@ -23,11 +23,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from gotthard.runbooks import registry, validate
 from gotthard.runbooks.actions import (
     ActionError,
+    Backends,
     DrActions,
     KubernetesActions,
     Outcome,
     SlurmActions,
 )
+from gotthard.runbooks.registry import ActionSpec
 from gotthard.runbooks.settings import RunbooksConfig
 from gotthard.runbooks.validate import Alert, TargetError, WebhookPayload
 
@@ -82,24 +84,21 @@ class AuditLog:
 class Metrics:
     def __init__(self, engine: Engine) -> None:
         self.registry = CollectorRegistry()
-        self.actions = Counter(
+
+        def counter(name: str, documentation: str, *labels: str) -> Counter:
+            return Counter(name, documentation, labels, registry=self.registry)
+
+        self.actions = counter(
             "gotthard_runbook_actions",
             "Runbook step decisions by runbook (alertname), action and result.",
-            ["runbook", "action", "result"],
-            registry=self.registry,
+            "runbook",
+            "action",
+            "result",
         )
-        self.requests = Counter(
-            "gotthard_runbook_webhook_requests",
-            "Webhook requests by HTTP status code.",
-            ["code"],
-            registry=self.registry,
+        self.requests = counter(
+            "gotthard_runbook_webhook_requests", "Webhook requests by HTTP status code.", "code"
         )
-        self.alerts = Counter(
-            "gotthard_runbook_alerts",
-            "Alerts received, by status.",
-            ["status"],
-            registry=self.registry,
-        )
+        self.alerts = counter("gotthard_runbook_alerts", "Alerts received, by status.", "status")
         self.duration = Histogram(
             "gotthard_runbook_action_duration_seconds",
             "Time actions took to run (enforce mode).",
@@ -137,9 +136,11 @@ class Engine:
     ) -> None:
         self.settings = settings
         self.audit = audit
-        self.slurm = slurm or SlurmActions(settings)
-        self.kubernetes = kubernetes or KubernetesActions(settings)
-        self.dr = dr or DrActions()
+        self.backends = Backends(
+            slurm=slurm or SlurmActions(settings),
+            kubernetes=kubernetes or KubernetesActions(settings),
+            dr=dr or DrActions(),
+        )
         self.clock = clock
         self.metrics = Metrics(self)
         self._lock = threading.Lock()
@@ -168,26 +169,13 @@ class Engine:
         if self.settings.mode != "enforce":
             self._drained = {n: t for n, t in self._drained.items() if now - t < window}
 
-    def _targets(self, action: str, alert: Alert) -> dict[str, str]:
+    def _targets(self, spec: ActionSpec, alert: Alert) -> dict[str, str]:
         targets: dict[str, str] = {}
-        for label in registry.TARGET_LABELS[action]:
+        for label, check in spec.targets:
             value = alert.labels.get(label)
             if value is None:
                 raise TargetError(f"the alert has no {label!r} label")
-            if label == "node":
-                if action.startswith("slurm."):
-                    value = validate.slurm_node(
-                        value, strip_domain=self.settings.slurm_strip_domain
-                    )
-                else:
-                    value = validate.k8s_node(value)
-            elif label == "namespace":
-                value = validate.namespace(value)
-            elif label == "service":
-                value = validate.service(value)
-            elif label == "target_site":
-                value = validate.site(value)
-            targets[label] = value
+            targets[label] = check(value, self.settings)
         return targets
 
     def _cluster(self, alert: Alert) -> str:
@@ -197,7 +185,7 @@ class Engine:
         except TargetError:
             return "(invalid)"
 
-    def _limit(self, action: str, node: str, cluster: str) -> str | None:
+    def _limit(self, spec: ActionSpec, node: str, cluster: str) -> str | None:
         """Why taking ``node`` out of service is refused now, or None when allowed."""
         limits = self.settings.limits
         in_window = self._window.setdefault(cluster, {})
@@ -207,10 +195,10 @@ class Engine:
                 f" {cluster} in the last {limits.window_seconds:g}s"
                 f" (max_nodes_per_window={limits.max_nodes_per_window})"
             )
-        if action != "slurm.drain_node":
+        if spec.slurm != "drain":
             return None
         try:
-            inventory = self.slurm.inventory()
+            inventory = self.backends.slurm.inventory()
         except ActionError as err:
             return f"blast radius unknown, refusing: {err}"
         target = inventory.get(node)
@@ -231,37 +219,16 @@ class Engine:
                 )
         return None
 
-    def _run_action(self, action: str, targets: Mapping[str, str], alert: Alert) -> Outcome:
-        name = alert.name
-        reason = f"gotthard runbook {name} (fingerprint {alert.fingerprint})"
-        if action == "notify":
-            summary = alert.annotations.get("summary", "")
-            log.warning("alert %s %s: %s", name, alert.status, validate.shown(summary))
-            return Outcome("ok", "logged")
-        if action == "slurm.drain_node":
-            return self.slurm.drain(targets["node"], name)
-        if action == "slurm.resume_node":
-            return self.slurm.resume(targets["node"], name)
-        if action == "k8s.cordon_node":
-            return self.kubernetes.cordon(targets["node"], name)
-        if action == "k8s.uncordon_node":
-            return self.kubernetes.uncordon(targets["node"], name)
-        if action == "dr.backup_now":
-            return self.dr.backup_now(targets["namespace"], reason)
-        if action == "dr.failover":
-            return self.dr.failover(targets["service"], targets["target_site"], reason)
-        raise ActionError(f"unknown action {action}")
-
-    def _execute(self, action: str, targets: Mapping[str, str], alert: Alert) -> Outcome:
+    def _execute(self, spec: ActionSpec, targets: Mapping[str, str], alert: Alert) -> Outcome:
         timeout = self.settings.action_timeout_seconds
         started = time.monotonic()
-        future = self._executor.submit(self._run_action, action, targets, alert)
+        future = self._executor.submit(spec.run, self.backends, targets, alert)
         try:
             return future.result(timeout=timeout + 1)
         except FutureTimeout:
-            raise ActionError(f"{action} timed out after {timeout:g}s") from None
+            raise ActionError(f"{spec.name} timed out after {timeout:g}s") from None
         finally:
-            self.metrics.duration.labels(action).observe(time.monotonic() - started)
+            self.metrics.duration.labels(spec.name).observe(time.monotonic() - started)
 
     # ------------------------------------------------------------------ processing
 
@@ -301,7 +268,8 @@ class Engine:
             key = _key(alert, index)
             record: dict[str, Any] = {**base, "runbook": book.alertname, "step": index}
             record.update(action=action, key=key)
-            result, why, targets = self._decide(alert, action, key, limited_nodes, now)
+            spec = registry.ACTIONS[action]
+            result, why, targets = self._decide(alert, spec, key, limited_nodes, now)
             record.update(result=result, why=why, targets=targets)
             if result in FINAL_RESULTS:
                 self._handled[key] = now
@@ -312,52 +280,52 @@ class Engine:
         return decisions
 
     def _decide(
-        self, alert: Alert, action: str, key: str, limited_nodes: set[str], now: float
+        self, alert: Alert, spec: ActionSpec, key: str, limited_nodes: set[str], now: float
     ) -> tuple[str, str, dict[str, str]]:
         if key in self._handled:
             return "duplicate", "already handled for this (fingerprint, startsAt)", {}
         try:
-            targets = self._targets(action, alert)
+            targets = self._targets(spec, alert)
         except TargetError as err:
             return "invalid", str(err), {}
-        if action == "dr.failover" and not self.settings.allow_failover:
-            return "disabled", "dr.failover needs allow_failover = true", targets
+        if spec.needs_setting and not getattr(self.settings, spec.needs_setting):
+            return "disabled", f"{spec.name} needs {spec.needs_setting} = true", targets
         if self.kill_switch_on():
             return "killed", f"kill switch {self.settings.kill_switch_file} is present", targets
         cluster = self._cluster(alert)
         node = targets.get("node", "")
-        if action in registry.NODE_REMOVING:
+        if spec.removes_node:
             node = node.split(".", 1)[0] if self.settings.slurm_strip_domain else node
             why = None
             if node in limited_nodes:
                 why = "an earlier step of this runbook was refused by a limit"
             else:
-                why = self._limit(action, node, cluster)
+                why = self._limit(spec, node, cluster)
             if why is not None:
                 limited_nodes.add(node)
                 return "limited", why, targets
         if self.settings.mode != "enforce":
-            self._account(action, node, cluster, now)
+            self._account(spec, node, cluster, now)
             return "planned", "dry-run: nothing changed", targets
         try:
-            outcome = self._execute(action, targets, alert)
+            outcome = self._execute(spec, targets, alert)
         except ActionError as err:
             return "failed", str(err), targets
         except Exception as err:  # an action must never take the server down
-            log.exception("action %s failed", action)
+            log.exception("action %s failed", spec.name)
             return "failed", f"{type(err).__name__}: {err}", targets
         if outcome.result == "ok":
-            self._account(action, node, cluster, now)
-        elif action == "slurm.resume_node":
+            self._account(spec, node, cluster, now)
+        elif spec.slurm == "resume":
             self._drained.pop(node, None)
         return outcome.result, outcome.detail, targets
 
-    def _account(self, action: str, node: str, cluster: str, now: float) -> None:
-        if action in registry.NODE_REMOVING:
+    def _account(self, spec: ActionSpec, node: str, cluster: str, now: float) -> None:
+        if spec.removes_node:
             self._window.setdefault(cluster, {}).setdefault(node, now)
-        if action == "slurm.drain_node":
+        if spec.slurm == "drain":
             self._drained.setdefault(node, now)
-        elif action == "slurm.resume_node":
+        elif spec.slurm == "resume":
             self._drained.pop(node, None)
 
     def close(self) -> None:

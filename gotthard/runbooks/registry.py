@@ -1,4 +1,9 @@
-"""The runbook registry: alertname (plus label matchers) -> ordered steps.
+"""The runbook registry: the actions, and alertname (plus label matchers) -> ordered steps.
+
+:data:`ACTIONS` is the one table of actions: each :class:`ActionSpec` says which alert
+labels the action reads its targets from (and how each is validated), what it does (the
+text of the ``Automated steps:`` lines), how it runs, and which safety rules apply to it.
+The engine dispatches through it; adding an action is one entry plus its run function.
 
 A step names the action run while the alert fires and, optionally, the action run when
 it resolves (``slurm.drain_node`` -> ``slurm.resume_node``). Targets come from the
@@ -9,48 +14,136 @@ automated (``Automated steps:``), generated from :func:`automated_steps_line`.
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-ActionName = Literal[
-    "notify",
-    "slurm.drain_node",
-    "slurm.resume_node",
-    "k8s.cordon_node",
-    "k8s.uncordon_node",
-    "dr.backup_now",
-    "dr.failover",
-]
-ACTIONS: tuple[ActionName, ...] = (
-    "notify",
-    "slurm.drain_node",
-    "slurm.resume_node",
-    "k8s.cordon_node",
-    "k8s.uncordon_node",
-    "dr.backup_now",
-    "dr.failover",
+from gotthard.runbooks import validate
+from gotthard.runbooks.actions import Backends, Outcome
+from gotthard.runbooks.validate import Alert
+
+if TYPE_CHECKING:
+    from gotthard.runbooks.settings import RunbooksConfig
+
+log = logging.getLogger("gotthard.runbooks")
+
+#: Checks one label value and returns the target (or raises :class:`validate.TargetError`).
+Validator = Callable[[str, "RunbooksConfig"], str]
+#: Runs an action on validated targets: (backends, targets by label, alert) -> outcome.
+RunFunc = Callable[[Backends, Mapping[str, str], Alert], Outcome]
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    """One runbook action: its targets, documentation, run function and safety rules."""
+
+    name: str
+    #: (label, validator) for each target the action reads from the alert's labels.
+    targets: tuple[tuple[str, Validator], ...]
+    #: What the action does, as it reads in an ``Automated steps:`` line.
+    doc: str
+    run: RunFunc
+    #: Takes a node out of service: subject to the rate and blast-radius limits.
+    removes_node: bool = False
+    #: How the action changes Slurm capacity: a drain is checked against the partition
+    #: blast radius and remembered until the matching resume.
+    slurm: Literal["drain", "resume"] | None = None
+    #: A boolean ``[runbooks]`` setting that must be true for the action to run.
+    needs_setting: str | None = None
+
+
+def _plain(check: Callable[[str], str]) -> Validator:
+    """A validator that needs no settings."""
+    return lambda value, _settings: check(value)
+
+
+def _slurm_node(value: str, settings: RunbooksConfig) -> str:
+    return validate.slurm_node(value, strip_domain=settings.slurm_strip_domain)
+
+
+_SLURM_NODE = ("node", _slurm_node)
+_K8S_NODE = ("node", _plain(validate.k8s_node))
+
+
+def _reason(alert: Alert) -> str:
+    return f"gotthard runbook {alert.name} (fingerprint {alert.fingerprint})"
+
+
+def _notify(backends: Backends, targets: Mapping[str, str], alert: Alert) -> Outcome:
+    summary = alert.annotations.get("summary", "")
+    log.warning("alert %s %s: %s", alert.name, alert.status, validate.shown(summary))
+    return Outcome("ok", "logged")
+
+
+_ACTION_LIST: tuple[ActionSpec, ...] = (
+    ActionSpec("notify", (), "log the alert to the audit log", _notify),
+    ActionSpec(
+        "slurm.drain_node",
+        (_SLURM_NODE,),
+        "drain the node in Slurm",
+        lambda b, t, alert: b.slurm.drain(t["node"], alert.name),
+        removes_node=True,
+        slurm="drain",
+    ),
+    ActionSpec(
+        "slurm.resume_node",
+        (_SLURM_NODE,),
+        "resume it",
+        lambda b, t, alert: b.slurm.resume(t["node"], alert.name),
+        slurm="resume",
+    ),
+    ActionSpec(
+        "k8s.cordon_node",
+        (_K8S_NODE,),
+        "cordon the Kubernetes node",
+        lambda b, t, alert: b.kubernetes.cordon(t["node"], alert.name),
+        removes_node=True,
+    ),
+    ActionSpec(
+        "k8s.uncordon_node",
+        (_K8S_NODE,),
+        "uncordon it",
+        lambda b, t, alert: b.kubernetes.uncordon(t["node"], alert.name),
+    ),
+    ActionSpec(
+        "dr.backup_now",
+        (("namespace", _plain(validate.namespace)),),
+        "start a Velero backup of the alert's namespace",
+        lambda b, t, alert: b.dr.backup_now(t["namespace"], _reason(alert)),
+    ),
+    ActionSpec(
+        "dr.failover",
+        (("service", _plain(validate.service)), ("target_site", _plain(validate.site))),
+        "request a failover of the alert's service",
+        lambda b, t, alert: b.dr.failover(t["service"], t["target_site"], _reason(alert)),
+        needs_setting="allow_failover",
+    ),
 )
-#: Actions that take a node out of service: subject to the rate and blast-radius limits.
-NODE_REMOVING: frozenset[str] = frozenset({"slurm.drain_node", "k8s.cordon_node"})
-#: Labels each action reads its targets from.
-TARGET_LABELS: Mapping[str, tuple[str, ...]] = {
-    "notify": (),
-    "slurm.drain_node": ("node",),
-    "slurm.resume_node": ("node",),
-    "k8s.cordon_node": ("node",),
-    "k8s.uncordon_node": ("node",),
-    "dr.backup_now": ("namespace",),
-    "dr.failover": ("service", "target_site"),
-}
+#: Every action by name.
+ACTIONS: Mapping[str, ActionSpec] = {spec.name: spec for spec in _ACTION_LIST}
+
+
+def action(name: str) -> ActionSpec:
+    """The action called ``name``; ValueError for a name not in :data:`ACTIONS`."""
+    try:
+        return ACTIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown runbook action {name!r}") from None
 
 
 @dataclass(frozen=True)
 class Step:
-    action: ActionName
+    action: str
     #: Run when the alert resolves (only for the event that ran ``action``'s kind).
-    on_resolve: ActionName | None = None
+    on_resolve: str | None = None
+
+    def __post_init__(self) -> None:
+        # Checked as RUNBOOKS is built, i.e. when this module is imported.
+        action(self.action)
+        if self.on_resolve is not None:
+            action(self.on_resolve)
 
 
 @dataclass(frozen=True)
@@ -111,17 +204,6 @@ def find(labels: Mapping[str, str], runbooks: tuple[Runbook, ...] = RUNBOOKS) ->
     return None
 
 
-_STEP_TEXT: Mapping[str, str] = {
-    "notify": "log the alert to the audit log",
-    "slurm.drain_node": "drain the node in Slurm",
-    "slurm.resume_node": "resume it",
-    "k8s.cordon_node": "cordon the Kubernetes node",
-    "k8s.uncordon_node": "uncordon it",
-    "dr.backup_now": "start a Velero backup of the alert's namespace",
-    "dr.failover": "request a failover of the alert's service",
-}
-
-
 def automated_steps_line(alertname: str) -> str:
     """The ``Automated steps:`` line of docs/runbooks/<alertname>.md."""
     books = [book for book in RUNBOOKS if book.alertname == alertname]
@@ -130,15 +212,16 @@ def automated_steps_line(alertname: str) -> str:
     main = books[0]
     parts = []
     for step in main.steps:
-        text = _STEP_TEXT[step.action]
+        text = ACTIONS[step.action].doc
         if step.on_resolve:
-            text += f" (and {_STEP_TEXT[step.on_resolve]} when the alert resolves)"
+            text += f" (and {ACTIONS[step.on_resolve].doc} when the alert resolves)"
         parts.append(text)
     line = "Automated steps: " + "; ".join(parts)
     if main.matchers:
         line += f", when the alert has the label(s) {', '.join(sorted(main.matchers))}"
-    if any(step.action == "dr.failover" for step in main.steps):
-        line += " and `allow_failover` is set"
-    if any(step.action in NODE_REMOVING for step in main.steps):
+    specs = [ACTIONS[step.action] for step in main.steps]
+    for setting in dict.fromkeys(spec.needs_setting for spec in specs if spec.needs_setting):
+        line += f" and `{setting}` is set"
+    if any(spec.removes_node for spec in specs):
         line += "; node actions respect the rate and blast-radius limits"
     return line + " (`gotthard runbooks serve`; dry-run unless enforced)."

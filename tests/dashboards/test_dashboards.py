@@ -12,7 +12,7 @@ The live test runs a real Prometheus (1 s scrape interval) that scrapes
   a Lustre MDS (``lustre --lustre.job-stats``, job ids = the recorded Slurm jobs), whose
   counters move once a second, and
 * a SYNTHETIC exposition endpoint for the families whose collectors do not exist yet
-  (DR daemon, security audit; names from issues 7 and 8). Its text is made here, from
+  (DR daemon, security audit). Its text is made here, from
   :data:`gotthard.dashboards.grafana.PLANNED_METRICS`; it proves only that the queries
   fit the metric names and labels the issues specify.
 
@@ -22,19 +22,13 @@ Each target is scraped twice, once labelled ``site=zurich, cluster=alps`` and on
 
 from __future__ import annotations
 
-import argparse
 import copy
-import http.server
 import importlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -44,7 +38,7 @@ from typing import Any
 import pytest
 
 from gotthard.dashboards import check as live
-from gotthard.dashboards import cli, grafana, lint
+from gotthard.dashboards import grafana, lint
 from gotthard.exporters.gpu.render import render as render_gpu
 from gotthard.exporters.gpu.snapshot import (
     DeviceReading,
@@ -53,6 +47,14 @@ from gotthard.exporters.gpu.snapshot import (
     PodAttribution,
 )
 from gotthard.sandbox import free_ports
+from tests.support.cli import gotthard, gotthard_argv, run, run_in_process
+from tests.support.monitoring import (
+    Processes,
+    QuietHandler,
+    instant,
+    serve_http,
+    start_prometheus,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -120,7 +122,7 @@ def test_two_builds_give_identical_bytes(tmp_path: Path) -> None:
     outputs = []
     for seed in ("1", "2"):
         out = tmp_path / f"build-{seed}"
-        result = subprocess.run(
+        result = run(
             [
                 sys.executable,
                 "-c",
@@ -129,9 +131,6 @@ def test_two_builds_give_identical_bytes(tmp_path: Path) -> None:
                 str(out),
             ],
             env={**os.environ, "PYTHONHASHSEED": seed},
-            capture_output=True,
-            text=True,
-            timeout=60,
         )
         assert result.returncode == 0, result.stderr
         outputs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
@@ -140,8 +139,7 @@ def test_two_builds_give_identical_bytes(tmp_path: Path) -> None:
 
 
 def test_cli_build_writes_one_file_per_dashboard_named_by_uid(tmp_path: Path) -> None:
-    args = parse("dashboards", "build", "--out", str(tmp_path / "out"))
-    assert args.func(args) == 0
+    assert run_in_process("dashboards", "build", "--out", str(tmp_path / "out")) == 0
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     dashboards = grafana.build_dashboards()
     assert files == sorted(f"{d['uid']}.json" for d in dashboards)
@@ -252,16 +250,15 @@ def test_lint_passes_on_the_built_dashboards(dashboards) -> None:
 
 def test_cli_lint_on_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     grafana.write_dashboards(tmp_path)
-    args = parse("dashboards", "lint", "--dashboards", str(tmp_path))
-    assert args.func(args) == 0
+    lint_argv = ("dashboards", "lint", "--dashboards", str(tmp_path))
+    assert run_in_process(*lint_argv) == 0
     assert "0 lint problem(s)" in capsys.readouterr().out
     broken = json.loads((tmp_path / "gotthard-gpu-fleet.json").read_text())
     broken["panels"][0]["fieldConfig"]["defaults"].pop("unit")
     (tmp_path / "gotthard-gpu-fleet.json").write_text(json.dumps(broken))
-    assert args.func(args) == 1
+    assert run_in_process(*lint_argv) == 1
     assert "[panel-unit]" in capsys.readouterr().out
-    args = parse("dashboards", "lint", "--dashboards", str(tmp_path / "missing"))
-    assert args.func(args) == 2
+    assert run_in_process("dashboards", "lint", "--dashboards", str(tmp_path / "missing")) == 2
 
 
 def first_panel_with(dash: dict[str, Any], needle: str) -> dict[str, Any]:
@@ -394,18 +391,11 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
     lustre.write_tree(tmp_path / "node", lustre.NODES["combined"], LUSTRE_VERSION)
     config = tmp_path / "site.toml"
     config.write_text(f'[exporter.slurm]\nbin_dir = "{RECORDED_BIN}"\n')
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "gotthard", "--config", str(config), "exporter", "--once"),
-            "--collectors=slurm,slingshot,lustre",
-            "--lustre.job-stats",
-            f"--path.sysfs={tmp_path / 'node' / 'sys'}",
-            f"--path.procfs={tmp_path / 'node' / 'proc'}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = gotthard(
+        "--config", str(config), "exporter", "--once", "--collectors=slurm,slingshot,lustre",
+        "--lustre.job-stats", f"--path.sysfs={tmp_path / 'node' / 'sys'}",
+        f"--path.procfs={tmp_path / 'node' / 'proc'}",
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     exporter_names = exposition_names(result.stdout)
     assert "slurm_job_info" in exporter_names and "gotthard_collector_up" in exporter_names
@@ -475,8 +465,8 @@ def full_gpu_snapshot() -> GpuSnapshot:
 
 
 def synthetic_security_text(elapsed: float) -> str:
-    """SYNTHETIC stand-in for the kube-bench/policy textfile of the security audit
-    (issue 8): names and labels as the issue specifies them."""
+    """SYNTHETIC stand-in for the kube-bench/policy textfile of the security audit: the
+    names and labels the policy exporters write."""
     lines = ["# SYNTHETIC exposition for dashboard tests: not the security audit"]
     for node_type, passed, failed in (("master", 60, 1), ("node", 20, 0)):
         for status, count in (("pass", passed), ("fail", failed), ("warn", 3), ("info", 0)):
@@ -492,7 +482,7 @@ def synthetic_security_text(elapsed: float) -> str:
 
 
 def synthetic_dr_text(elapsed: float) -> str:
-    """SYNTHETIC stand-in for the DR daemon (issue 7). The daemon labels each series with
+    """SYNTHETIC stand-in for the DR daemon. The daemon labels each series with
     the site it is about (and, assumed here, the cluster), so it is scraped with
     honor_labels: true."""
     now = time.time()
@@ -515,7 +505,7 @@ def synthetic_dr_text(elapsed: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-class SyntheticHandler(http.server.BaseHTTPRequestHandler):
+class SyntheticHandler(QuietHandler):
     started = time.monotonic()
 
     def do_GET(self) -> None:
@@ -528,15 +518,7 @@ class SyntheticHandler(http.server.BaseHTTPRequestHandler):
         if page is None:
             self.send_error(404)
             return
-        body = page(elapsed).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_body(page(elapsed).encode())
 
 
 #: Lustre version of the live trees (tests/exporters/lustre_tree.py lays out each one).
@@ -736,29 +718,15 @@ def fake_gpu_node(root: Path) -> tuple[dict[str, str], Path]:
     return fakenvml.subprocess_env(so, fixture, base=dict(os.environ)), procfs
 
 
-def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return json.loads(response.read())
-
-
-def instant(prometheus: str, expr: str) -> list[Any]:
-    query = urllib.parse.urlencode({"query": expr})
-    return get_json(f"{prometheus}/api/v1/query?{query}")["data"]["result"]
-
-
 def exporter_argv(port: int, *flags: str) -> list[str]:
-    listen = f"127.0.0.1:{port}"
-    return [sys.executable, "-m", "gotthard", "exporter", "--listen", listen, *flags]
+    return gotthard_argv("exporter", "--listen", f"127.0.0.1:{port}", *flags)
 
 
 @pytest.fixture(scope="module")
 def live_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus missing: run scripts/install-system-deps"
     root = tmp_path_factory.mktemp("dash-live")
     names = ("gotthard", "compute-node", "lustre-oss", "lustre-mds")
-    *exporter_ports, synthetic_port, prometheus_port = free_ports(len(names) + 2)
-    ports = dict(zip(names, exporter_ports, strict=True))
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     env, procfs = fake_gpu_node(root)
     config = root / "site.toml"
     config.write_text(
@@ -778,7 +746,7 @@ def live_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # the Slingshot and Lustre exporters get everything from flags, nothing from a site file
     plain_env = {k: v for k, v in os.environ.items() if k != "GOTTHARD_CONFIG"}
     commands = {
-        "gotthard": ([sys.executable, "-m", "gotthard", "--config", str(config), "exporter"], env),
+        "gotthard": (gotthard_argv("--config", str(config), "exporter"), env),
         "compute-node": (
             exporter_argv(
                 ports["compute-node"],
@@ -801,49 +769,21 @@ def live_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             )
             for server in trees.servers
         },
-        "prometheus": (
-            [
-                binary,
-                f"--config.file={root / 'prometheus.yml'}",
-                f"--storage.tsdb.path={root / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{prometheus_port}",
-                "--log.level=warn",
-            ],
-            None,
-        ),
     }
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", synthetic_port), SyntheticHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    (root / "prometheus.yml").write_text(prometheus_config(ports, synthetic_port))
-    logs = root / "logs"
-    logs.mkdir()
-    processes = []
-    log_files = []
+    server = serve_http(SyntheticHandler)
+    (root / "prometheus.yml").write_text(prometheus_config(ports, server.server_address[1]))
     try:
-        trees.start()
-        for name, (argv, process_env) in commands.items():
-            log_files.append((logs / f"{name}.log").open("w"))
-            processes.append(
-                subprocess.Popen(
-                    argv, env=process_env, stdout=log_files[-1], stderr=subprocess.STDOUT
-                )
-            )
-        url = f"http://127.0.0.1:{prometheus_port}"
-        wait_for_data(url, processes, logs, targets=2 * (len(ports) + 1) + 1)
-        yield url
+        with Processes(root / "logs") as procs:
+            trees.start()
+            for name, (argv, process_env) in commands.items():
+                procs.start(name, argv, process_env)
+            url = start_prometheus(procs, root / "prometheus.yml", root, "--log.level=warn")
+            wait_for_data(url, procs, targets=2 * (len(ports) + 1) + 1)
+            yield url
     finally:
         trees.stop()
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
         server.shutdown()
         server.server_close()
-        for log in log_files:
-            log.close()
 
 
 #: Counters that move in the live trees: the wait ends once they have a rate.
@@ -856,7 +796,7 @@ MOVING = (
 )
 
 
-def wait_for_data(url: str, processes: list[subprocess.Popen], logs: Path, *, targets: int) -> None:
+def wait_for_data(url: str, procs: Processes, *, targets: int) -> None:
     """Until every target was scraped 3+ times, GPM ratios (second poll on) are in and
     the moving Slingshot/Lustre counters have a rate.
 
@@ -864,9 +804,8 @@ def wait_for_data(url: str, processes: list[subprocess.Popen], logs: Path, *, ta
     deadline = time.monotonic() + 30
     missing = ["Prometheus"]
     while time.monotonic() < deadline:
-        for process in processes:
-            if process.poll() is not None:
-                pytest.fail(f"{process.args[0]} exited: {read_logs(logs)}", pytrace=False)
+        for process in procs.exited():
+            pytest.fail(f"{process.args[0]} exited: {procs.read_logs()}", pytrace=False)
         try:
             up = instant(url, "count_over_time(up[1m]) >= 3 and up == 1")
             missing = [] if len(up) == targets else [f"{len(up)}/{targets} targets up"]
@@ -878,27 +817,16 @@ def wait_for_data(url: str, processes: list[subprocess.Popen], logs: Path, *, ta
         if not missing:
             return
         time.sleep(0.5)
-    pytest.fail(f"no data after 30 s: {', '.join(missing)}\n{read_logs(logs)}", pytrace=False)
-
-
-def read_logs(logs: Path) -> str:
-    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(logs.iterdir()))
-
-
-def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="gotthard")
-    cli.add_cli(parser.add_subparsers(dest="command"))
-    return parser.parse_args(argv)
+    pytest.fail(f"no data after 30 s: {', '.join(missing)}\n{procs.read_logs()}", pytrace=False)
 
 
 def test_check_passes_against_real_prometheus(
     live_prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     grafana.write_dashboards(tmp_path)
-    args = parse(
+    code = run_in_process(
         "dashboards", "check", "--prometheus", live_prometheus, "--dashboards", str(tmp_path)
     )
-    code = args.func(args)
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.splitlines()[0].split() == [
@@ -1026,15 +954,14 @@ def test_check_exits_1_on_a_broken_dashboard_and_2_without_prometheus(
     dash = json.loads(path.read_text())
     dash["panels"][0]["targets"][0]["expr"] = 'slurm_upp{site=~"$site", cluster=~"$cluster"}'
     path.write_text(json.dumps(dash))
-    args = parse(
+    code = run_in_process(
         "dashboards", "check", "--prometheus", live_prometheus, "--dashboards", str(tmp_path)
     )
-    assert args.func(args) == 1
+    assert code == 1
     out = capsys.readouterr().out
     assert "Failed queries:" in out and "nothing matches slurm_upp{" in out
     (port,) = free_ports(1)
-    args = parse("dashboards", "check", "--prometheus", f"http://127.0.0.1:{port}")
-    assert args.func(args) == 2
+    assert run_in_process("dashboards", "check", "--prometheus", f"http://127.0.0.1:{port}") == 2
     assert "cannot reach" in capsys.readouterr().err
 
 

@@ -13,25 +13,28 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import shutil
-import subprocess
-import tempfile
-import threading
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from gotthard.dashboards import alertmanager, rules, rules_cli
-from gotthard.sandbox import SandboxError, find_binary, free_ports
+from gotthard.dashboards import alertmanager, rules
+from tests.support.cli import run, run_in_process
+from tests.support.monitoring import (
+    Processes,
+    QuietHandler,
+    WebhookReceiver,
+    binary,
+    build_fast_rules,
+    get_json,
+    load_yaml,
+    serve_http,
+    start_alerting,
+)
+from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT_TESTS = Path(__file__).resolve().parent / "rules_tests"
@@ -63,39 +66,16 @@ KEY_RECORDING_RULES = (
 )
 
 
-def _binary(name: str) -> str:
-    try:
-        return find_binary(name)
-    except SandboxError as err:
-        pytest.fail(str(err), pytrace=False)
-
-
-def _run(argv: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gotthard")
-    parser.add_argument("--config")
-    rules_cli.add_cli(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``gotthard rules build --out DIR`` with the default URLs."""
     out = tmp_path_factory.mktemp("rules")
-    assert _cli(["rules", "build", "--out", str(out)]) == 0
+    assert run_in_process("rules", "build", "--out", str(out)) == 0
     return out
 
 
-def _load(path: Path) -> Any:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
 def _unit_test_documents() -> dict[str, Any]:
-    return {path.name: _load(path) for path in sorted(UNIT_TESTS.glob("*.test.yml"))}
+    return {path.name: load_yaml(path) for path in sorted(UNIT_TESTS.glob("*.test.yml"))}
 
 
 # --- generation --------------------------------------------------------------------------
@@ -103,8 +83,8 @@ def _unit_test_documents() -> dict[str, Any]:
 
 def test_build_writes_three_files_with_deterministic_bytes(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
-    assert _cli(["rules", "build", "--out", str(first)]) == 0
-    assert _cli(["rules", "build", "--out", str(second)]) == 0
+    assert run_in_process("rules", "build", "--out", str(first)) == 0
+    assert run_in_process("rules", "build", "--out", str(second)) == 0
     names = sorted(p.name for p in first.iterdir())
     assert names == ["alertmanager.yml", "alerts.rules.yml", "recording.rules.yml"]
     for name in names:
@@ -132,8 +112,8 @@ def test_build_options_reach_the_files(tmp_path: Path) -> None:
         "--ticket-url",
         "https://tickets.example/hook",
     ]
-    assert _cli(argv) == 0
-    alerts = _load(tmp_path / "alerts.rules.yml")
+    assert run_in_process(*argv) == 0
+    alerts = load_yaml(tmp_path / "alerts.rules.yml")
     first = alerts["groups"][0]["rules"][0]
     assert first["annotations"]["runbook_url"] == (
         f"https://git.example/ops/gotthard/-/blob/main/docs/runbooks/{first['alert']}.md"
@@ -141,7 +121,7 @@ def test_build_options_reach_the_files(tmp_path: Path) -> None:
     assert first["annotations"]["dashboard_url"].startswith(
         "https://grafana.zurich.example/d/gotthard-"
     )
-    config = _load(tmp_path / "alertmanager.yml")
+    config = load_yaml(tmp_path / "alertmanager.yml")
     receivers = {r["name"]: r.get("webhook_configs", []) for r in config["receivers"]}
     hook = receivers["runbook-webhook"][0]
     assert hook["url"] == "http://runbooks.example:9878/alerts"
@@ -158,18 +138,19 @@ def test_build_options_reach_the_files(tmp_path: Path) -> None:
 
 
 def test_build_rejects_a_malformed_pager_url(tmp_path: Path, capsys: Any) -> None:
-    assert _cli(["rules", "build", "--out", str(tmp_path), "--pager-url", "zurich"]) == 2
+    assert run_in_process("rules", "build", "--out", str(tmp_path), "--pager-url", "zurich") == 2
     assert "SITE=URL" in capsys.readouterr().err
 
 
 def test_pager_routes_follow_the_sites_of_the_site_configuration(tmp_path: Path) -> None:
     site_file = tmp_path / "site.toml"
     site_file.write_text(
-        'site = "bern"\n[sites.bern]\nclusters = ["eiger"]\n[sites.basel]\nclusters = ["rhine"]\n'
+        'site = "bern"\ncluster = "eiger"\n[sites.bern.clusters.eiger]\n'
+        "[sites.basel.clusters.rhine]\n"
     )
     out = tmp_path / "out"
-    assert _cli(["--config", str(site_file), "rules", "build", "--out", str(out)]) == 0
-    names = [r["name"] for r in _load(out / "alertmanager.yml")["receivers"]]
+    assert run_in_process("--config", str(site_file), "rules", "build", "--out", str(out)) == 0
+    names = [r["name"] for r in load_yaml(out / "alertmanager.yml")["receivers"]]
     assert "pager-bern" in names and "pager-basel" in names
     assert "pager-zurich" not in names
 
@@ -178,8 +159,8 @@ def test_pager_routes_follow_the_sites_of_the_site_configuration(tmp_path: Path)
 
 
 def test_promtool_check_rules(built: Path) -> None:
-    promtool = _binary("promtool")
-    result = _run(
+    promtool = binary("promtool")
+    result = run(
         [
             promtool,
             "check",
@@ -197,11 +178,11 @@ def test_promtool_check_rules(built: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(p.name for p in UNIT_TESTS.glob("*.test.yml")))
 def test_promtool_unit_tests(built: Path, name: str, tmp_path: Path) -> None:
-    promtool = _binary("promtool")
+    promtool = binary("promtool")
     for rule_file in ("recording.rules.yml", "alerts.rules.yml"):
         shutil.copy(built / rule_file, tmp_path / rule_file)
     shutil.copy(UNIT_TESTS / name, tmp_path / name)
-    result = _run([promtool, "test", "rules", str(tmp_path / name)])
+    result = run([promtool, "test", "rules", str(tmp_path / name)])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 
@@ -261,7 +242,7 @@ def test_every_alert_carries_severity_summary_description_and_urls(built: Path) 
     uids = set(rules.DASHBOARD_UIDS.values())
     prefixes = ("Gotthard", "Slurm", "GPU", "Slingshot", "Lustre", "DR", "Security")
     seen = []
-    for group in _load(built / "alerts.rules.yml")["groups"]:
+    for group in load_yaml(built / "alerts.rules.yml")["groups"]:
         assert group["name"].startswith("gotthard-") and group["name"].endswith(".alerts")
         for rule in group["rules"]:
             name = rule["alert"]
@@ -317,7 +298,7 @@ def test_issue_minimum_alerts_are_present() -> None:
 
 
 def test_every_runbook_url_names_a_complete_runbook_page(built: Path) -> None:
-    for group in _load(built / "alerts.rules.yml")["groups"]:
+    for group in load_yaml(built / "alerts.rules.yml")["groups"]:
         for rule in group["rules"]:
             name = rule["alert"]
             url = rule["annotations"]["runbook_url"]
@@ -351,7 +332,7 @@ def test_alerts_doc_index_matches_the_rules() -> None:
 
 
 def test_amtool_check_config(built: Path) -> None:
-    result = _run([_binary("amtool"), "check-config", str(built / "alertmanager.yml")])
+    result = run([binary("amtool"), "check-config", str(built / "alertmanager.yml")])
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
     assert f"{len(alertmanager.INHIBITIONS)} inhibit rules" in result.stdout
@@ -370,9 +351,9 @@ def test_amtool_check_config(built: Path) -> None:
     ],
 )
 def test_amtool_routes(built: Path, labels: list[str], receivers: str) -> None:
-    result = _run(
+    result = run(
         [
-            _binary("amtool"),
+            binary("amtool"),
             "config",
             "routes",
             "test",
@@ -387,7 +368,7 @@ def test_amtool_routes(built: Path, labels: list[str], receivers: str) -> None:
 
 
 def test_alertmanager_groups_by_alertname_site_cluster(built: Path) -> None:
-    route = _load(built / "alertmanager.yml")["route"]
+    route = load_yaml(built / "alertmanager.yml")["route"]
     assert route["group_by"] == ["alertname", "site", "cluster"]
     webhook_route = route["routes"][0]
     assert webhook_route["receiver"] == "runbook-webhook" and webhook_route["continue"] is True
@@ -403,94 +384,12 @@ class SyntheticExposition:
         self.text = ""
         owner = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
-                body = owner.text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self.send_body(owner.text.encode())
 
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = serve_http(Handler)
         self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-class WebhookReceiver:
-    """Records every Alertmanager notification: (path, Authorization header, payload)."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[str, str, dict[str, Any]]] = []
-        self.lock = threading.Lock()
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                payload = json.loads(self.rfile.read(length) or b"{}")
-                with owner.lock:
-                    owner.received.append(
-                        (self.path, self.headers.get("Authorization", ""), payload)
-                    )
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def alerts(self, path: str, alertname: str, status: str) -> list[tuple[str, dict[str, Any]]]:
-        """(Authorization, alert) of each ``alertname`` alert with ``status`` sent to path."""
-        with self.lock:
-            found = []
-            for got_path, auth, payload in self.received:
-                if got_path != path:
-                    continue
-                for alert in payload.get("alerts", []):
-                    if alert["labels"].get("alertname") == alertname and alert["status"] == status:
-                        found.append((auth, alert))
-            return found
-
-
-def _wait(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}", pytrace=False)
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def _get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=2) as response:
-        return json.loads(response.read())
-
-
-@pytest.fixture
-def short_tmp() -> Iterator[Path]:
-    """A short /tmp directory (socket paths and TSDB locks stay short)."""
-    path = Path(tempfile.mkdtemp(prefix="gtr-", dir="/tmp"))
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _exposition(slurm_up: int) -> str:
@@ -507,169 +406,86 @@ def _exposition(slurm_up: int) -> str:
 
 
 def test_end_to_end_alert_reaches_the_webhook_and_resolves(short_tmp: Path) -> None:
-    prometheus_bin, am_bin, promtool = (
-        _binary("prometheus"),
-        _binary("prometheus-alertmanager"),
-        _binary("promtool"),
-    )
     started = time.monotonic()
     exporter, hooks = SyntheticExposition(), WebhookReceiver()
     exporter.text = _exposition(slurm_up=0)
-    prom_port, am_port = free_ports(2)
     token = "e2e-token-0123456789"
     (short_tmp / "token").write_text(token + "\n")
-    hook = f"http://127.0.0.1:{hooks.port}"
     out = short_tmp / "rules"
-    assert (
-        _cli(
-            [
-                "rules",
-                "build",
-                "--out",
-                str(out),
-                "--webhook-url",
-                f"{hook}/alerts",
-                "--webhook-token-file",
-                str(short_tmp / "token"),
-                "--pager-url",
-                f"zurich={hook}/pager/zurich",
-                "--pager-url",
-                f"lugano={hook}/pager/lugano",
-                "--pager-fallback-url",
-                f"{hook}/pager/default",
-                "--ticket-url",
-                f"{hook}/ticket",
-            ]
-        )
-        == 0
+    build_fast_rules(
+        out,
+        hooks.url,
+        short_tmp / "token",
+        pager_sites=("zurich", "lugano"),
+        fast_alerts=("SlurmControllerDown", "SlurmNodesUnavailable"),
     )
-    # Test-speed patches: 1 s Alertmanager grouping, and `for: 0s` on the two alerts used.
-    config = _load(out / "alertmanager.yml")
-    config["route"].update(group_wait="1s", group_interval="1s", repeat_interval="1h")
-    (out / "alertmanager.yml").write_text(rules.dump_yaml(config))
-    alerts_doc = _load(out / "alerts.rules.yml")
-    for group in alerts_doc["groups"]:
-        for rule in group["rules"]:
-            if rule["alert"] in ("SlurmControllerDown", "SlurmNodesUnavailable"):
-                rule["for"] = "0s"
-    (out / "alerts.rules.yml").write_text(rules.dump_yaml(alerts_doc))
-    prometheus_yml = short_tmp / "prometheus.yml"
-    prometheus_yml.write_text(
-        rules.dump_yaml(
-            {
-                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(out / "recording.rules.yml"), str(out / "alerts.rules.yml")],
-                "alerting": {
-                    "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]
-                },
-                "scrape_configs": [
-                    {
-                        "job_name": "gotthard",
-                        "static_configs": [
-                            {
-                                "targets": [f"127.0.0.1:{exporter.port}"],
-                                "labels": {"site": "zurich", "cluster": "alps"},
-                            }
-                        ],
-                    }
-                ],
-            }
-        )
-    )
-    check = _run([promtool, "check", "config", str(prometheus_yml)])
-    assert check.returncode == 0, check.stdout + check.stderr
-
-    logs = {name: (short_tmp / f"{name}.log").open("w") for name in ("am", "prom")}
-    procs = [
-        subprocess.Popen(
-            [
-                am_bin,
-                f"--config.file={out / 'alertmanager.yml'}",
-                f"--storage.path={short_tmp / 'am'}",
-                f"--web.listen-address=127.0.0.1:{am_port}",
-                "--cluster.listen-address=",
-            ],
-            stdout=logs["am"],
-            stderr=subprocess.STDOUT,
-        ),
-        subprocess.Popen(
-            [
-                prometheus_bin,
-                f"--config.file={prometheus_yml}",
-                f"--storage.tsdb.path={short_tmp / 'prom'}",
-                f"--web.listen-address=127.0.0.1:{prom_port}",
-                "--web.enable-lifecycle",
-                "--rules.alert.resend-delay=1s",
-            ],
-            stdout=logs["prom"],
-            stderr=subprocess.STDOUT,
-        ),
-    ]
     try:
-        _wait(lambda: _ready(f"http://127.0.0.1:{am_port}/-/ready"), 15, "Alertmanager ready")
-        _wait(lambda: _ready(f"http://127.0.0.1:{prom_port}/-/ready"), 15, "Prometheus ready")
-
-        # Critical at zurich: the runbook webhook (with the bearer token) and zurich's pager.
-        fired = _wait(
-            lambda: hooks.alerts("/alerts", "SlurmControllerDown", "firing"),
-            25,
-            "SlurmControllerDown at the runbook webhook",
-        )
-        auth, alert = fired[0]
-        assert auth == f"Bearer {token}"
-        assert alert["labels"]["severity"] == "critical"
-        assert alert["labels"]["site"] == "zurich" and alert["labels"]["cluster"] == "alps"
-        assert alert["annotations"]["runbook_url"] == (
-            f"{rules.DEFAULT_RUNBOOK_BASE_URL}/SlurmControllerDown.md"
-        )
-        assert alert["annotations"]["dashboard_url"] == (
-            f"{rules.DEFAULT_DASHBOARD_BASE_URL}/d/gotthard-slurm-cluster"
-            "?var-site=zurich&var-cluster=alps"
-        )
-        _wait(
-            lambda: hooks.alerts("/pager/zurich", "SlurmControllerDown", "firing"),
-            5,
-            "SlurmControllerDown at zurich's pager",
-        )
-
-        # SlurmNodesUnavailable (50% down) fires too, but the controller outage inhibits it.
-        def inhibited() -> bool:
-            active = _get_json(f"http://127.0.0.1:{am_port}/api/v2/alerts")
-            return any(
-                a["labels"]["alertname"] == "SlurmNodesUnavailable" and a["status"]["inhibitedBy"]
-                for a in active
+        with Processes(short_tmp / "logs") as procs:
+            am_url, _ = start_alerting(
+                procs,
+                out,
+                short_tmp,
+                target=f"127.0.0.1:{exporter.port}",
+                labels={"site": "zurich", "cluster": "alps"},
+                prometheus_flags=["--web.enable-lifecycle"],
             )
-
-        _wait(inhibited, 10, "SlurmNodesUnavailable inhibited in Alertmanager")
-        time.sleep(1.5)  # a group_wait + group_interval: nothing may have been sent for it
-        for path in ("/alerts", "/ticket"):
-            assert not hooks.alerts(path, "SlurmNodesUnavailable", "firing"), path
-        assert not hooks.alerts("/pager/lugano", "SlurmControllerDown", "firing")
-
-        # The controller answers again: resolved at the webhook; the inhibition lifts.
-        exporter.text = _exposition(slurm_up=1)
-        resolved = _wait(
-            lambda: hooks.alerts("/alerts", "SlurmControllerDown", "resolved"),
-            15,
-            "SlurmControllerDown resolved at the runbook webhook",
-        )
-        assert resolved[0][1]["endsAt"] != "0001-01-01T00:00:00Z"
-        _wait(
-            lambda: hooks.alerts("/ticket", "SlurmNodesUnavailable", "firing"),
-            10,
-            "SlurmNodesUnavailable at the ticket receiver once no longer inhibited",
-        )
+            _alert_fires_is_inhibited_and_resolves(exporter, hooks, am_url, token)
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for log in logs.values():
-            log.close()
         exporter.server.shutdown()
-        hooks.server.shutdown()
+        hooks.close()
     assert time.monotonic() - started < 60
+
+
+def _alert_fires_is_inhibited_and_resolves(
+    exporter: SyntheticExposition, hooks: WebhookReceiver, am_url: str, token: str
+) -> None:
+    # Critical at zurich: the runbook webhook (with the bearer token) and zurich's pager.
+    fired = wait_until(
+        lambda: hooks.alerts("/alerts", "SlurmControllerDown", "firing"),
+        25,
+        "SlurmControllerDown at the runbook webhook",
+    )
+    auth, alert = fired[0]
+    assert auth == f"Bearer {token}"
+    assert alert["labels"]["severity"] == "critical"
+    assert alert["labels"]["site"] == "zurich" and alert["labels"]["cluster"] == "alps"
+    assert alert["annotations"]["runbook_url"] == (
+        f"{rules.DEFAULT_RUNBOOK_BASE_URL}/SlurmControllerDown.md"
+    )
+    assert alert["annotations"]["dashboard_url"] == (
+        f"{rules.DEFAULT_DASHBOARD_BASE_URL}/d/gotthard-slurm-cluster"
+        "?var-site=zurich&var-cluster=alps"
+    )
+    wait_until(
+        lambda: hooks.alerts("/pager/zurich", "SlurmControllerDown", "firing"),
+        5,
+        "SlurmControllerDown at zurich's pager",
+    )
+
+    # SlurmNodesUnavailable (50% down) fires too, but the controller outage inhibits it.
+    def inhibited() -> bool:
+        active = get_json(f"{am_url}/api/v2/alerts")
+        return any(
+            a["labels"]["alertname"] == "SlurmNodesUnavailable" and a["status"]["inhibitedBy"]
+            for a in active
+        )
+
+    wait_until(inhibited, 10, "SlurmNodesUnavailable inhibited in Alertmanager")
+    time.sleep(1.5)  # a group_wait + group_interval: nothing may have been sent for it
+    for path in ("/alerts", "/ticket"):
+        assert not hooks.alerts(path, "SlurmNodesUnavailable", "firing"), path
+    assert not hooks.alerts("/pager/lugano", "SlurmControllerDown", "firing")
+
+    # The controller answers again: resolved at the webhook; the inhibition lifts.
+    exporter.text = _exposition(slurm_up=1)
+    resolved = wait_until(
+        lambda: hooks.alerts("/alerts", "SlurmControllerDown", "resolved"),
+        15,
+        "SlurmControllerDown resolved at the runbook webhook",
+    )
+    assert resolved[0][1]["endsAt"] != "0001-01-01T00:00:00Z"
+    wait_until(
+        lambda: hooks.alerts("/ticket", "SlurmNodesUnavailable", "firing"),
+        10,
+        "SlurmNodesUnavailable at the ticket receiver once no longer inhibited",
+    )

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from gotthard.dr.settings import DrConfig
+from tests.support.kube import EmulatorThread
 
-from .emulator import EmulatorThread, SimulatedVeleroController
+from .emulator import SimulatedVeleroController, dr_resources
 
 
 @pytest.fixture
-def k8s() -> Iterator[EmulatorThread]:
-    emu = EmulatorThread().start()
-    try:
-        yield emu
-    finally:
-        emu.stop()
+def k8s(kube_emulator: Callable[..., EmulatorThread]) -> EmulatorThread:
+    return kube_emulator(*dr_resources())
 
 
 @pytest.fixture
@@ -34,8 +31,8 @@ def make_settings(tmp_path: Path, **overrides: object) -> DrConfig:
     data: dict[str, object] = {
         "site": "zurich",
         "sites": {
-            "zurich": {"karmada_clusters": ["zrh-a"]},
-            "lugano": {"karmada_clusters": ["lug-a"]},
+            "zurich": {"clusters": {"zrh": {"kubernetes": {}, "karmada_members": ["zrh-a"]}}},
+            "lugano": {"clusters": {"lug": {"kubernetes": {}, "karmada_members": ["lug-a"]}}},
         },
         "jobstore_url": f"sqlite:///{tmp_path}/jobs.sqlite",
         "poll_interval_seconds": 0.02,

@@ -1,7 +1,8 @@
 """Site files for DR tests that run ``gotthard`` in child processes against the emulator.
 
 A child process cannot be handed an ``ApiClient``: it reaches the emulator the way the
-real daemon reaches a cluster, through a kubeconfig file (``sites.NAME.kubeconfig``).
+real daemon reaches a cluster, through a kubeconfig file
+(``[sites.NAME.clusters.CLUSTER.kubernetes] kubeconfig``).
 """
 
 from __future__ import annotations
@@ -9,35 +10,20 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
+from gotthard.sandbox import free_ports
+from tests.support import cli
+from tests.support.cli import ROOT, gotthard_argv
+from tests.support.kube import EmulatorThread
+from tests.support.monitoring import get_json
+from tests.support.wait import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def write_kubeconfig(path: Path, url: str) -> Path:
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "emu", "cluster": {"server": url}}],
-                "users": [{"name": "emu", "user": {"token": "test"}}],
-                "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
-                "current-context": "emu",
-            }
-        )
-    )
-    return path
+__all__ = ["ROOT", "background", "gotthard", "site_entry", "site_file", "wait_http"]
 
 
 def toml_value(value: Any) -> str:
@@ -55,23 +41,26 @@ def toml_value(value: Any) -> str:
     raise TypeError(type(value))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def site_entry(kubeconfig: str, member: str, **extra: Any) -> dict[str, Any]:
+    """``[sites.NAME]`` with one Kubernetes cluster reached through *kubeconfig*."""
+    cluster = {"kubernetes": {"kubeconfig": kubeconfig}, "karmada_members": [member]}
+    return {"clusters": {f"{member}-k8s": cluster}, **extra}
 
 
-def site_file(tmp_path: Path, url: str, **dr: Any) -> Path:
-    """``site.toml`` whose ``[dr]`` points every site at the emulator at *url*."""
-    kubeconfig = str(write_kubeconfig(tmp_path / "kubeconfig.yaml", url))
+def site_file(
+    tmp_path: Path, k8s: EmulatorThread, *, sites: dict[str, Any] | None = None, **dr: Any
+) -> Path:
+    """``site.toml``: Zurich and Lugano, both on the emulator *k8s*, plus ``[dr]``."""
+    kubeconfig = str(k8s.kubeconfig(tmp_path / "kubeconfig.yaml"))
+    if sites is None:
+        sites = {
+            "zurich": site_entry(kubeconfig, "zrh-a"),
+            "lugano": site_entry(kubeconfig, "lug-a"),
+        }
+    (port,) = free_ports(1)
     data: dict[str, Any] = {
-        "site": "zurich",
-        "sites": {
-            "zurich": {"kubeconfig": kubeconfig, "karmada_clusters": ["zrh-a"]},
-            "lugano": {"kubeconfig": kubeconfig, "karmada_clusters": ["lug-a"]},
-        },
         "jobstore_url": f"sqlite:///{tmp_path}/jobs.sqlite",
-        "listen": f"127.0.0.1:{free_port()}",
+        "listen": f"127.0.0.1:{port}",
         "poll_interval_seconds": 0.05,
         "api_backoff_seconds": 0.01,
         "api_backoff_max_seconds": 0.05,
@@ -87,34 +76,27 @@ def site_file(tmp_path: Path, url: str, **dr: Any) -> Path:
     }
     data.update(dr)
     path = tmp_path / "site.toml"
-    path.write_text(f"dr = {toml_value(data)}\n")
+    path.write_text(
+        f'site = "zurich"\ncluster = "zrh-a-k8s"\nsites = {toml_value(sites)}\n'
+        f"dr = {toml_value(data)}\n"
+    )
     return path
 
 
-def child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "GOTTHARD_CONFIG"}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
 def gotthard(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    """``python -m gotthard ARGS`` in a child process."""
-    return subprocess.run(
-        [sys.executable, "-m", "gotthard", *args],
-        cwd=ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """``python -m gotthard ARGS`` in a child process, on the site file it is given only."""
+    return cli.gotthard(*args, without=("GOTTHARD_CONFIG",), timeout=timeout)
 
 
 @contextmanager
 def background(*argv: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A child process (stdout+stderr to *log*), SIGKILLed if the test leaves it running."""
+    """A Python child process (stdout+stderr to *log*), SIGKILLed if the test leaves it
+    running; ``background("-m", "gotthard", ...)`` runs the command."""
+    env = {k: v for k, v in os.environ.items() if k != "GOTTHARD_CONFIG"}
+    env["PYTHONUNBUFFERED"] = "1"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, *argv], cwd=ROOT, env=child_env(), stdout=out, stderr=out
+            [gotthard_argv()[0], *argv], cwd=ROOT, env=env, stdout=out, stderr=out
         )
     try:
         yield proc
@@ -124,21 +106,14 @@ def background(*argv: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
         proc.wait(10)
 
 
-def get_json(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=2) as r:
-        return json.load(r)
-
-
 def wait_http(url: str, pred: Any, timeout: float = 15.0) -> Any:
     """Poll *url* (JSON) until ``pred(body)``; the body."""
-    end = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < end:
+
+    def answer() -> Any:
         try:
-            last = get_json(url)
-            if pred(last):
-                return last
+            body = get_json(url, timeout=2)
         except OSError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{url}: condition not met in {timeout}s (last: {last})")
+            return None
+        return body if pred(body) else None
+
+    return wait_until(answer, timeout, what=f"{url} to answer as expected", interval=0.1)

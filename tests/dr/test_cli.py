@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import tomllib
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from kubernetes import client
 
 from gotthard.dr import velero as v
+from tests.support.kube import EmulatorThread
+from tests.support.monitoring import QuietHandler, serve_http
+from tests.support.wait import wait_until
 
-from .emulator import EmulatorThread, SimulatedVeleroController, wait_for
-from .sitefiles import background, gotthard, site_file, wait_http
+from .emulator import SimulatedVeleroController
+from .sitefiles import background, gotthard, site_entry, site_file, wait_http
 from .test_velero_drill import seed_prod
 
 #: The drill report's keys named by the issue.
@@ -52,7 +53,7 @@ def test_backup_now_drill_and_status(
             "status": {"phase": "Available"},
         },
     )
-    site = str(site_file(tmp_path, k8s.url))
+    site = str(site_file(tmp_path, k8s))
 
     r = gotthard(
         "--config", site, "dr", "backup", "now", "--site", "zurich", "--namespace", "prod",
@@ -62,7 +63,7 @@ def test_backup_now_drill_and_status(
     name = r.stdout.strip()
     assert name.startswith("manual-prod-zurich-")
     vel = v.Velero(k8s.api())
-    wait_for(lambda: v.phase_of(vel.get("backups", name)) == "Completed")
+    wait_until(lambda: v.phase_of(vel.get("backups", name)) == "Completed")
     assert vel.get("backups", name)["metadata"]["labels"]["gotthard.io/reason"] == "cli-test"
 
     md = tmp_path / "drill.md"
@@ -101,7 +102,7 @@ def test_backup_now_drill_and_status(
 def test_failed_drill_exits_1_with_json_report(
     k8s: EmulatorThread, velero: SimulatedVeleroController, tmp_path: Path
 ) -> None:
-    site = str(site_file(tmp_path, k8s.url))
+    site = str(site_file(tmp_path, k8s))
     out = tmp_path / "drill.json"
     r = gotthard(
         "--config", site, "dr", "drill", "--site", "zurich", "--namespace", "empty",
@@ -113,7 +114,7 @@ def test_failed_drill_exits_1_with_json_report(
     assert json.loads(out.read_text()) == report
 
 
-class _Prometheus(BaseHTTPRequestHandler):
+class _Prometheus(QuietHandler):
     """``/<site>/api/v1/query``: every query answers 1, Zurich's API server answers 0."""
 
     def do_GET(self) -> None:
@@ -127,21 +128,12 @@ class _Prometheus(BaseHTTPRequestHandler):
                 "data": {"resultType": "vector", "result": [{"metric": {}, "value": [0, value]}]},
             }
         ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.send_body(body, "application/json")
 
 
 @pytest.fixture
 def prometheus() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    httpd = serve_http(_Prometheus)
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
@@ -154,18 +146,14 @@ def test_placement_plan_and_apply(k8s: EmulatorThread, prometheus: str, tmp_path
     site = str(
         site_file(
             tmp_path,
-            k8s.url,
+            k8s,
             sites={
-                name: {
-                    "kubeconfig": kubeconfig,
-                    "prometheus_url": f"{prometheus}/{name}",
-                    "karmada_clusters": [clusters],
-                }
-                for name, clusters in (("zurich", "zrh-a"), ("lugano", "lug-a"))
+                name: site_entry(kubeconfig, member, prometheus_url=f"{prometheus}/{name}")
+                for name, member in (("zurich", "zrh-a"), ("lugano", "lug-a"))
             },
             placement={
                 "failover_after": 1,
-                "karmada_kubeconfig": kubeconfig,
+                "karmada": {"kubeconfig": kubeconfig},
                 "state_file": str(tmp_path / "placement.json"),
                 "services": [
                     {
@@ -200,9 +188,9 @@ def test_placement_plan_and_apply(k8s: EmulatorThread, prometheus: str, tmp_path
 
 @pytest.mark.parametrize("form", ["top-level", "daemon"])
 def test_daemon_config_flag_both_forms(k8s: EmulatorThread, tmp_path: Path, form: str) -> None:
-    """``gotthard --config FILE dr daemon`` and the issue's ``gotthard dr daemon --config
+    """``gotthard --config FILE dr daemon`` and ``gotthard dr daemon --config
     FILE`` both run the daemon on FILE (its listen address proves which file was read)."""
-    site = site_file(tmp_path, k8s.url, lease={"enabled": False})
+    site = site_file(tmp_path, k8s, lease={"enabled": False})
     listen = tomllib.loads(site.read_text())["dr"]["listen"]
     argv = (
         ["-m", "gotthard", "--config", str(site), "dr", "daemon"]
@@ -218,7 +206,7 @@ def test_daemon_config_flag_both_forms(k8s: EmulatorThread, tmp_path: Path, form
 
 def test_daemon_config_flag_reports_a_bad_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text('[dr]\nsite = "zurich"\nno_such_key = 1\n')
+    bad.write_text("[dr]\nno_such_key = 1\n")
     r = gotthard("dr", "daemon", "--config", str(bad))
     assert r.returncode == 2
     assert "bad.toml" in r.stderr and "no_such_key" in r.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,7 +13,7 @@ from gotthard.dr import ops
 from gotthard.dr.daemon import DrDaemon, JobStoreLocked
 from gotthard.dr.metrics import MetricsServer
 from gotthard.dr.placement import ServiceState, SiteHealth, decide, propagation_policy
-from gotthard.dr.settings import PlacementConfig
+from gotthard.dr.settings import DrConfig, PlacementConfig
 
 from .conftest import make_settings
 
@@ -103,6 +104,24 @@ def test_metrics_endpoint_parses(settings) -> None:
     }
 
 
+def api_placement(
+    tmp_path: Path,
+    *,
+    deployment: str | None = None,
+    namespace: str | None = None,
+    **placement: object,
+) -> DrConfig:
+    """Settings whose placement moves one service, ``api`` (Deployments, or the one named
+    *deployment*) with zurich as its primary site; *placement* adds placement keys."""
+    resource = {"apiVersion": "apps/v1", "kind": "Deployment"}
+    if deployment is not None:
+        resource["name"] = deployment
+    service: dict[str, object] = {"name": "api", "primary_site": "zurich", "resources": [resource]}
+    if namespace is not None:
+        service["namespace"] = namespace
+    return make_settings(tmp_path, placement={"services": [service], **placement})
+
+
 def health(zurich: dict, lugano: dict) -> dict[str, SiteHealth]:
     return {"zurich": SiteHealth("zurich", **zurich), "lugano": SiteHealth("lugano", **lugano)}
 
@@ -117,19 +136,8 @@ def health(zurich: dict, lugano: dict) -> dict[str, SiteHealth]:
     ],
 )
 def test_failover_table(tmp_path, rounds, expected) -> None:
-    settings = make_settings(
-        tmp_path,
-        placement={
-            "services": [
-                {
-                    "name": "api",
-                    "primary_site": "zurich",
-                    "resources": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}],
-                }
-            ],
-            "failover_after": 3,
-            "failback_cooldown_seconds": 600,
-        },
+    settings = api_placement(
+        tmp_path, deployment="api", failover_after=3, failback_cooldown_seconds=600
     )
     p = settings.placement
     state: dict[str, ServiceState] = {}
@@ -141,19 +149,7 @@ def test_failover_table(tmp_path, rounds, expected) -> None:
 
 
 def test_failback_only_after_cooldown(tmp_path) -> None:
-    settings = make_settings(
-        tmp_path,
-        placement={
-            "services": [
-                {
-                    "name": "api",
-                    "primary_site": "zurich",
-                    "resources": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
-                }
-            ],
-            "failback_cooldown_seconds": 600,
-        },
-    )
+    settings = api_placement(tmp_path, failback_cooldown_seconds=600)
     p = settings.placement
     state = {"api": ServiceState("lugano", 0, moved_at=1000.0)}
     state, d = decide(p.services, health(GOOD, GOOD), state, 1300.0, p)
@@ -163,19 +159,7 @@ def test_failback_only_after_cooldown(tmp_path) -> None:
 
 
 def test_override_wins(tmp_path) -> None:
-    settings = make_settings(
-        tmp_path,
-        placement={
-            "services": [
-                {
-                    "name": "api",
-                    "primary_site": "zurich",
-                    "resources": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
-                }
-            ],
-            "overrides": {"api": "lugano"},
-        },
-    )
+    settings = api_placement(tmp_path, overrides={"api": "lugano"})
     p: PlacementConfig = settings.placement
     _, d = decide(p.services, health(GOOD, BAD), {}, 0.0, p)
     assert d[0].site == "lugano" and d[0].reason == "manual override"
@@ -189,19 +173,7 @@ def test_override_wins(tmp_path) -> None:
 def test_apply_placement_to_emulated_karmada(k8s, tmp_path) -> None:
     from gotthard.dr import api
 
-    settings = make_settings(
-        tmp_path,
-        placement={
-            "services": [
-                {
-                    "name": "api",
-                    "namespace": "prod",
-                    "primary_site": "zurich",
-                    "resources": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}],
-                }
-            ]
-        },
-    )
+    settings = api_placement(tmp_path, deployment="api", namespace="prod")
     assert (
         api.request_failover(settings, "api", "lugano", reason="test", api_client=k8s.api())
         == "prod/gotthard-dr-api"

@@ -8,7 +8,6 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -16,9 +15,11 @@ from gotthard import config
 from gotthard.dr import ops
 from gotthard.dr import velero as v
 from gotthard.dr.daemon import DrDaemon, last_slot
+from tests.support.kube import EmulatorThread
+from tests.support.wait import wait_until
 
 from .conftest import make_settings
-from .emulator import EmulatorThread, SimulatedVeleroController, wait_for
+from .emulator import SimulatedVeleroController
 from .sitefiles import ROOT, background, site_file, wait_http
 from .test_velero_drill import seed_prod
 
@@ -51,7 +52,7 @@ def test_kill_9_mid_drill_then_restart(
     velero.outcome = lambda kind, name: "stuck" if kind == "Restore" else "Completed"
     site = site_file(
         tmp_path,
-        k8s.url,
+        k8s,
         drills=[{"site": "zurich", "namespace": "prod", "cron": "0 4 * * 0", "fresh_backup": True}],
     )
     settings = config.load(site).dr
@@ -59,13 +60,11 @@ def test_kill_9_mid_drill_then_restart(
     with background(
         str(ROOT / "tests/dr/child_daemon.py"), str(site), "drill:zurich:prod", log=log1
     ) as child:
-        try:
-            wait_for(
-                lambda: any(v.phase_of(r) == "InProgress" for r in velero_items(k8s, "restores")),
-                timeout=20,
-            )
-        except AssertionError:
-            pytest.fail(f"the drill never reached a restore InProgress:\n{log1.read_text()}")
+        wait_until(
+            lambda: any(v.phase_of(r) == "InProgress" for r in velero_items(k8s, "restores")),
+            timeout=20,
+            what=lambda: f"the drill to reach a restore InProgress:\n{log1.read_text()}",
+        )
         child.send_signal(signal.SIGKILL)
         assert child.wait(10) == -signal.SIGKILL
     slot = last_slot("0 4 * * 0", "UTC", dt.datetime.now(dt.UTC))
@@ -128,7 +127,7 @@ def test_scheduler_fires_missed_slot_once_after_restart_and_it_is_a_noop(
     first = DrDaemon(settings, api_clients=apis, identity="a")
     sched = first.start_scheduler()
     sched.modify_job(job, next_run_time=slot)  # the slot is due now: the scheduler runs it
-    wait_for(lambda: events(first, job, "executed") == 1)
+    wait_until(lambda: events(first, job, "executed") == 1)
     assert [b["metadata"]["name"] for b in velero_items(k8s, "backups")] == [name]
     assert sched.get_job(job).next_run_time == slot + DAY
     sched.pause()
@@ -137,7 +136,7 @@ def test_scheduler_fires_missed_slot_once_after_restart_and_it_is_a_noop(
 
     second = DrDaemon(settings, api_clients=apis, identity="a")
     sched = second.start_scheduler()
-    wait_for(lambda: events(second, job, "executed") >= 1)
+    wait_until(lambda: events(second, job, "executed") >= 1)
     time.sleep(0.3)  # an uncoalesced second or third run would show up here
     assert events(second, job, "executed") == 1 and events(second, job, "missed") == 0
     assert sched.get_job(job).next_run_time == slot + DAY
@@ -168,7 +167,7 @@ def test_missed_slot_past_misfire_grace_is_skipped_after_restart(
 
     second = DrDaemon(settings, api_clients=apis, identity="a")
     sched = second.start_scheduler()
-    wait_for(lambda: events(second, job, "missed") == 1)
+    wait_until(lambda: events(second, job, "missed") == 1)
     assert events(second, job, "executed") == 0
     assert sched.get_job(job).next_run_time == slot + DAY
     second.stop_scheduler()

@@ -12,8 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gotthard.dr import api, ops
 from gotthard.dr import velero as v
 from gotthard.dr.daemon import last_slot
-
-from .emulator import EmulatorThread
+from tests.support.kube import EmulatorThread
 
 SLOT = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
 

@@ -9,9 +9,11 @@ from kubernetes import client
 
 from gotthard.dr import velero as v
 from gotthard.dr.daemon import DrDaemon, bsl_job
+from tests.support.kube import EmulatorThread
+from tests.support.wait import wait_until
 
 from .conftest import make_settings
-from .emulator import EmulatorThread, SimulatedVeleroController, wait_for
+from .emulator import SimulatedVeleroController
 
 SCHEDULES = [
     {"name": "daily", "namespaces": ["prod"], "cron": "0 2 * * *", "velero_schedule": True},
@@ -89,7 +91,7 @@ def test_leader_start_applies_velero_schedules_and_checks_bsl(
             },
         )
         api = v.Velero(k8s.api())
-        wait_for(
+        wait_until(
             lambda: (
                 v.phase_of(api.get("backups", "daily-zurich-20260301020012")) in v.TERMINAL_PHASES
             )

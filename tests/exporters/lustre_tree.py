@@ -301,50 +301,59 @@ def _view(
     )
 
 
+def _scaled(scale: int, table: Iterable[tuple[str, int, int]]) -> tuple[Op, ...]:
+    """One :class:`Op` per (name, count, mean size): ``count * scale`` samples."""
+    return tuple(Op(name, count * scale, count * scale * mean) for name, count, mean in table)
+
+
 def _ost_ops(scale: int) -> tuple[Op, ...]:
-    return (
-        Op("read_bytes", 120_345 * scale, 120_345 * scale * 1_048_576),
-        Op("write_bytes", 98_765 * scale, 98_765 * scale * 4_194_304),
-        Op("read", 120_345 * scale, 120_345 * scale * 812),
-        Op("write", 98_765 * scale, 98_765 * scale * 2_310),
-        Op("getattr", 31 * scale, 31 * scale * 9),
-        Op("setattr", 17 * scale, 17 * scale * 40),
-        Op("punch", 12 * scale, 12 * scale * 300),
-        Op("sync", 3 * scale, 3 * scale * 21_000),
-        Op("destroy", 44 * scale, 44 * scale * 650),
-        Op("create", 8 * scale, 8 * scale * 1_100),
-        Op("statfs", 52_011 * scale, 52_011 * scale * 3),
-        Op("get_info", 4, 1_739),
+    table = (
+        ("read_bytes", 120_345, 1_048_576),
+        ("write_bytes", 98_765, 4_194_304),
+        ("read", 120_345, 812),
+        ("write", 98_765, 2_310),
+        ("getattr", 31, 9),
+        ("setattr", 17, 40),
+        ("punch", 12, 300),
+        ("sync", 3, 21_000),
+        ("destroy", 44, 650),
+        ("create", 8, 1_100),
+        ("statfs", 52_011, 3),
     )
+    return (*_scaled(scale, table), Op("get_info", 4, 1_739))
 
 
 def _mdt_ops(scale: int) -> tuple[Op, ...]:
-    return (
-        Op("open", 400_123 * scale, 400_123 * scale * 41),
-        Op("close", 400_100 * scale, 400_100 * scale * 12),
-        Op("mknod", 20_031 * scale, 20_031 * scale * 350),
-        Op("unlink", 19_870 * scale, 19_870 * scale * 410),
-        Op("mkdir", 1_203 * scale, 1_203 * scale * 500),
-        Op("rmdir", 1_100 * scale, 1_100 * scale * 380),
-        Op("rename", 88 * scale, 88 * scale * 900),
-        Op("getattr", 1_500_321 * scale, 1_500_321 * scale * 4),
-        Op("setattr", 5_040 * scale, 5_040 * scale * 60),
-        Op("getxattr", 7_001 * scale, 7_001 * scale * 3),
-        Op("statfs", 44_863 * scale, 44_863 * scale * 7),
-        Op("samedir_rename", 80 * scale, 80 * scale * 850),
-        Op("crossdir_rename", 8 * scale, 8 * scale * 1_400),
+    table = (
+        ("open", 400_123, 41),
+        ("close", 400_100, 12),
+        ("mknod", 20_031, 350),
+        ("unlink", 19_870, 410),
+        ("mkdir", 1_203, 500),
+        ("rmdir", 1_100, 380),
+        ("rename", 88, 900),
+        ("getattr", 1_500_321, 4),
+        ("setattr", 5_040, 60),
+        ("getxattr", 7_001, 3),
+        ("statfs", 44_863, 7),
+        ("samedir_rename", 80, 850),
+        ("crossdir_rename", 8, 1_400),
     )
+    return _scaled(scale, table)
 
 
 def _client_ops(scale: int) -> tuple[Op, ...]:
+    table = (
+        ("read_bytes", 2_000, 1_048_576),
+        ("write_bytes", 1_500, 4_194_304),
+        ("read", 2_000, 140),
+        ("write", 1_500, 620),
+        ("open", 3_100, 90),
+        ("close", 3_100, 30),
+        ("getattr", 9_800, 25),
+    )
     return (
-        Op("read_bytes", 2_000 * scale, 2_000 * scale * 1_048_576),
-        Op("write_bytes", 1_500 * scale, 1_500 * scale * 4_194_304),
-        Op("read", 2_000 * scale, 2_000 * scale * 140),
-        Op("write", 1_500 * scale, 1_500 * scale * 620),
-        Op("open", 3_100 * scale, 3_100 * scale * 90),
-        Op("close", 3_100 * scale, 3_100 * scale * 30),
-        Op("getattr", 9_800 * scale, 9_800 * scale * 25),
+        *_scaled(scale, table),
         Op("statfs", 12, 12 * 410),
         Op("inode_permission", 41_000 * scale, 41_000 * scale),
     )

@@ -2,47 +2,26 @@
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
-import socket
 import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
+
+from gotthard.sandbox import free_ports
+from tests.support.cli import gotthard, gotthard_argv
+from tests.support.golden import assert_golden, mask
+from tests.support.monitoring import http_ok, promtool_check_metrics
+from tests.support.wait import wait_until
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 RECORDED_BIN = FIXTURES / "recorded-slurm-bin"
 GOLDEN = FIXTURES / "golden" / "exporter-once-slurm.prom"
-
-#: Values that change from run to run; the golden file holds a placeholder instead.
-VOLATILE = re.compile(
-    r"^((?:gotthard_collector_duration_seconds|gotthard_collector_last_success_timestamp_seconds"
-    r"|slurm_probe_duration_seconds)(?:\{[^}]*\})?) .*$|"
-    r"^(gotthard_build_info)\{.*\} 1$",
-    re.M,
-)
-
-
-def gotthard(*args: str, env: dict[str, str] | None = None, timeout: float = 60):
-    return subprocess.run(
-        [sys.executable, "-m", "gotthard", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def write_config(tmp_path: Path, body: str) -> Path:
     path = tmp_path / "site.toml"
     path.write_text(body)
     return path
-
-
-def mask(text: str) -> str:
-    return VOLATILE.sub(lambda m: f"{m.group(1) or m.group(2)} <volatile>", text)
 
 
 def test_once_on_recorded_slurm_output_matches_golden(tmp_path: Path) -> None:
@@ -52,16 +31,9 @@ def test_once_on_recorded_slurm_output_matches_golden(tmp_path: Path) -> None:
     )
     result = gotthard("--config", str(config), "exporter", "--once")
     assert result.returncode == 0, result.stderr
-    got = mask(result.stdout)
-    if os.environ.get("GOTTHARD_UPDATE_GOLDEN"):
-        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-        GOLDEN.write_text(got)
-    assert got == GOLDEN.read_text()
+    assert_golden(GOLDEN, mask(result.stdout))
     # and it is valid exposition text by Prometheus' own linter
-    lint = subprocess.run(
-        ["promtool", "check", "metrics"], input=result.stdout, capture_output=True, text=True
-    )
-    assert lint.returncode == 0, lint.stdout + lint.stderr
+    promtool_check_metrics(result.stdout)
 
 
 def test_unknown_collector_is_a_usage_error() -> None:
@@ -125,33 +97,20 @@ def test_missing_slurm_commands_do_not_crash_the_exporter(tmp_path: Path) -> Non
     assert "squeue" in result.stderr and "not found" in result.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_serves_metrics_and_healthz_and_stops_on_sigterm(tmp_path: Path) -> None:
-    port = free_port()
+    (port,) = free_ports(1)
     config = write_config(tmp_path, f'[exporter.slurm]\nbin_dir = "{RECORDED_BIN}"\n')
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gotthard",
-            "--config",
-            str(config),
-            "exporter",
-            "--listen",
-            f"127.0.0.1:{port}",
-        ],
+        gotthard_argv("--config", str(config), "exporter", "--listen", f"127.0.0.1:{port}"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        body = _get_when_up(f"http://127.0.0.1:{port}/healthz")
-        assert body == "ok\n"
+        healthz = f"http://127.0.0.1:{port}/healthz"
+        wait_until(lambda: http_ok(healthz), 15, "the exporter's /healthz")
+        with urllib.request.urlopen(healthz, timeout=2) as response:
+            assert response.read().decode() == "ok\n"
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/metrics",
             headers={"X-Prometheus-Scrape-Timeout-Seconds": "5"},
@@ -164,18 +123,6 @@ def test_serves_metrics_and_healthz_and_stops_on_sigterm(tmp_path: Path) -> None
         process.terminate()
         process.wait(timeout=10)
     assert process.returncode == 0
-
-
-def _get_when_up(url: str, deadline: float = 15.0) -> str:
-    stop = time.monotonic() + deadline
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                return response.read().decode()
-        except OSError:
-            if time.monotonic() > stop:
-                raise
-            time.sleep(0.1)
 
 
 def test_promtool_is_installed() -> None:

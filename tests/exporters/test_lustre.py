@@ -6,10 +6,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,19 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from gotthard.config import LustreExporterConfig
 from gotthard.exporters.families import render_text
+from gotthard.exporters.lustre import parse
 from gotthard.exporters.lustre.collector import LustreCollector
-from gotthard.exporters.lustre.parse import (
-    client_device,
-    llite_fs,
-    parse_int,
-    parse_job_stats,
-    parse_lctl_output,
-    parse_stats,
-    parse_target_name,
-    parse_version,
-)
 from gotthard.exporters.lustre.render import render, render_job_stats, top_jobs
 from gotthard.exporters.lustre.snapshot import JobStat, LustreSnapshot, TargetJobStats
 from gotthard.exporters.lustre.source import (
@@ -43,6 +31,7 @@ from gotthard.exporters.lustre.source import (
     tree_from_lctl,
 )
 from gotthard.exporters.runtime import CollectorRunner
+from gotthard.exporters.settings import LustreExporterConfig
 from tests.exporters.lustre_tree import (
     NODES,
     TREES,
@@ -55,6 +44,9 @@ from tests.exporters.lustre_tree import (
     stats_text,
     write_tree,
 )
+from tests.support.cli import gotthard
+from tests.support.golden import assert_golden, mask
+from tests.support.monitoring import promtool_check_metrics
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 LUSTRE = FIXTURES / "lustre"
@@ -62,19 +54,7 @@ GOLDEN = FIXTURES / "golden"
 RECORDED = LUSTRE / "recorded-lctl"
 ALL_TREES = [*TREES, "hpe-lustre_exporter"]
 
-#: Values that change from run to run; the golden file holds a placeholder instead.
-VOLATILE = re.compile(
-    r"^((?:gotthard_collector_duration_seconds|gotthard_collector_last_success_timestamp_seconds)"
-    r"(?:\{[^}]*\})?) .*$|"
-    r"^(gotthard_build_info)\{.*\} 1$",
-    re.M,
-)
-
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def mask(text: str) -> str:
-    return VOLATILE.sub(lambda m: f"{m.group(1) or m.group(2)} <volatile>", text)
 
 
 def config(**overrides: object) -> LustreExporterConfig:
@@ -116,15 +96,6 @@ def series(parsed: Samples, name: str, **labels: str) -> list[dict[str, str]]:
     return found
 
 
-def gotthard(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gotthard", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 def kib(tree: str, path: str) -> int:
     return int((LUSTRE / tree / path).read_text()) * 1024
 
@@ -132,33 +103,24 @@ def kib(tree: str, path: str) -> int:
 # --- golden --once output ----------------------------------------------------------------
 
 
+def once(root: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """``gotthard exporter --once`` with the lustre collector on the tree at *root*."""
+    result = gotthard(
+        "exporter", "--once", "--collectors", "lustre",
+        "--path.procfs", str(root / "proc"), "--path.sysfs", str(root / "sys"), *flags,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 def check_golden(name: str, stdout: str) -> None:
-    golden = GOLDEN / f"lustre-{name}.prom"
-    got = mask(stdout)
-    if os.environ.get("GOTTHARD_UPDATE_GOLDEN"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(got)
-    assert got == golden.read_text()
-    lint = subprocess.run(
-        ["promtool", "check", "metrics"], input=stdout, capture_output=True, text=True
-    )
-    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert_golden(GOLDEN / f"lustre-{name}.prom", mask(stdout))
+    promtool_check_metrics(stdout)
 
 
 @pytest.mark.parametrize("tree", ALL_TREES)
 def test_once_output_matches_golden(tree: str) -> None:
-    root = LUSTRE / tree
-    result = gotthard(
-        "exporter",
-        "--once",
-        "--collectors",
-        "lustre",
-        "--path.procfs",
-        str(root / "proc"),
-        "--path.sysfs",
-        str(root / "sys"),
-    )
-    assert result.returncode == 0, result.stderr
+    result = once(LUSTRE / tree)
     assert result.stderr == ""
     assert 'gotthard_collector_up{collector="lustre"} 1' in result.stdout
     assert 'gotthard_collector_errors_total{collector="lustre"} 0' in result.stdout
@@ -167,21 +129,7 @@ def test_once_output_matches_golden(tree: str) -> None:
 
 
 def test_once_output_with_job_stats_matches_golden() -> None:
-    root = LUSTRE / "oss-2.15"
-    result = gotthard(
-        "exporter",
-        "--once",
-        "--collectors",
-        "lustre",
-        "--path.procfs",
-        str(root / "proc"),
-        "--path.sysfs",
-        str(root / "sys"),
-        "--lustre.job-stats",
-        "--lustre.job-stats-limit",
-        "2",
-    )
-    assert result.returncode == 0, result.stderr
+    result = once(LUSTRE / "oss-2.15", "--lustre.job-stats", "--lustre.job-stats-limit", "2")
     assert 'lustre_job_stats_truncated{target="lustre-OST0000"} 1' in result.stdout
     check_golden("oss-2.15-job-stats", result.stdout)
 
@@ -354,11 +302,7 @@ def test_node_without_lustre_reports_nothing_and_no_error(tmp_path: Path) -> Non
 def test_node_without_lustre_on_the_command_line(tmp_path: Path) -> None:
     (tmp_path / "proc").mkdir()
     (tmp_path / "sys").mkdir()
-    result = gotthard(
-        "exporter", "--once", "--collectors", "lustre", "--lustre.job-stats",
-        "--path.procfs", str(tmp_path / "proc"), "--path.sysfs", str(tmp_path / "sys"),
-    )  # fmt: skip
-    assert result.returncode == 0
+    result = once(tmp_path, "--lustre.job-stats")
     assert result.stderr == ""
     assert 'gotthard_collector_up{collector="lustre"} 1' in result.stdout
     assert 'gotthard_collector_errors_total{collector="lustre"} 0' in result.stdout
@@ -413,7 +357,7 @@ def test_oss_operations_latency_and_bytes_2_15() -> None:
     _, text = poll("oss-2.15")
     parsed = samples(text)
     key = {"fs": "lustre", "target": "lustre-OST0000", "component": "ost"}
-    block = parse_stats(
+    block = parse.parse_stats(
         (LUSTRE / "oss-2.15/proc/fs/lustre/obdfilter/lustre-OST0000/stats").read_text()
     )
     assert block.errors == 0
@@ -474,7 +418,7 @@ def test_hpe_stats_duplicates_are_summed_and_typos_tolerated() -> None:
 @pytest.mark.parametrize("version", ["2.10", "2.12", "2.15"])
 def test_parse_stats_every_version(version: str) -> None:
     ops = (Op("read_bytes", 3, 3 * 4096), Op("open", 5, 50), Op("close", 0, 0), Op("statfs", 7, 21))
-    block = parse_stats(stats_text(ops, version))
+    block = parse.parse_stats(stats_text(ops, version))
     assert block.errors == 0
     assert block.operations == {"open": 5, "statfs": 7, "read": 3}
     assert block.read_bytes == 3 * 4096 and block.write_bytes is None
@@ -498,7 +442,7 @@ def test_parse_stats_headers_units_and_garbage() -> None:
         "garbage line\n"
         "open -3 samples [reqs]\n"
     )
-    block = parse_stats(text)
+    block = parse.parse_stats(text)
     assert block.errors == 2
     assert block.operations == {"create": 4, "ost_write": 18, "req_active": 18, "write": 52}
     # only time units are latency; [reqs] sums (queue depths) are not
@@ -574,7 +518,7 @@ def test_parse_job_stats_2_10_and_2_15_forms() -> None:
         "  punch:           { samples:           1, unit:  reqs }\n"
         "  sync:            { samples:           0, unit:  reqs }\n"
     )  # fmt: skip
-    result = parse_job_stats(old)
+    result = parse.parse_job_stats(old)
     assert result.errors == 0
     assert [(j.job_id, j.read_bytes, j.write_bytes, j.operations) for j in result.jobs] == [
         ("24", 0, 215147593728, {"punch": 1, "write": 64575})
@@ -594,7 +538,7 @@ def test_parse_job_stats_2_10_and_2_15_forms() -> None:
         '- job_id:          "say \\"hi\\" \\\\ bye"\n'
         "  open:            { samples:   3, unit: usecs, min: 1, max: 2, sum: 4, sumsq: 6 }\n"
     )  # fmt: skip
-    result = parse_job_stats(new)
+    result = parse.parse_job_stats(new)
     assert result.errors == 0
     first, second = result.jobs
     assert (first.job_id, first.write_bytes, first.operations) == (
@@ -606,20 +550,20 @@ def test_parse_job_stats_2_10_and_2_15_forms() -> None:
 
 
 def test_parse_job_stats_edge_cases() -> None:
-    assert parse_job_stats("job_stats:\n").jobs == []
-    assert parse_job_stats("job_stats:\n").errors == 0
-    assert parse_job_stats("").errors == 0
+    assert parse.parse_job_stats("job_stats:\n").jobs == []
+    assert parse.parse_job_stats("job_stats:\n").errors == 0
+    assert parse.parse_job_stats("").errors == 0
     # a job listed twice is summed; the file may start right at "- job_id:"
     text = (
         "- job_id: 7\n  open: { samples: 2, unit: reqs }\n"
         "- job_id: 7\n  open: { samples: 3, unit: reqs }\n  close: { samples: 1, unit: reqs }\n"
     )
-    result = parse_job_stats(text)
+    result = parse.parse_job_stats(text)
     assert result.errors == 0
     assert [(j.job_id, j.operations) for j in result.jobs] == [("7", {"open": 5, "close": 1})]
     # unplaced lines are counted, the rest still parsed
     text = "job_stats:\nnoise\n- job_id: 1\n  open: { samples: 2, unit: reqs }\nmore noise\n\n"
-    result = parse_job_stats(text)
+    result = parse.parse_job_stats(text)
     assert result.errors == 2 and result.jobs[0].operations == {"open": 2}
 
 
@@ -628,7 +572,7 @@ def test_parse_job_stats_edge_cases() -> None:
 def test_job_stats_builder_round_trips(version: str, kind: str) -> None:
     ops = {"open": (4, 40)} if kind == "mdt" else {"write_bytes": (2, 8192), "punch": (1, 9)}
     text = job_stats_text([Job("1", ops), Job("x.0", {})], version, kind)
-    result = parse_job_stats(text)
+    result = parse.parse_job_stats(text)
     assert result.errors == 0
     assert [j.job_id for j in result.jobs] == ["1", "x.0"]
     if kind == "ost":
@@ -639,7 +583,7 @@ def test_job_stats_builder_round_trips(version: str, kind: str) -> None:
 def test_ten_thousand_jobs_are_all_parsed_and_rendered() -> None:
     # The time this takes is measured by benchmarks/node_scrape.py, not asserted here.
     text = build_job_stats(10_000)
-    result = parse_job_stats(text)
+    result = parse.parse_job_stats(text)
     out = render_text(
         render_job_stats([TargetJobStats("lustre", "lustre-OST0000", "ost", result.jobs)], 10_000)
     )
@@ -688,7 +632,7 @@ def test_lctl_framing() -> None:
         "52cb8dca-ba5c-4725-9cff-41cd0d45e3e7\n"
         "osd-ldiskfs.fs-OST0000.kbytestotal=4108388"
     )
-    output = parse_lctl_output(text)
+    output = parse.parse_lctl_output(text)
     assert output.errors == 1
     assert output.params["version"] == "2.15.4\n"
     assert output.params["obdfilter.fs-OST0001.job_stats"] == "job_stats:\n"
@@ -774,23 +718,23 @@ def test_replayer_refuses_other_commands() -> None:
     ],
 )  # fmt: skip
 def test_parse_target_name(name: str, expected: tuple[str, str, str, str]) -> None:
-    assert parse_target_name(name) == expected
+    assert parse.parse_target_name(name) == expected
 
 
 def test_client_device_and_llite_names() -> None:
-    assert client_device("lustre-OST0000-osc-ffff88105db50000", "osc") == (
+    assert parse.client_device("lustre-OST0000-osc-ffff88105db50000", "osc") == (
         "lustre",
         "lustre-OST0000",
     )
-    assert client_device("lustre-MDT0000-mdc-ffff88105db50000", "mdc") == (
+    assert parse.client_device("lustre-MDT0000-mdc-ffff88105db50000", "mdc") == (
         "lustre",
         "lustre-MDT0000",
     )
-    assert client_device("lustre-OST0000-osc-MDT0000", "osc") is None
-    assert client_device("lustre-OST0000-osc-ffff88105db50000", "mdc") is None
-    assert client_device("lustre-OST0000", "osc") is None
-    assert llite_fs("lustrefs-ffff88105db50000") == "lustrefs"
-    assert llite_fs("odd") == "odd"
+    assert parse.client_device("lustre-OST0000-osc-MDT0000", "osc") is None
+    assert parse.client_device("lustre-OST0000-osc-ffff88105db50000", "mdc") is None
+    assert parse.client_device("lustre-OST0000", "osc") is None
+    assert parse.llite_fs("lustrefs-ffff88105db50000") == "lustrefs"
+    assert parse.llite_fs("odd") == "odd"
 
 
 def test_two_mounts_of_one_file_system_add_up() -> None:
@@ -814,15 +758,15 @@ def test_two_mounts_of_one_file_system_add_up() -> None:
 
 
 def test_single_value_parsers() -> None:
-    assert parse_int(" 42\n") == 42
+    assert parse.parse_int(" 42\n") == 42
     for bad in ("", "-1", "4 2", "0x10", "١٢", "1.5"):
         with pytest.raises(ValueError):
-            parse_int(bad)
-    assert parse_version("2.15.4\n") == "2.15.4"
-    assert parse_version("lustre: 2.10.1\nkernel: patchless_client\n") == "2.10.1"
-    assert parse_version("2.14.0_ddn133") == "2.14.0_ddn133"
+            parse.parse_int(bad)
+    assert parse.parse_version("2.15.4\n") == "2.15.4"
+    assert parse.parse_version("lustre: 2.10.1\nkernel: patchless_client\n") == "2.10.1"
+    assert parse.parse_version("2.14.0_ddn133") == "2.14.0_ddn133"
     with pytest.raises(ValueError):
-        parse_version("kernel: patchless_client")
+        parse.parse_version("kernel: patchless_client")
 
 
 # --- random input ------------------------------------------------------------------------
@@ -859,11 +803,11 @@ TEXT = st.one_of(
 @given(TEXT)
 @settings(max_examples=300, deadline=None)
 def test_block_parsers_never_raise(text: str) -> None:
-    block = parse_stats(text)
+    block = parse.parse_stats(text)
     assert block.errors >= 0 and all(v >= 0 for v in block.operations.values())
-    jobs = parse_job_stats(text)
+    jobs = parse.parse_job_stats(text)
     assert jobs.errors >= 0 and len({j.job_id for j in jobs.jobs}) == len(jobs.jobs)
-    output = parse_lctl_output(text)
+    output = parse.parse_lctl_output(text)
     assert output.errors >= 0
     tree = tree_from_lctl(text, job_stats=True)
     snapshot = assemble(tree, job_stats=True)
@@ -873,12 +817,12 @@ def test_block_parsers_never_raise(text: str) -> None:
 @given(TEXT)
 @settings(max_examples=300, deadline=None)
 def test_value_parsers_raise_only_value_error(text: str) -> None:
-    for parser in (parse_int, parse_version):
+    for parser in (parse.parse_int, parse.parse_version):
         with contextlib.suppress(ValueError):
             parser(text)
-    parse_target_name(text)
-    client_device(text, "osc")
-    llite_fs(text)
+    parse.parse_target_name(text)
+    parse.client_device(text, "osc")
+    parse.llite_fs(text)
 
 
 @given(

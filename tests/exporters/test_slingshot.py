@@ -13,8 +13,6 @@ import filecmp
 import math
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gotthard.config import SlingshotExporterConfig
 from gotthard.exporters.families import render_text
 from gotthard.exporters.runtime import CollectorRunner, Exporter
+from gotthard.exporters.settings import SlingshotExporterConfig
 from gotthard.exporters.slingshot import sysfs
 from gotthard.exporters.slingshot.collector import SlingshotCollector
 from gotthard.exporters.slingshot.render import FAMILIES, TELEMETRY, HealthRule, render
@@ -39,7 +37,9 @@ from gotthard.exporters.slingshot.snapshot import (
 )
 from tests.exporters import slingshot_tree as tree
 from tests.exporters.slingshot_tree import NOW, Nic
-from tests.exporters.test_exporter_cli import mask
+from tests.support.cli import gotthard
+from tests.support.golden import assert_golden, mask
+from tests.support.monitoring import promtool_check_metrics
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 STATIC = FIXTURES / "slingshot" / "node"
@@ -81,23 +81,6 @@ def scrape(collector: SlingshotCollector) -> tuple[Samples, SlingshotSnapshot]:
 
 def names(samples: Samples) -> set[str]:
     return {name for name, _ in samples}
-
-
-def gotthard(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gotthard", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def promtool_ok(text: str) -> None:
-    lint = subprocess.run(
-        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True
-    )
-    problems = {line.strip() for line in (lint.stdout + lint.stderr).splitlines() if line.strip()}
-    assert lint.returncode == 0 or (lint.returncode == 3 and problems <= ALLOWED_LINT), problems
 
 
 @pytest.fixture
@@ -583,12 +566,8 @@ def test_once_on_static_tree_matches_golden() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
-    got = mask(result.stdout)
-    if os.environ.get("GOTTHARD_UPDATE_GOLDEN"):
-        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
-        GOLDEN.write_text(got)
-    assert got == GOLDEN.read_text()
-    promtool_ok(result.stdout)
+    assert_golden(GOLDEN, mask(result.stdout))
+    promtool_check_metrics(result.stdout, allowed=ALLOWED_LINT)
 
 
 # ------------------------------------------------------------------ random bytes in a tree

@@ -12,14 +12,14 @@ from gotthard.exporters.slurm.cli import (
     SQUEUE_FIELDS,
     CommandOutput,
     assemble,
-    parse_node_state,
     parse_sdiag,
     parse_sinfo_nodes,
     parse_sinfo_partitions,
     parse_squeue,
     squeue_argv,
 )
-from gotthard.exporters.slurm.snapshot import PollOptions, gpus_from_tres, normalize_reason
+from gotthard.exporters.slurm.snapshot import Node, PollOptions, gpus_from_tres, normalize_reason
+from gotthard.slurm_state import normalize
 
 DATA = Path(__file__).parent.parent / "fixtures" / "slurm-22.05"
 OPTIONS = PollOptions(per_user=False, job_info=True, probe=True)
@@ -134,9 +134,7 @@ def test_sdiag_recorded_values_in_seconds() -> None:
     ],
 )
 def test_node_states(text: str, base: str, flags: tuple[str, ...], effective: str) -> None:
-    from gotthard.exporters.slurm.snapshot import Node
-
-    assert parse_node_state(text) == (base, flags)
+    assert normalize(text) == (base, flags)
     assert Node(name="n", state=base, flags=flags).effective_state == effective
 
 

@@ -591,22 +591,29 @@ def test_partitions() -> None:
 # --- mapping: statistics, probes, errors -------------------------------------------------
 
 
+#: (pyslurm Statistics attribute, value it holds, SchedulerStats field, value expected there):
+#: counters stay ints, cycle times in microseconds become seconds.
+STATISTICS_CASES: list[tuple[str, int, str, float]] = [
+    ("server_thread_count", 7, "server_threads", 7),
+    ("agent_queue_size", 1, "agent_queue_size", 1),
+    ("dbd_agent_queue_size", 2, "dbd_agent_queue_size", 2),
+    ("schedule_queue_length", 12, "queue_length", 12),
+    ("schedule_cycle_counter", 300, "cycles_total", 300),
+    ("schedule_cycle_last", 1500, "cycle_last_seconds", 0.0015),
+    ("schedule_cycle_max", 250_000, "cycle_max_seconds", 0.25),
+    ("schedule_cycle_mean", 2_000, "cycle_mean_seconds", 0.002),
+    ("backfill_cycle_counter", 40, "backfill_cycles_total", 40),
+    ("backfill_cycle_last", 3_500_000, "backfill_cycle_last_seconds", 3.5),
+    ("backfill_cycle_mean", 1_250_000, "backfill_cycle_mean_seconds", 1.25),
+    ("backfill_mean_depth", 17, "backfill_depth_mean", 17.0),
+    ("backfill_queue_length", 9, "backfill_queue_length", 9),
+    ("backfilled_jobs", 123, "backfilled_jobs_total", 123),
+]
+
+
 def test_statistics_microseconds_become_seconds() -> None:
     stats = fake_statistics(
-        server_thread_count=7,
-        agent_queue_size=1,
-        dbd_agent_queue_size=2,
-        schedule_queue_length=12,
-        schedule_cycle_counter=300,
-        schedule_cycle_last=1500,
-        schedule_cycle_max=250_000,
-        schedule_cycle_mean=2_000,
-        backfill_cycle_counter=40,
-        backfill_cycle_last=3_500_000,
-        backfill_cycle_mean=1_250_000,
-        backfill_mean_depth=17,
-        backfill_queue_length=9,
-        backfilled_jobs=123,
+        **{attribute: value for attribute, value, _, _ in STATISTICS_CASES},
         rpcs_by_type={
             "REQUEST_JOB_INFO": FakeRpc(count=10, time=90_000),
             "REQUEST_PING": FakeRpc(count=4, time=400),
@@ -615,20 +622,10 @@ def test_statistics_microseconds_become_seconds() -> None:
     )
     scheduler = FakePyslurm(statistics=stats).poll().scheduler
     assert scheduler is not None
-    assert scheduler.server_threads == 7
-    assert scheduler.agent_queue_size == 1
-    assert scheduler.dbd_agent_queue_size == 2
-    assert scheduler.queue_length == 12
-    assert scheduler.cycles_total == 300
-    assert scheduler.cycle_last_seconds == pytest.approx(0.0015)
-    assert scheduler.cycle_max_seconds == pytest.approx(0.25)
-    assert scheduler.cycle_mean_seconds == pytest.approx(0.002)
-    assert scheduler.backfill_cycles_total == 40
-    assert scheduler.backfill_cycle_last_seconds == pytest.approx(3.5)
-    assert scheduler.backfill_cycle_mean_seconds == pytest.approx(1.25)
-    assert scheduler.backfill_depth_mean == 17.0
-    assert scheduler.backfill_queue_length == 9
-    assert scheduler.backfilled_jobs_total == 123
+    for _, _, field_name, expected in STATISTICS_CASES:
+        value = getattr(scheduler, field_name)
+        assert value == pytest.approx(expected), field_name
+        assert type(value) is type(expected), field_name
     assert scheduler.rpc_by_type == {
         "REQUEST_JOB_INFO": RpcStat(10, pytest.approx(0.09)),
         "REQUEST_PING": RpcStat(4, pytest.approx(0.0004)),

@@ -22,8 +22,6 @@ import pytest
 from gotthard.exporters.slurm.rest import (
     SUPPORTED_VERSIONS,
     RestBackend,
-    RestJob,
-    add_job,
     count_array_tasks,
     jwt_user,
     map_diag,
@@ -35,6 +33,7 @@ from gotthard.exporters.slurm.rest import (
 )
 from gotthard.exporters.slurm.snapshot import (
     JobGroup,
+    JobRecord,
     JobTally,
     Node,
     Partition,
@@ -99,34 +98,33 @@ def v40_job(job_id: int, **fields: Any) -> JsonDict:
     return record
 
 
+def v40_running(job_id: int, **fields: Any) -> JsonDict:
+    """A running job record (no pending reason) in the v0.0.40+ style."""
+    return v40_job(job_id, **{"job_state": ["RUNNING"], "state_reason": "None", **fields})
+
+
 def v40_documents() -> dict[str, JsonDict]:
     """Hand-written responses in the v0.0.40+ style (wrapped numbers, list states)."""
     jobs = [
-        v40_job(
+        v40_running(
             10,
-            job_state=["RUNNING"],
-            state_reason="None",
             cpus=wrapped(8),
             node_count=wrapped(2),
             tasks=wrapped(2),
             tres_per_node="gres/gpu:4",
             gres_detail=["gpu:4(IDX:0-3)", "gpu:4(IDX:0-3)"],
         ),
-        v40_job(
+        v40_running(
             21,
-            job_state=["RUNNING"],
-            state_reason="None",
             array_job_id=wrapped(20),
             array_task_id=wrapped(3),
             tres_per_task="gres/gpu:1",
         ),
         v40_job(20, array_job_id=wrapped(20), array_task_string="0-2,4-9:2%2"),
-        v40_job(30, job_state=["RUNNING", "COMPLETING"], partition="cpu", state_reason="None"),
+        v40_running(30, job_state=["RUNNING", "COMPLETING"], partition="cpu"),
         v40_job(31, partition="cpu", state_reason="ReqNodeNotAvail, UnavailableNodes:n[1-3]"),
-        v40_job(
+        v40_running(
             32,
-            job_state=["RUNNING"],
-            state_reason="None",
             cpus=wrapped(2),
             gres_detail=["gpu:a100:2(IDX:0-1)"],
         ),
@@ -243,11 +241,11 @@ def v40_documents() -> dict[str, JsonDict]:
     return docs
 
 
-def tally(jobs: list[RestJob], options: PollOptions | None = None) -> JobTally:
+def tally(jobs: list[JobRecord], options: PollOptions | None = None) -> JobTally:
     """Feed mapped jobs to a JobTally the way RestBackend does."""
     result = JobTally(options or PollOptions())
     for job in jobs:
-        add_job(result, job)
+        result.add(job)
     return result
 
 
@@ -264,20 +262,33 @@ FIXTURE_RUNNING = (
     RunningJob("1", "root", "", "gpu"),
     RunningJob("2", "root", "", "debug"),
 )
-FIXTURE_NODE = Node(
-    name="node001",
-    state="allocated",
-    flags=(),
-    partitions=("debug", "gpu"),
-    cpus_alloc=2,
-    cpus_idle=0,
-    cpus_other=0,
-    cpus_total=2,
-    memory_total_bytes=20000 * MIB,
-    memory_alloc_bytes=2000 * MIB,
-    gpus_total=2,
-    gpus_alloc=1,
-    reason="",
+
+
+def node_of(
+    name: str,
+    state: str,
+    partitions: tuple[str, ...],
+    *,
+    cpus: tuple[int, int, int, int],
+    memory_mib: tuple[int, int],
+    gpus: tuple[int, int],
+    flags: tuple[str, ...] = (),
+    reason: str = "",
+) -> Node:
+    """A Node from sinfo-like groups: CPUs (alloc, idle, other, total), memory in MiB
+    (total, alloc) and GPUs (total, alloc)."""
+    return Node(
+        name, state, flags, partitions, *cpus, *(m * MIB for m in memory_mib), *gpus, reason
+    )
+
+
+FIXTURE_NODE = node_of(
+    "node001",
+    "allocated",
+    ("debug", "gpu"),
+    cpus=(2, 0, 0, 2),
+    memory_mib=(20000, 2000),
+    gpus=(2, 1),
 )
 FIXTURE_PARTITIONS = (Partition("debug", "up", True), Partition("gpu", "up", False))
 
@@ -288,15 +299,15 @@ FIXTURE_PARTITIONS = (Partition("debug", "up", True), Partition("gpu", "up", Fal
 def test_map_job_on_fixture_records() -> None:
     jobs = {job.job_id: job for job in map(map_job, load("jobs")["jobs"])}
     assert set(jobs) == {"1", "2", "3", "4_[0-3]", "5", "6"}
-    assert jobs["1"] == RestJob("1", "running", "gpu", "", "root", "None", 1, 1)
-    assert jobs["2"] == RestJob("2", "running", "debug", "", "root", "None", 1, 0)
-    assert jobs["3"] == RestJob("3", "pending", "gpu", "", "root", "Resources", 2, 2)
+    assert jobs["1"] == JobRecord("1", "running", "gpu", "", "root", "None", 1, 1)
+    assert jobs["2"] == JobRecord("2", "running", "debug", "", "root", "None", 1, 0)
+    assert jobs["3"] == JobRecord("3", "pending", "gpu", "", "root", "Resources", 2, 2)
     # One meta record stands for the four pending array tasks.
-    assert jobs["4_[0-3]"] == RestJob(
+    assert jobs["4_[0-3]"] == JobRecord(
         "4_[0-3]", "pending", "debug", "", "root", "Resources", 1, 0, count=4
     )
     assert jobs["5"].reason == "JobHeldUser"
-    assert jobs["6"] == RestJob("6", "pending", "gpu", "", "root", "Dependency", 1, 1)
+    assert jobs["6"] == JobRecord("6", "pending", "gpu", "", "root", "Dependency", 1, 1)
 
 
 def test_fixture_jobs_aggregate_to_the_documented_workload() -> None:
@@ -374,9 +385,9 @@ def test_map_ping_on_fixture() -> None:
 def test_map_job_newer_shapes() -> None:
     jobs = {job.job_id: job for job in map(map_job, v40_documents()["jobs"]["jobs"])}
     # --gres=gpu:4 on 2 nodes; 8 CPUs from {"set": true, "number": 8}.
-    assert jobs["10"] == RestJob("10", "running", "gpu", "ml", "alice", "None", 8, 8)
+    assert jobs["10"] == JobRecord("10", "running", "gpu", "ml", "alice", "None", 8, 8)
     # A running array task is named <array_job_id>_<task>; --gpus-per-task x 1 task.
-    assert jobs["20_3"] == RestJob("20_3", "running", "gpu", "ml", "alice", "None", 1, 1)
+    assert jobs["20_3"] == JobRecord("20_3", "running", "gpu", "ml", "alice", "None", 1, 1)
     # 0,1,2,4,6,8: six pending tasks behind one record.
     assert jobs["20_[0-2,4-9:2%2]"].count == 6
     assert jobs["30"].state == "completing"
@@ -430,20 +441,8 @@ def test_map_node_newer_shapes() -> None:
     # A drained node's idle CPUs count as "other", like sinfo's CPUS(A/I/O/T).
     assert (n1.cpus_alloc, n1.cpus_idle, n1.cpus_other, n1.cpus_total) == (0, 0, 64, 64)
     assert (n1.gpus_total, n1.gpus_alloc, n1.reason) == (4, 0, "bad gpu")
-    assert n2 == Node(
-        name="n2",
-        state="mixed",
-        flags=(),
-        partitions=("gpu", "cpu"),
-        cpus_alloc=16,
-        cpus_idle=48,
-        cpus_other=0,
-        cpus_total=64,
-        memory_total_bytes=512000 * MIB,
-        memory_alloc_bytes=65536 * MIB,
-        gpus_total=4,
-        gpus_alloc=2,
-        reason="",
+    assert n2 == node_of(
+        "n2", "mixed", ("gpu", "cpu"), cpus=(16, 48, 0, 64), memory_mib=(512000, 65536), gpus=(4, 2)
     )
     assert (n3.state, n3.flags, n3.cpus_other, n3.gpus_total) == (
         "down",
@@ -967,14 +966,16 @@ def expected_from_squeue(sandbox: Sandbox) -> tuple[tuple[JobGroup, ...], tuple[
     result = JobTally(PollOptions())
     for job_id, state, partition, account, user, cpus, reason, gres in squeue_rows(sandbox):
         result.add(
-            job_id=job_id,
-            state=state,
-            partition=partition,
-            account="" if account == "(null)" else account,
-            user=user,
-            reason=reason,
-            cpus=int(cpus),
-            gpus=gpus_from_tres(gres),
+            JobRecord(
+                job_id=job_id,
+                state=state,
+                partition=partition,
+                account="" if account == "(null)" else account,
+                user=user,
+                reason=reason,
+                cpus=int(cpus),
+                gpus=gpus_from_tres(gres),
+            )
         )
     return result.groups(), tuple(sorted(result.running, key=lambda job: job.job_id))
 

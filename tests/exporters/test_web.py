@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import base64
 import gzip
 import ssl
-import subprocess
 import threading
 import urllib.error
 import urllib.request
@@ -15,36 +13,14 @@ from pathlib import Path
 import bcrypt
 import pytest
 
-from gotthard.exporters.web import WebConfigError, load_web_config, make_server
+from gotthard.exporters.web import make_server
+from gotthard.serve import WebConfigError, load_web_config
+from tests.support.tls import basic, make_certificate
 
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    directory = tmp_path_factory.mktemp("tls")
-    cert, key = directory / "server.crt", directory / "server.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+    return make_certificate(tmp_path_factory.mktemp("tls"))
 
 
 def serve(web_config: Path | None, seen_timeouts: list[float]) -> Iterator[str]:
@@ -68,11 +44,6 @@ def serve(web_config: Path | None, seen_timeouts: list[float]) -> Iterator[str]:
 def fetch(url: str, headers: dict[str, str] | None = None, context=None):
     request = urllib.request.Request(url, headers=headers or {})
     return urllib.request.urlopen(request, timeout=5, context=context)
-
-
-def basic(user: str, password: str) -> dict[str, str]:
-    token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    return {"Authorization": f"Basic {token}"}
 
 
 def test_tls_and_basic_auth(tmp_path: Path, certificate: tuple[Path, Path]) -> None:

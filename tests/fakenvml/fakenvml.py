@@ -422,20 +422,26 @@ def mig_gpu() -> dict[str, FixtureValue]:
 # --------------------------------------------------------------------------------------
 
 
+#: The fake's helper counters: ``int fake_nvml_NAME(void)``.
+COUNTER_SYMBOLS = (
+    "fake_nvml_init_count",
+    "fake_nvml_init_calls",
+    "fake_nvml_shutdown_calls",
+    "fake_nvml_gpm_samples_live",
+    "fake_nvml_gpm_bad_frees",
+    "fake_nvml_event_sets_live",
+    "fake_nvml_fixture_loads",
+)
+#: Every fake-only symbol the library exports (none of them is in the real NVML).
+HELPER_SYMBOLS = (*COUNTER_SYMBOLS, "fake_nvml_sizeof", "fake_nvml_offsetof", "fake_nvml_reset")
+
+
 class FakeLib:
     """Typed access to the fake-only helper symbols (``fake_nvml_*``) of a loaded fake."""
 
     def __init__(self, cdll: ctypes.CDLL) -> None:
         self.cdll = cdll
-        for name in (
-            "fake_nvml_init_count",
-            "fake_nvml_init_calls",
-            "fake_nvml_shutdown_calls",
-            "fake_nvml_gpm_samples_live",
-            "fake_nvml_gpm_bad_frees",
-            "fake_nvml_event_sets_live",
-            "fake_nvml_fixture_loads",
-        ):
+        for name in COUNTER_SYMBOLS:
             fn = getattr(cdll, name)
             fn.argtypes = []
             fn.restype = ctypes.c_int

@@ -1,13 +1,8 @@
 """``gotthard audit cluster`` against kmock's KubernetesEmulator over real HTTP.
 
-The emulator is an in-memory Kubernetes API, not a kube-apiserver; objects are created
-through the official ``kubernetes`` client, then the audit reads them back with a kubeconfig
-file pointing at the emulator. :class:`AuditEmulatorWithWorkarounds` fills two kmock 0.8
-gaps (documented in docs/dr.md and tests/dr/emulator.py):
-
-* CREATE answers 200, but kubernetes>=35 only deserialises 201 -> answer 201;
-* ``/api/v1/namespaces`` (core, cluster-scoped) fails in kmock's path parser (500) ->
-  Namespaces are created and listed from a dict here.
+The emulator (``tests.support.kube``) is an in-memory Kubernetes API, not a
+kube-apiserver; objects are created through the official ``kubernetes`` client, then the
+audit reads them back with a kubeconfig file pointing at the emulator.
 
 Cluster-scoped StorageClasses and the PeerAuthentication custom resources (cluster-wide
 LIST) need no workaround. Assertions compare rule ids, never messages.
@@ -15,126 +10,29 @@ LIST) need no workaround. Assertions compare rule ids, never messages.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp.web
-import attrs
-import kmock
 import pytest
 import yaml
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from gotthard.policies import testing
-from tests.policies.conftest import run_cli
-
-VERBS = {"get", "list", "watch", "create", "patch", "delete"}
-
-
-@attrs.define(kw_only=True)
-class AuditEmulatorWithWorkarounds(kmock.KubernetesEmulator):
-    """kmock's emulator + the 201-on-create and core Namespace workarounds; fault injection."""
-
-    namespaces: dict[str, dict[str, Any]] = attrs.field(factory=dict)
-    #: (method, path prefix) -> HTTP status answered instead of the real thing
-    faults: dict[tuple[str, str], int] = attrs.field(factory=dict)
-
-    async def _serve_create(self, request: kmock.Request) -> kmock.Payload:
-        return kmock.Response(status=201, payload=await super()._serve_create(request))
-
-    async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
-        for (method, prefix), status in self.faults.items():
-            if raw.method == method and raw.path.startswith(prefix):
-                body = {
-                    "kind": "Status",
-                    "apiVersion": "v1",
-                    "status": "Failure",
-                    "code": status,
-                }
-                return aiohttp.web.json_response(body, status=status)
-        if raw.path.rstrip("/") == "/api/v1/namespaces":
-            if raw.method == "POST":
-                obj = json.loads(await raw.read())
-                name = obj["metadata"]["name"]
-                if name in self.namespaces:
-                    return aiohttp.web.json_response({"kind": "Status", "code": 409}, status=409)
-                obj.update(apiVersion="v1", kind="Namespace", status={"phase": "Active"})
-                self.namespaces[name] = obj
-                return aiohttp.web.json_response(obj, status=201)
-            if raw.method == "GET":
-                items = [
-                    {k: v for k, v in o.items() if k not in ("kind", "apiVersion")}
-                    for o in self.namespaces.values()
-                ]  # a real LIST omits them in items
-                return aiohttp.web.json_response(
-                    {
-                        "kind": "NamespaceList",
-                        "apiVersion": "v1",
-                        "metadata": {},
-                        "items": items,
-                    }
-                )
-        return await super().__call__(raw)
+from tests.support.cli import run_in_process
+from tests.support.kube import PODS, STORAGE_CLASSES, EmulatorThread, Resource
 
 
-class EmulatorThread:
-    """The emulator served from a background event loop (the kubernetes client is sync)."""
-
-    def __init__(self, istio_versions: tuple[str, ...] = ()) -> None:
-        self.istio_versions = istio_versions
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-        self.url = ""
-
-    async def _main(self) -> None:
-        emu = AuditEmulatorWithWorkarounds()
-        emu.resources["v1/pods"] = kmock.ResourceInfo(kind="Pod", namespaced=True, verbs=VERBS)
-        emu.resources["storage.k8s.io/v1/storageclasses"] = kmock.ResourceInfo(
-            kind="StorageClass", namespaced=False, verbs=VERBS
-        )
-        for version in self.istio_versions:  # the Istio CRD "installed"
-            emu.resources[f"security.istio.io/{version}/peerauthentications"] = kmock.ResourceInfo(
-                kind="PeerAuthentication", namespaced=True, verbs=VERBS
-            )
-        self._stop = asyncio.Event()
-        async with emu, kmock.Server(emu) as server:
-            self.emulator = emu
-            self.url = str(server.url).rstrip("/")
-            self.loop = asyncio.get_running_loop()
-            self._ready.set()
-            await self._stop.wait()
-
-    def start(self) -> EmulatorThread:
-        self._thread.start()
-        assert self._ready.wait(10), "emulator did not start"
-        return self
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    def api(self) -> client.ApiClient:
-        cfg = client.Configuration()
-        cfg.host = self.url
-        return client.ApiClient(cfg)
-
-    def kubeconfig(self, path: Path, server: str | None = None) -> Path:
-        doc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "emu", "cluster": {"server": server or self.url}}],
-            "users": [{"name": "auditor", "user": {"token": "not-checked"}}],
-            "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "auditor"}}],
-            "current-context": "emu",
-        }
-        path.write_text(yaml.safe_dump(doc))
-        return path
+def audit_cluster(*istio_versions: str) -> EmulatorThread:
+    """An emulator with Pods, StorageClasses and the Istio CRD in *istio_versions*."""
+    peer_auths = [
+        Resource(f"security.istio.io/{version}/peerauthentications", "PeerAuthentication")
+        for version in istio_versions
+    ]
+    return EmulatorThread(PODS, STORAGE_CLASSES, *peer_auths)
 
 
 # --- objects -------------------------------------------------------------------------
@@ -272,14 +170,13 @@ EXPECTED = {
 def cluster(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[EmulatorThread, Path]]:
-    emu = EmulatorThread(istio_versions=("v1",)).start()
-    load(emu, MAIN_OBJECTS)
-    yield emu, emu.kubeconfig(tmp_path_factory.mktemp("kube") / "config")
-    emu.stop()
+    with audit_cluster("v1") as emu:
+        load(emu, MAIN_OBJECTS)
+        yield emu, emu.kubeconfig(tmp_path_factory.mktemp("kube") / "config")
 
 
 def audit_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
-    code = run_cli("audit", "cluster", "--format", "json", *argv)
+    code = run_in_process("audit", "cluster", "--format", "json", *argv)
     return code, json.loads(capsys.readouterr().out)
 
 
@@ -321,7 +218,7 @@ def test_json_schema(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_text_output(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
     _, kubeconfig = cluster
-    assert run_cli("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 1
+    assert run_in_process("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 1
     out = capsys.readouterr().out
     assert "7 pods, 4 namespaces, 2 storageclasses, 3 peerauthentications" in out
     for (kind, ref), rules in EXPECTED.items():
@@ -333,7 +230,7 @@ def test_text_output(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
 def test_textfile(cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, kubeconfig = cluster
     prom = tmp_path / "policy.prom"
-    assert run_cli("audit", "cluster", "--kubeconfig", str(kubeconfig),
+    assert run_in_process("audit", "cluster", "--kubeconfig", str(kubeconfig),
                    "--textfile", str(prom)) == 1  # fmt: skip
     capsys.readouterr()
     samples = {
@@ -386,8 +283,7 @@ def test_opa_engine_agrees(
 def test_compliant_cluster_with_v1beta1_istio(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    emu = EmulatorThread(istio_versions=("v1beta1",)).start()
-    try:
+    with audit_cluster("v1beta1") as emu:
         load(
             emu,
             [
@@ -402,15 +298,12 @@ def test_compliant_cluster_with_v1beta1_istio(
         assert code == 0
         assert doc["compliant"] is True and doc["objects"] == []
         assert doc["peer_authentication"]["api_version"] == "security.istio.io/v1beta1"
-        assert run_cli("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 0
+        assert run_in_process("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 0
         assert "compliant: no violations" in capsys.readouterr().out
-    finally:
-        emu.stop()
 
 
 def test_istio_not_installed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    emu = EmulatorThread(istio_versions=()).start()
-    try:
+    with audit_cluster() as emu:
         load(emu, [namespace("team-c"), pod("team-c", "web")])
         kubeconfig = emu.kubeconfig(tmp_path / "config")
         code, doc = audit_json(capsys, "--kubeconfig", str(kubeconfig))
@@ -418,10 +311,8 @@ def test_istio_not_installed(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         assert code == 1
         assert doc["peer_authentication"] == {"installed": False, "api_version": None}
         assert by_object(doc) == {("Namespace", "team-c"): ["MESH-MTLS-001"]}
-        assert run_cli("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 1
+        assert run_in_process("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 1
         assert "peerauthentications: not installed" in capsys.readouterr().out
-    finally:
-        emu.stop()
 
 
 # --- errors: exit 2 with a clear message ---------------------------------------------
@@ -437,7 +328,7 @@ def test_api_down(cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[st
     emu, _ = cluster
     url = f"http://127.0.0.1:{_closed_port()}"
     kubeconfig = emu.kubeconfig(tmp_path / "config", server=url)
-    assert run_cli("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 2
+    assert run_in_process("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert f"cannot reach the Kubernetes API at {url}" in captured.err
@@ -445,11 +336,11 @@ def test_api_down(cluster: Any, tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_api_forbidden(cluster: Any, capsys: pytest.CaptureFixture[str]) -> None:
     emu, kubeconfig = cluster
-    emu.emulator.faults[("GET", "/apis/storage.k8s.io/v1/storageclasses")] = 403
+    emu.fault("GET", "/apis/storage.k8s.io/v1/storageclasses", status=403, times=None)
     try:
-        assert run_cli("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 2
+        assert run_in_process("audit", "cluster", "--kubeconfig", str(kubeconfig)) == 2
     finally:
-        emu.emulator.faults.clear()
+        emu.clear_faults()
     err = capsys.readouterr().err
     assert "listing storageclasses" in err and "403" in err and "RBAC" in err
 
@@ -481,7 +372,7 @@ def test_bad_kubeconfig(
     argv = ["audit", "cluster", "--kubeconfig", str(path)]
     if context:
         argv += ["--context", context]
-    assert run_cli(*argv) == 2
+    assert run_in_process(*argv) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith("gotthard audit cluster: ")

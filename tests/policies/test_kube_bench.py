@@ -9,7 +9,8 @@ import pytest
 
 from gotthard.policies import engine as eng
 from gotthard.policies import kube_bench
-from tests.policies.conftest import FIXTURES, run_cli
+from tests.policies.conftest import FIXTURES
+from tests.support.cli import run_in_process
 
 KB = FIXTURES / "kube-bench"
 RKE2 = KB / "rke2-1.1.7-1.1.9-mixedcase.json"
@@ -65,7 +66,7 @@ def test_audit_rke2_failed_waived_expired(
         ],
     )
     prom = tmp_path / "kb.prom"
-    rc = run_cli(
+    rc = run_in_process(
         "audit",
         "kube-bench",
         "--report",
@@ -102,7 +103,7 @@ def test_audit_compliant_when_all_waived(
             for i in ("1.1.8", "1.1.9")
         ],
     )
-    rc = run_cli("policy", "kube-bench", "--report", str(RKE2), "--waivers", waivers)
+    rc = run_in_process("policy", "kube-bench", "--report", str(RKE2), "--waivers", waivers)
     assert rc == 0
     out = capsys.readouterr().out
     assert "COMPLIANT" in out and "NOT COMPLIANT" not in out
@@ -110,12 +111,12 @@ def test_audit_compliant_when_all_waived(
 
 def test_audit_report_without_required_checks(capsys: pytest.CaptureFixture[str]) -> None:
     # The upstream samples do not contain 1.1.7-1.1.9: missing required checks fail (KB-002).
-    assert run_cli("audit", "kube-bench", "--report", str(KB / "result_no_totals.json")) == 1
+    assert run_in_process("audit", "kube-bench", "--report", str(KB / "result_no_totals.json")) == 1
     assert "KB-002" in capsys.readouterr().out
 
 
 def test_check_restricts_baseline(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = run_cli(
+    rc = run_in_process(
         "audit", "kube-bench", "--report", str(RKE2), "--check", "1.1.7", "--format", "json"
     )
     assert rc == 0
@@ -133,7 +134,7 @@ def test_check_restricts_baseline(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_waivers_exit_2(
     tmp_path: Path, entry: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc = run_cli(
+    rc = run_in_process(
         "audit", "kube-bench", "--report", str(RKE2), "--waivers", _waivers(tmp_path, [entry])
     )
     assert rc == 2
@@ -142,7 +143,7 @@ def test_bad_waivers_exit_2(
 
 def test_run_without_binary_exit_2(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("PATH", "/nonexistent")
-    assert run_cli("audit", "kube-bench", "--run", "--check", "1.1.7,1.1.8,1.1.9") == 2
+    assert run_in_process("audit", "kube-bench", "--run", "--check", "1.1.7,1.1.8,1.1.9") == 2
     assert "not installed" in capsys.readouterr().err
 
 
@@ -153,7 +154,7 @@ def test_run_invokes_kube_bench_json(
     fake.write_text(f'#!/bin/sh\necho "$@" > {tmp_path}/argv\ncat {RKE2}\n')
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
-    rc = run_cli(
+    rc = run_in_process(
         "audit",
         "kube-bench",
         "--run",
@@ -176,13 +177,13 @@ def test_run_invokes_kube_bench_json(
 
 
 def test_eval_accepts_a_kube_bench_report(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli("policy", "eval", "--input", str(RKE2)) == 1
+    assert run_in_process("policy", "eval", "--input", str(RKE2)) == 1
     out = json.loads(capsys.readouterr().out)
     assert sorted(v["rule"] for v in out["violations"]) == ["KB-001", "KB-001"]
 
 
 def test_kube_bench_with_opa_engine(opa_server, capsys) -> None:  # type: ignore[no-untyped-def]
-    rc = run_cli(
+    rc = run_in_process(
         "audit",
         "kube-bench",
         "--report",

@@ -10,7 +10,7 @@ import pytest
 
 from gotthard.policies import engine as eng
 from gotthard.policies import testing
-from tests.policies.conftest import run_cli
+from tests.support.cli import run_in_process
 
 TABLES = testing.load_tables()
 CASES = [
@@ -51,7 +51,7 @@ def test_rule_catalogue_matches_rego_and_docs() -> None:
 
 
 def test_policy_test_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli("policy", "test") == 0
+    assert run_in_process("policy", "test") == 0
     out = capsys.readouterr().out
     assert f"{len(CASES)} cases: {len(CASES)} passed, 0 failed; 0 coverage problems" in out
 
@@ -62,7 +62,7 @@ def test_policy_test_command_fails_on_a_wrong_expectation(
     tables = testing.load_tables()
     tables["mesh.yml"]["cases"][0]["expect"] = ["MESH-MTLS-001"]
     monkeypatch.setattr(testing, "load_tables", lambda: tables)
-    assert run_cli("policy", "test") == 1
+    assert run_in_process("policy", "test") == 1
     assert "FAIL mesh.yml" in capsys.readouterr().out
 
 
@@ -88,7 +88,7 @@ GOOD_POD = {
 def _eval(tmp_path: Path, doc: object | str, *extra: str, suffix: str = ".json") -> int:
     f = tmp_path / f"input{suffix}"
     f.write_text(doc if isinstance(doc, str) else json.dumps(doc))
-    return run_cli("policy", "eval", "--input", str(f), *extra)
+    return run_in_process("policy", "eval", "--input", str(f), *extra)
 
 
 def test_eval_allowed_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -159,7 +159,7 @@ def test_eval_bad_input_exit_2(
 
 
 def test_eval_missing_file_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli("policy", "eval", "--input", "/nonexistent/x.json") == 2
+    assert run_in_process("policy", "eval", "--input", "/nonexistent/x.json") == 2
     assert "cannot read" in capsys.readouterr().err
 
 

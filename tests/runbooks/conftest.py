@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gotthard.runbooks.actions import SlurmActions
 from gotthard.runbooks.engine import AuditLog, Engine
 from gotthard.runbooks.server import RunbookServer, make_server
 from gotthard.runbooks.settings import RunbooksConfig
@@ -164,7 +165,10 @@ class Running:
 def start_server() -> Iterator[Callable[..., Running]]:
     started: list[Running] = []
 
-    def start(settings: RunbooksConfig, **engine_kwargs: Any) -> Running:
+    def start(settings: RunbooksConfig, slurm_conf: str = "", **engine_kwargs: Any) -> Running:
+        """The webhook on *settings*; *slurm_conf* is the cluster's (the site model's)."""
+        if slurm_conf:
+            engine_kwargs["slurm"] = SlurmActions(settings, slurm_conf=slurm_conf)
         engine = Engine(settings, audit=AuditLog(settings.audit_log), **engine_kwargs)
         server = make_server(settings.listen, engine, TOKEN.encode())
         server.start_background()

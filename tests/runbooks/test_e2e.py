@@ -4,12 +4,9 @@ of the real session Slurm sandbox (``slurm_sandbox``)."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,8 +15,10 @@ import pytest
 
 from gotthard.dashboards.rules import dump_yaml
 from gotthard.runbooks.actions import Outcome
-from gotthard.sandbox import Sandbox, SandboxError, find_binary, free_ports
+from gotthard.sandbox import Sandbox
 from tests.runbooks.conftest import TOKEN, alert_payload, settings_for
+from tests.support.monitoring import Processes, binary, start_alertmanager
+from tests.support.wait import wait_until
 
 
 class RecordingKubernetes:
@@ -35,130 +34,82 @@ class RecordingKubernetes:
         return Outcome("ok", "recorded")
 
 
-def _binary(name: str) -> str:
-    try:
-        return find_binary(name)
-    except SandboxError as err:
-        pytest.fail(str(err), pytrace=False)
-
-
 def _node(sandbox: Sandbox) -> tuple[str, str]:
     out = sandbox.run_command(
-        [_binary("sinfo"), "-h", "-N", "-n", sandbox.node_name, "-o", "%T|%E"]
+        [binary("sinfo"), "-h", "-N", "-n", sandbox.node_name, "-o", "%T|%E"]
     ).stdout
     state, reason = out.splitlines()[0].split("|", 1)
     return state.rstrip("*~"), reason
 
 
-def _wait(predicate: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}", pytrace=False)
-
-
 @pytest.fixture
 def node_restored(slurm_sandbox: Sandbox) -> Iterator[Sandbox]:
     """The sandbox node, idle before the test and put back to idle after it."""
-    _wait(lambda: _node(slurm_sandbox)[0] == "idle", 30, "the sandbox node idle")
+    wait_until(lambda: _node(slurm_sandbox)[0] == "idle", 30, "the sandbox node idle")
     try:
         yield slurm_sandbox
     finally:
         if _node(slurm_sandbox)[0] != "idle":
             slurm_sandbox.run_command(
                 [
-                    _binary("scontrol"),
+                    binary("scontrol"),
                     "update",
                     f"NodeName={slurm_sandbox.node_name}",
                     "State=RESUME",
                 ],
                 check=False,
             )
-        _wait(lambda: _node(slurm_sandbox)[0] == "idle", 30, "the sandbox node idle again")
+        wait_until(lambda: _node(slurm_sandbox)[0] == "idle", 30, "the sandbox node idle again")
 
 
 def _slurm_settings(tmp_path: Path, sandbox: Sandbox, **overrides: Any) -> Any:
     return settings_for(
         tmp_path,
-        scontrol_path=_binary("scontrol"),
-        sinfo_path=_binary("sinfo"),
-        slurm_conf=str(sandbox.slurm_conf),
+        scontrol_path=binary("scontrol"),
+        sinfo_path=binary("sinfo"),
         limits={"max_partition_fraction": 1.0},  # the sandbox has a single node
         **overrides,
     )
 
 
 @pytest.fixture
-def alertmanager(tmp_path: Path) -> Iterator[Any]:
-    short = Path(tempfile.mkdtemp(prefix="gtrb-", dir="/tmp"))
-    procs: list[subprocess.Popen[bytes]] = []
+def alertmanager(short_tmp: Path) -> Iterator[Callable[[str], str]]:
+    """Start a real Alertmanager notifying a webhook URL (bearer TOKEN); its URL."""
+    with Processes(short_tmp / "logs") as procs:
 
-    def start(webhook_url: str) -> str:
-        (port,) = free_ports(1)
-        token = short / "token"
-        token.write_text(TOKEN + "\n")
-        config = {
-            "route": {
-                "receiver": "runbook-webhook",
-                "group_by": ["alertname", "cluster"],
-                "group_wait": "1s",
-                "group_interval": "1s",
-                "repeat_interval": "2s",  # repeated notifications: must not repeat actions
-            },
-            "receivers": [
-                {
-                    "name": "runbook-webhook",
-                    "webhook_configs": [
-                        {
-                            "url": webhook_url,
-                            "send_resolved": True,
-                            "http_config": {
-                                "authorization": {"type": "Bearer", "credentials_file": str(token)}
-                            },
-                        }
-                    ],
-                }
-            ],
-        }
-        (short / "am.yml").write_text(dump_yaml(config))
-        log = (short / "am.log").open("w")
-        procs.append(
-            subprocess.Popen(
-                [
-                    _binary("prometheus-alertmanager"),
-                    f"--config.file={short / 'am.yml'}",
-                    f"--storage.path={short / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                    "--cluster.listen-address=",
+        def start(webhook_url: str) -> str:
+            token = short_tmp / "token"
+            token.write_text(TOKEN + "\n")
+            config = {
+                "route": {
+                    "receiver": "runbook-webhook",
+                    "group_by": ["alertname", "cluster"],
+                    "group_wait": "1s",
+                    "group_interval": "1s",
+                    "repeat_interval": "2s",  # repeated notifications: must not repeat actions
+                },
+                "receivers": [
+                    {
+                        "name": "runbook-webhook",
+                        "webhook_configs": [
+                            {
+                                "url": webhook_url,
+                                "send_resolved": True,
+                                "http_config": {
+                                    "authorization": {
+                                        "type": "Bearer",
+                                        "credentials_file": str(token),
+                                    }
+                                },
+                            }
+                        ],
+                    }
                 ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
-        url = f"http://127.0.0.1:{port}"
+            }
+            (short_tmp / "am.yml").write_text(dump_yaml(config))
+            return start_alertmanager(procs, short_tmp / "am.yml", short_tmp)
 
-        def ready() -> bool:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as response:
-                    return response.status == 200
-            except OSError:
-                return False
-
-        _wait(ready, 15, "Alertmanager ready")
-        return url
-
-    yield start
-    for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    shutil.rmtree(short, ignore_errors=True)
+        yield start
 
 
 def _push(am_url: str, labels: dict[str, str], starts: datetime, ends: datetime) -> None:
@@ -187,7 +138,9 @@ def test_gpu_lost_drains_and_resolve_resumes_the_real_node(
     started = time.monotonic()
     kubernetes = RecordingKubernetes()
     running = start_server(
-        _slurm_settings(tmp_path, sandbox, mode="enforce"), kubernetes=kubernetes
+        _slurm_settings(tmp_path, sandbox, mode="enforce"),
+        kubernetes=kubernetes,
+        slurm_conf=str(sandbox.slurm_conf),
     )
     am_url = alertmanager(f"{running.url}/alerts")
     labels = {
@@ -205,21 +158,21 @@ def test_gpu_lost_drains_and_resolve_resumes_the_real_node(
     def drains() -> list[dict[str, Any]]:
         return [r for r in running.audit() if r.get("action") == "slurm.drain_node"]
 
-    _wait(lambda: drains(), 15, "the drain decision")
+    wait_until(lambda: drains(), 15, "the drain decision")
     state, reason = _node(sandbox)
     assert state in ("drained", "draining"), state
     assert reason == "gotthard: GPULost"
     # Alertmanager repeats the notification (repeat_interval 2s): no second action.
-    _wait(lambda: len(drains()) >= 2, 15, "a repeated notification")
+    wait_until(lambda: len(drains()) >= 2, 15, "a repeated notification")
     assert [r["result"] for r in drains()] == ["ok"] + ["duplicate"] * (len(drains()) - 1)
     assert kubernetes.calls == [("cordon", sandbox.node_name)]
 
     # Resolve: Alertmanager sends "resolved"; the node is resumed and uncordoned.
     _push(am_url, labels, starts, datetime.now(UTC))
-    _wait(lambda: _node(sandbox)[0] == "idle", 20, "the node resumed")
+    wait_until(lambda: _node(sandbox)[0] == "idle", 20, "the node resumed")
     resumes = [r for r in running.audit() if r.get("action") == "slurm.resume_node"]
     assert resumes[0]["result"] == "ok" and resumes[0]["status"] == "resolved"
-    _wait(lambda: ("uncordon", sandbox.node_name) in kubernetes.calls, 5, "uncordon")
+    wait_until(lambda: ("uncordon", sandbox.node_name) in kubernetes.calls, 5, "uncordon")
     assert time.monotonic() - started < 40
 
 
@@ -227,7 +180,11 @@ def test_dry_run_changes_nothing_on_the_real_node(
     tmp_path: Path, node_restored: Sandbox, start_server: Any
 ) -> None:
     sandbox = node_restored
-    running = start_server(_slurm_settings(tmp_path, sandbox), kubernetes=RecordingKubernetes())
+    running = start_server(
+        _slurm_settings(tmp_path, sandbox),
+        kubernetes=RecordingKubernetes(),
+        slurm_conf=str(sandbox.slurm_conf),
+    )
     code, answer = running.post(alert_payload(node=sandbox.node_name))
     assert code == 200 and answer["results"] == {"planned": 3}
     assert _node(sandbox) == ("idle", "none")
@@ -242,14 +199,16 @@ def test_resume_leaves_an_operator_drain_alone(
     sandbox = node_restored
     sandbox.run_command(
         [
-            _binary("scontrol"),
+            binary("scontrol"),
             "update",
             f"NodeName={sandbox.node_name}",
             "State=DRAIN",
             "Reason=operator maintenance",
         ]
     )
-    running = start_server(_slurm_settings(tmp_path, sandbox, mode="enforce"))
+    running = start_server(
+        _slurm_settings(tmp_path, sandbox, mode="enforce"), slurm_conf=str(sandbox.slurm_conf)
+    )
     resolved = alert_payload("SlingshotLinkDown", status="resolved", node=sandbox.node_name)
     assert running.post(resolved)[1]["results"] == {"skipped": 1}
     assert _node(sandbox)[1] == "operator maintenance"

@@ -3,95 +3,45 @@ driven through the webhook in enforce mode."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import kmock
 import pytest
-import yaml
 from kubernetes import client
 
 from gotthard.runbooks.actions import CORDON_ANNOTATION, DrActions, KubernetesActions
-from tests.runbooks.conftest import FIXTURES, alert_payload, settings_for
-
-VERBS = {"get", "list", "watch", "create", "patch", "delete"}
-
-
-class Emulator(kmock.KubernetesEmulator):
-    """kmock answers 200 on create; kubernetes>=35 only deserialises 201."""
-
-    async def _serve_create(self, request: kmock.Request) -> kmock.Payload:
-        return kmock.Response(status=201, payload=await super()._serve_create(request))
-
-
-class EmulatorThread:
-    def __init__(self) -> None:
-        self.url = ""
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-
-    async def _main(self) -> None:
-        emulator = Emulator()
-        emulator.resources["v1/nodes"] = kmock.ResourceInfo(
-            kind="Node", namespaced=False, verbs=VERBS
-        )
-        crd = yaml.safe_load((FIXTURES / "velero.io_backups.yaml").read_text())["spec"]
-        for version in crd["versions"]:
-            key = f"{crd['group']}/{version['name']}/{crd['names']['plural']}"
-            emulator.resources[key] = kmock.ResourceInfo(
-                kind=crd["names"]["kind"], namespaced=True, verbs=VERBS
-            )
-        self._stop = asyncio.Event()
-        async with emulator, kmock.Server(emulator) as server:
-            self.emulator, self.url = emulator, str(server.url).rstrip("/")
-            self.loop = asyncio.get_running_loop()
-            self._ready.set()
-            await self._stop.wait()
-
-    def start(self) -> EmulatorThread:
-        self._thread.start()
-        assert self._ready.wait(10), "kmock did not start"
-        return self
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    def api_client(self) -> client.ApiClient:
-        config = client.Configuration()
-        config.host = self.url
-        config.retries = 0
-        return client.ApiClient(config)
+from tests.runbooks.conftest import FIXTURES, Running, alert_payload, settings_for
+from tests.support.kube import NODES, EmulatorThread, crd_resources
 
 
 @pytest.fixture
-def kube() -> Iterator[EmulatorThread]:
-    emulator = EmulatorThread().start()
-    core = client.CoreV1Api(emulator.api_client())
+def kube(kube_emulator: Callable[..., EmulatorThread]) -> EmulatorThread:
+    """Nodes gpu01 and gpu02, and Velero Backups."""
+    emulator = kube_emulator(NODES, *crd_resources(FIXTURES / "velero.io_backups.yaml"))
+    core = client.CoreV1Api(emulator.api())
     for name in ("gpu01", "gpu02"):
         core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
+    return emulator
+
+
+def enforcing(tmp_path: Path, fake_slurm: Any, start_server: Any, kube: EmulatorThread) -> Running:
+    """The webhook in enforce mode with Kubernetes actions on the emulator; 10 GPU nodes."""
+    settings = settings_for(tmp_path, fake_slurm, mode="enforce")
+    running = start_server(settings, kubernetes=KubernetesActions(settings, api_client=kube.api()))
+    fake_slurm.set_nodes({"gpu": [f"gpu{i:02d}" for i in range(1, 11)]})
+    return running
 
 
 def _node(kube: EmulatorThread, name: str) -> dict[str, Any]:
-    api = client.CoreV1Api(kube.api_client())
+    api = client.CoreV1Api(kube.api())
     return api.api_client.sanitize_for_serialization(api.read_node(name))
 
 
 def test_cordon_on_firing_and_uncordon_on_resolve(
     tmp_path: Path, fake_slurm: Any, start_server: Any, kube: EmulatorThread
 ) -> None:
-    settings = settings_for(tmp_path, fake_slurm, mode="enforce")
-    running = start_server(
-        settings, kubernetes=KubernetesActions(settings, api_client=kube.api_client())
-    )
-    fake_slurm.set_nodes({"gpu": [f"gpu{i:02d}" for i in range(1, 11)]})
+    running = enforcing(tmp_path, fake_slurm, start_server, kube)
     code, answer = running.post(alert_payload("GPULost", node="gpu01"))
     assert code == 200 and answer["results"] == {"ok": 3}, running.audit()
     node = _node(kube, "gpu01")
@@ -111,11 +61,11 @@ def test_cordon_on_firing_and_uncordon_on_resolve(
 def test_uncordon_leaves_a_node_cordoned_by_someone_else(
     tmp_path: Path, fake_slurm: Any, start_server: Any, kube: EmulatorThread
 ) -> None:
-    client.CoreV1Api(kube.api_client()).patch_node(
+    client.CoreV1Api(kube.api()).patch_node(
         "gpu02", {"spec": {"unschedulable": True}}, _content_type="application/merge-patch+json"
     )
     settings = settings_for(tmp_path, fake_slurm, mode="enforce")
-    actions = KubernetesActions(settings, api_client=kube.api_client())
+    actions = KubernetesActions(settings, api_client=kube.api())
     assert actions.cordon("gpu02", "GPULost").result == "noop"
     assert actions.uncordon("gpu02", "GPULost").result == "skipped"
     assert _node(kube, "gpu02")["spec"]["unschedulable"] is True
@@ -124,11 +74,7 @@ def test_uncordon_leaves_a_node_cordoned_by_someone_else(
 def test_unknown_node_is_a_reported_failure(
     tmp_path: Path, fake_slurm: Any, start_server: Any, kube: EmulatorThread
 ) -> None:
-    settings = settings_for(tmp_path, fake_slurm, mode="enforce")
-    running = start_server(
-        settings, kubernetes=KubernetesActions(settings, api_client=kube.api_client())
-    )
-    fake_slurm.set_nodes({"gpu": [f"gpu{i:02d}" for i in range(1, 11)]})
+    running = enforcing(tmp_path, fake_slurm, start_server, kube)
     code, answer = running.post(alert_payload("GPULost", node="gpu09"))
     assert code == 200 and answer["results"] == {"ok": 2, "failed": 1}
     failed = next(r for r in running.audit() if r["result"] == "failed")
@@ -141,12 +87,12 @@ def test_backup_now_creates_a_velero_backup_through_the_dr_api(
     from gotthard.dr.settings import DrConfig
 
     settings = settings_for(tmp_path, fake_slurm, mode="enforce")
-    dr = DrActions(DrConfig(), api_client=kube.api_client())
+    dr = DrActions(DrConfig(), api_client=kube.api())
     running = start_server(settings, dr=dr)
     payload = alert_payload("DRBackupTooOld", namespace="billing", severity="warning")
     code, answer = running.post(payload)
     assert code == 200 and answer["results"] == {"ok": 2}, running.audit()
-    api = client.CustomObjectsApi(kube.api_client())
+    api = client.CustomObjectsApi(kube.api())
     backups = api.list_namespaced_custom_object("velero.io", "v1", "velero", "backups")["items"]
     assert len(backups) == 1
     backup = backups[0]

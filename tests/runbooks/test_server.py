@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,15 +13,20 @@ from typing import Any
 import pytest
 
 from gotthard.runbooks import registry, validate
+from gotthard.sandbox import free_ports
 from tests.runbooks.conftest import (
     TOKEN,
     FakeSlurm,
+    Running,
     alert_payload,
     many_alerts,
     run_threads,
     sample_payload,
     settings_for,
 )
+from tests.support.cli import ROOT, gotthard, gotthard_argv
+from tests.support.monitoring import get_json, http_ok
+from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -290,6 +294,19 @@ def _storm(count: int = 100) -> list[dict[str, Any]]:
     ]
 
 
+def _post_storm(
+    tmp_path: Path, fake_slurm: Any, start_server: Any, **limits: float
+) -> tuple[Running, float]:
+    """The storm, posted by 10 threads at once to a webhook in enforce mode with *limits*;
+    (the server, the seconds the posts took)."""
+    settings = settings_for(tmp_path, fake_slurm, mode="enforce", limits=limits)
+    running = start_server(settings, kubernetes=_NoKubernetes())
+    storm = _storm()
+    started = time.monotonic()
+    run_threads([lambda part=storm[i::10]: running.post(many_alerts(part)) for i in range(10)])
+    return running, time.monotonic() - started
+
+
 def test_storm_of_100_alerts_respects_the_blast_radius(tmp_path, fake_slurm, start_server) -> None:
     fake_slurm.set_nodes(
         {"gpu": [f"nid{i:03d}" for i in range(20)], "cpu": [f"nid{i:03d}" for i in range(20, 40)]}
@@ -297,17 +314,9 @@ def test_storm_of_100_alerts_respects_the_blast_radius(tmp_path, fake_slurm, sta
     state = fake_slurm.state()
     state["nodes"]["nid000"].update(state="down", reason="not responding")  # already out
     fake_slurm.write(state)
-    settings = settings_for(
-        tmp_path,
-        fake_slurm,
-        mode="enforce",
-        limits={"max_nodes_per_window": 1000, "max_partition_fraction": 0.15},
+    running, elapsed = _post_storm(
+        tmp_path, fake_slurm, start_server, max_nodes_per_window=1000, max_partition_fraction=0.15
     )
-    running = start_server(settings, kubernetes=_NoKubernetes())
-    storm = _storm()
-    started = time.monotonic()
-    run_threads([lambda part=storm[i::10]: running.post(many_alerts(part)) for i in range(10)])
-    elapsed = time.monotonic() - started
     nodes = fake_slurm.state()["nodes"]
     drained = sorted(n for n, info in nodes.items() if info["state"] == "drained")
     gpu_out = [n for n in nodes if "gpu" in nodes[n]["partitions"] and nodes[n]["state"] != "idle"]
@@ -326,15 +335,9 @@ def test_storm_of_100_alerts_respects_the_blast_radius(tmp_path, fake_slurm, sta
 
 def test_storm_respects_the_rate_limit_per_cluster(tmp_path, fake_slurm, start_server) -> None:
     fake_slurm.set_nodes({"gpu": [f"nid{i:03d}" for i in range(40)]})
-    settings = settings_for(
-        tmp_path,
-        fake_slurm,
-        mode="enforce",
-        limits={"max_nodes_per_window": 3, "max_partition_fraction": 1.0},
+    running, _ = _post_storm(
+        tmp_path, fake_slurm, start_server, max_nodes_per_window=3, max_partition_fraction=1.0
     )
-    running = start_server(settings, kubernetes=_NoKubernetes())
-    storm = _storm()
-    run_threads([lambda part=storm[i::10]: running.post(many_alerts(part)) for i in range(10)])
     drained = [n for n, i in fake_slurm.state()["nodes"].items() if i["state"] == "drained"]
     assert len(drained) == 3
     limited = [r for r in running.audit() if r.get("result") == "limited"]
@@ -430,75 +433,53 @@ def test_every_runbook_names_a_known_alert_and_each_page_states_its_automation()
         assert registry.automated_steps_line(name) in page.splitlines(), name
 
 
+def test_every_action_is_documented_and_unknown_actions_fail_early() -> None:
+    table = (REPO / "docs" / "runbooks.md").read_text()
+    for name, spec in registry.ACTIONS.items():
+        assert spec.name == name
+        assert f"| `{name}` |" in table, name
+    with pytest.raises(ValueError, match="unknown runbook action 'slurm\\.reboot_node'"):
+        registry.Step("notify", on_resolve="slurm.reboot_node")
+
+
 # --- CLI --------------------------------------------------------------------------------------
 
 
-def _serve_argv(tmp_path: Path, *extra: str) -> list[str]:
+def _serve_args(tmp_path: Path, *extra: str) -> list[str]:
+    """``gotthard`` arguments of ``runbooks serve`` with a token file and an audit log."""
     token = tmp_path / "token"
     token.write_text(TOKEN + "\n")
     return [
-        sys.executable,
-        "-c",
-        "import argparse, sys\n"
-        "from gotthard.runbooks import cli\n"
-        "p = argparse.ArgumentParser(); p.add_argument('--config')\n"
-        "cli.add_cli(p.add_subparsers(dest='command'))\n"
-        "a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))",
-        "runbooks",
-        "serve",
-        "--token-file",
-        str(token),
-        "--audit-log",
-        str(tmp_path / "audit.jsonl"),
+        *("runbooks", "serve", "--token-file", str(token)),
+        *("--audit-log", str(tmp_path / "audit.jsonl")),
         *extra,
     ]
 
 
 def test_cli_refuses_enforce_unless_the_config_switches_it_on(tmp_path: Path) -> None:
-    result = subprocess.run(
-        _serve_argv(tmp_path, "--mode", "enforce", "--listen", "127.0.0.1:0"),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO,
-    )
+    args = _serve_args(tmp_path, "--mode", "enforce", "--listen", "127.0.0.1:0")
+    result = gotthard(*args, timeout=30)
     assert result.returncode == 2
     assert '[runbooks] mode = "enforce"' in result.stderr
     config = tmp_path / "site.toml"
     config.write_text('[runbooks]\nmode = "enforce"\nlimits = { max_nodes_per_windw = 2 }\n')
-    result = subprocess.run(
-        _serve_argv(tmp_path, "--config", str(config)),
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO,
-    )
+    result = gotthard(*_serve_args(tmp_path, "--config", str(config)), timeout=30)
     assert result.returncode == 2
     assert "runbooks.limits.max_nodes_per_windw: unknown key" in result.stderr
 
 
 def test_cli_serves_until_sigterm(tmp_path: Path) -> None:
-    from gotthard.sandbox import free_ports
-
     (port,) = free_ports(1)
     proc = subprocess.Popen(
-        _serve_argv(tmp_path, "--listen", f"127.0.0.1:{port}"),
-        cwd=REPO,
+        gotthard_argv(*_serve_args(tmp_path, "--listen", f"127.0.0.1:{port}")),
+        cwd=ROOT,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        import urllib.request
-
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
-                    assert json.loads(r.read())["mode"] == "dry-run"
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.1)
+        healthz = f"http://127.0.0.1:{port}/healthz"
+        wait_until(lambda: http_ok(healthz), 20, "the server to start")
+        assert get_json(healthz)["mode"] == "dry-run"
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0

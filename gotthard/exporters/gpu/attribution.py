@@ -348,9 +348,18 @@ def _fields(buf: bytes) -> Iterator[tuple[int, int, bytes]]:
         yield number, wire, buf[start:pos]
 
 
-def _len_field(number: int, wire: int, message: str) -> None:
-    if wire != _LEN:
-        raise _Malformed(f"{message} field {number} has wire type {wire}, expected 2")
+def _len_fields(data: bytes, message: str, numbers: tuple[int, ...]) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(number, value)`` for the fields of *message* numbered in *numbers*.
+
+    Every field this decoder reads is length-delimited (a string or a nested message), so a
+    wanted field with another wire type is malformed; fields not wanted are skipped.
+    """
+    for number, wire, value in _fields(data):
+        if number not in numbers:
+            continue
+        if wire != _LEN:
+            raise _Malformed(f"{message} field {number} has wire type {wire}, expected 2")
+        yield number, value
 
 
 def _string(value: bytes, what: str) -> str:
@@ -378,10 +387,8 @@ def parse_list_response(
     """
     found: dict[str, list[PodContainer]] = {}
     try:
-        for number, wire, value in _fields(data):
-            if number == 1:
-                _len_field(number, wire, "ListPodResourcesResponse")
-                _pod(value, resource_prefixes, found)
+        for _, value in _len_fields(data, "ListPodResourcesResponse", (1,)):
+            _pod(value, resource_prefixes, found)
     except _Malformed as err:
         raise PodResourcesError(f"malformed ListPodResourcesResponse: {err}") from None
     return {device: tuple(dict.fromkeys(containers)) for device, containers in found.items()}
@@ -390,15 +397,12 @@ def parse_list_response(
 def _pod(data: bytes, prefixes: tuple[str, ...], found: dict[str, list[PodContainer]]) -> None:
     name = namespace = ""
     containers: list[bytes] = []
-    for number, wire, value in _fields(data):
+    for number, value in _len_fields(data, "PodResources", (1, 2, 3)):
         if number == 1:
-            _len_field(number, wire, "PodResources")
             name = _string(value, "pod name")
         elif number == 2:
-            _len_field(number, wire, "PodResources")
             namespace = _string(value, "pod namespace")
-        elif number == 3:
-            _len_field(number, wire, "PodResources")
+        else:
             containers.append(value)
     # a message's fields may come in any order: decode containers once name/namespace are known
     for container in containers:
@@ -414,12 +418,10 @@ def _container(
 ) -> None:
     name = ""
     devices: list[tuple[str, list[str]]] = []
-    for number, wire, value in _fields(data):
+    for number, value in _len_fields(data, "ContainerResources", (1, 2)):
         if number == 1:
-            _len_field(number, wire, "ContainerResources")
             name = _string(value, "container name")
-        elif number == 2:
-            _len_field(number, wire, "ContainerResources")
+        else:
             devices.append(_devices(value))
     for resource_name, device_ids in devices:
         if not resource_name.startswith(prefixes):
@@ -434,11 +436,9 @@ def _container(
 def _devices(data: bytes) -> tuple[str, list[str]]:
     resource_name = ""
     device_ids: list[str] = []
-    for number, wire, value in _fields(data):
+    for number, value in _len_fields(data, "ContainerDevices", (1, 2)):
         if number == 1:
-            _len_field(number, wire, "ContainerDevices")
             resource_name = _string(value, "resource name")
-        elif number == 2:
-            _len_field(number, wire, "ContainerDevices")
+        else:
             device_ids.append(_string(value, "device id"))
     return resource_name, device_ids

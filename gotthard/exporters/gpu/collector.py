@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gotthard.config import GpuExporterConfig
 from gotthard.exporters.families import MetricFamily
 from gotthard.exporters.gpu.nvml import NvmlSource
 from gotthard.exporters.gpu.render import render
 from gotthard.exporters.gpu.snapshot import GpuSnapshot
+from gotthard.exporters.settings import GpuExporterConfig
 
 
 class GpuCollector:

@@ -20,7 +20,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -793,7 +793,7 @@ class NvmlSource:
 
 
 def _order(item: JobAttribution | PodAttribution) -> tuple[str, ...]:
-    return tuple(str(getattr(item, name)) for name in item.__slots__)
+    return tuple(str(getattr(item, each.name)) for each in fields(item))
 
 
 def _text(value: bytes | str) -> str:

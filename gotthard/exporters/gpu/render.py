@@ -56,6 +56,78 @@ MEMORY: tuple[tuple[str, str, str], ...] = (
         "memory_reserved_bytes",
     ),
 )
+#: (family maker, name, help, extra label, reading attribute) for whole GPUs, in output
+#: order. Without an extra label the attribute is one value (absent when None); with
+#: one it is a dict from that label's value to the reading.
+PER_GPU: tuple[tuple[Callable[..., MetricFamily], str, str, str | None, str], ...] = (
+    (
+        counter,
+        "gpu_energy_joules_total",
+        "Energy used since the driver loaded, joules (nvmlDeviceGetTotalEnergyConsumption).",
+        None,
+        "energy_joules",
+    ),
+    (
+        gauge,
+        "gpu_temperature_celsius",
+        "Temperature in degrees Celsius; sensor gpu (nvmlDeviceGetTemperatureV) or "
+        "memory (field NVML_FI_DEV_MEMORY_TEMP).",
+        "sensor",
+        "temperature_celsius",
+    ),
+    (
+        gauge,
+        "gpu_clock_hertz",
+        "Current clock in hertz; clock sm or memory (nvmlDeviceGetClockInfo).",
+        "clock",
+        "clock_hertz",
+    ),
+    (
+        gauge,
+        "gpu_clocks_event_reasons",
+        "1 while this reason holds the clocks down, one series per bit of the "
+        "clocks-event mask (nvmlDeviceGetCurrentClocksEventReasons).",
+        "reason",
+        "clocks_event_reasons",
+    ),
+    (
+        counter,
+        "gpu_throttle_seconds_total",
+        "Seconds the clocks were held back, by reason (nvmlDeviceGetViolationStatus).",
+        "reason",
+        "throttle_seconds",
+    ),
+    (
+        counter,
+        "gpu_ecc_errors_total",
+        "ECC memory errors since the driver loaded, by type "
+        "(nvmlDeviceGetTotalEccErrors, volatile).",
+        "type",
+        "ecc_errors",
+    ),
+    (
+        gauge,
+        "gpu_remapped_rows",
+        "Remapped memory rows by state: correctable and uncorrectable counts, "
+        "pending and failure as 0/1 (nvmlDeviceGetRemappedRows).",
+        "state",
+        "remapped_rows",
+    ),
+    (
+        counter,
+        "gpu_pcie_replay_total",
+        "PCIe replays since the driver loaded (nvmlDeviceGetPcieReplayCounter).",
+        None,
+        "pcie_replay",
+    ),
+    (
+        counter,
+        "gpu_pcie_bytes_total",
+        "PCIe bytes by direction (fields NVML_FI_DEV_PCIE_COUNT_TX_BYTES/RX_BYTES).",
+        "direction",
+        "pcie_bytes",
+    ),
+)
 GPM_HELP = {
     "sm_active": (
         "gpu_sm_active_ratio",
@@ -116,113 +188,14 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
         families.append(
             _scalar(name, help_text, devices, lambda d, a=attribute: getattr(d, a), labels=MIG)
         )
-    energy = counter(
-        "gpu_energy_joules_total",
-        "Energy used since the driver loaded, joules (nvmlDeviceGetTotalEnergyConsumption).",
-        *GPU,
-    )
-    for d in whole:
-        if d.energy_joules is not None:
-            energy.add((d.index, d.uuid), d.energy_joules)
-    families.append(energy)
-
-    families.append(
-        _labeled(
-            gauge(
-                "gpu_temperature_celsius",
-                "Temperature in degrees Celsius; sensor gpu (nvmlDeviceGetTemperatureV) or "
-                "memory (field NVML_FI_DEV_MEMORY_TEMP).",
-                *GPU,
-                "sensor",
-            ),
-            whole,
-            lambda d: d.temperature_celsius,
-        )
-    )
-    families.append(
-        _labeled(
-            gauge(
-                "gpu_clock_hertz",
-                "Current clock in hertz; clock sm or memory (nvmlDeviceGetClockInfo).",
-                *GPU,
-                "clock",
-            ),
-            whole,
-            lambda d: d.clock_hertz,
-        )
-    )
-    families.append(
-        _labeled(
-            gauge(
-                "gpu_clocks_event_reasons",
-                "1 while this reason holds the clocks down, one series per bit of the "
-                "clocks-event mask (nvmlDeviceGetCurrentClocksEventReasons).",
-                *GPU,
-                "reason",
-            ),
-            whole,
-            lambda d: d.clocks_event_reasons,
-        )
-    )
-    families.append(
-        _labeled(
-            counter(
-                "gpu_throttle_seconds_total",
-                "Seconds the clocks were held back, by reason (nvmlDeviceGetViolationStatus).",
-                *GPU,
-                "reason",
-            ),
-            whole,
-            lambda d: d.throttle_seconds,
-        )
-    )
-    families.append(
-        _labeled(
-            counter(
-                "gpu_ecc_errors_total",
-                "ECC memory errors since the driver loaded, by type "
-                "(nvmlDeviceGetTotalEccErrors, volatile).",
-                *GPU,
-                "type",
-            ),
-            whole,
-            lambda d: d.ecc_errors,
-        )
-    )
-    families.append(
-        _labeled(
-            gauge(
-                "gpu_remapped_rows",
-                "Remapped memory rows by state: correctable and uncorrectable counts, "
-                "pending and failure as 0/1 (nvmlDeviceGetRemappedRows).",
-                *GPU,
-                "state",
-            ),
-            whole,
-            lambda d: d.remapped_rows,
-        )
-    )
-    replay = counter(
-        "gpu_pcie_replay_total",
-        "PCIe replays since the driver loaded (nvmlDeviceGetPcieReplayCounter).",
-        *GPU,
-    )
-    for d in whole:
-        if d.pcie_replay is not None:
-            replay.add((d.index, d.uuid), d.pcie_replay)
-    families.append(replay)
-    families.append(
-        _labeled(
-            counter(
-                "gpu_pcie_bytes_total",
-                "PCIe bytes by direction (fields NVML_FI_DEV_PCIE_COUNT_TX_BYTES/RX_BYTES).",
-                *GPU,
-                "direction",
-            ),
-            whole,
-            lambda d: d.pcie_bytes,
-        )
-    )
+    for make, name, help_text, label, attribute in PER_GPU:
+        if label is None:
+            family = _scalar(name, help_text, whole, lambda d, a=attribute: getattr(d, a), make)
+        else:
+            family = _labeled(
+                make(name, help_text, *GPU, label), whole, lambda d, a=attribute: getattr(d, a)
+            )
+        families.append(family)
     nvlink_errors = counter(
         "gpu_nvlink_errors_total",
         "NVLink errors by link and type (nvmlDeviceGetFieldValues, "
@@ -316,9 +289,10 @@ def _scalar(
     help_text: str,
     devices: list[DeviceReading] | tuple[DeviceReading, ...],
     value_of: Callable[[DeviceReading], float | None],
+    make: Callable[..., MetricFamily] = gauge,
     labels: tuple[str, ...] = GPU,
 ) -> MetricFamily:
-    family = gauge(name, help_text, *labels)
+    family = make(name, help_text, *labels)
     for d in devices:
         value = value_of(d)
         if value is None:

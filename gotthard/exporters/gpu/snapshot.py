@@ -59,18 +59,21 @@ class DeviceReading:
 
 
 @dataclass(frozen=True, slots=True)
-class JobAttribution:
+class GpuAttribution:
+    """The GPU (or MIG instance) an owner uses: the ``gpu``, ``uuid``, ``gpu_instance`` labels."""
+
     index: str
     uuid: str
     gpu_instance: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobAttribution(GpuAttribution):
     job_id: str
 
 
 @dataclass(frozen=True, slots=True)
-class PodAttribution:
-    index: str
-    uuid: str
-    gpu_instance: str
+class PodAttribution(GpuAttribution):
     pod_uid: str
     namespace: str = ""
     pod: str = ""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gotthard.config import LustreExporterConfig
 from gotthard.exporters.families import MetricFamily
 from gotthard.exporters.lustre.render import render
 from gotthard.exporters.lustre.snapshot import LustreSnapshot
 from gotthard.exporters.lustre.source import LctlSource, ProcfsSource, assemble
+from gotthard.exporters.settings import LustreExporterConfig
 
 
 class LustreCollector:

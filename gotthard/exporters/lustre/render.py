@@ -125,7 +125,7 @@ def render(snapshot: LustreSnapshot, *, job_stats_limit: int = 1000) -> list[Met
         "state",
     )
     for entry in snapshot.capacity:
-        key = (entry.fs, entry.target, entry.component)
+        key = entry.key
         if entry.capacity_bytes is not None:
             capacity.add(key, entry.capacity_bytes)
         if entry.available_bytes is not None:
@@ -171,7 +171,7 @@ def render(snapshot: LustreSnapshot, *, job_stats_limit: int = 1000) -> list[Met
         *TARGET,
     )
     for entry in snapshot.stats:
-        key = (entry.fs, entry.target, entry.component)
+        key = entry.key
         operations.samples.extend(
             [((*key, name), count) for name, count in entry.operations.items()]
         )

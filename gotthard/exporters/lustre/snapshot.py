@@ -19,12 +19,23 @@ ROLES = ("client", "oss", "mds", "mgs")
 
 
 @dataclass(slots=True)
-class Capacity:
-    """Space and inode counts of one target as one component sees it."""
+class TargetView:
+    """One target as one component sees it: the ``fs``, ``target``, ``component`` labels."""
 
     fs: str
     target: str
     component: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The label values ``(fs, target, component)``."""
+        return (self.fs, self.target, self.component)
+
+
+@dataclass(slots=True)
+class Capacity(TargetView):
+    """Space and inode counts of one target as one component sees it."""
+
     capacity_bytes: int | None = None
     free_bytes: int | None = None
     available_bytes: int | None = None
@@ -33,12 +44,9 @@ class Capacity:
 
 
 @dataclass(slots=True)
-class OperationStats:
+class OperationStats(TargetView):
     """One ``stats`` / ``md_stats`` block: per-operation counts, latency and bytes."""
 
-    fs: str
-    target: str
-    component: str
     #: operation -> number of requests (the ``samples`` column)
     operations: dict[str, int] = field(default_factory=dict)
     #: operation -> summed latency in microseconds (``[usecs]`` lines with a sum only)
@@ -63,12 +71,9 @@ class JobStat:
 
 
 @dataclass(slots=True)
-class TargetJobStats:
+class TargetJobStats(TargetView):
     """All jobs one server target (OST or MDT) reports in its job_stats."""
 
-    fs: str
-    target: str
-    component: str
     jobs: list[JobStat] = field(default_factory=list)
 
 

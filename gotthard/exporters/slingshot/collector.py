@@ -6,8 +6,8 @@ import re
 import time
 from collections.abc import Callable
 
-from gotthard.config import SlingshotExporterConfig
 from gotthard.exporters.families import MetricFamily
+from gotthard.exporters.settings import SlingshotExporterConfig
 from gotthard.exporters.slingshot.render import (
     PROPERTY_COUNTERS,
     TELEMETRY_NAMES,

@@ -64,6 +64,20 @@ _GONE = frozenset({errno.ENOENT, errno.ENODEV, errno.ENXIO})
 # --------------------------------------------------------------------------- parsing
 
 
+def _decimal(text: bytes, data: bytes, expected: str, name: str, limit: int = MAX_U64) -> int:
+    """*text* (taken from the file content *data*) as an unsigned decimal up to *limit*.
+
+    The errors say what was *expected* (``a restart time``) or which value (*name*) is out of
+    range, and quote the start of the raw content.
+    """
+    if not text.isdigit():
+        raise ValueError(f"not {expected}: {data[:48]!r}")
+    number = int(text)
+    if number > limit:
+        raise ValueError(f"{name} out of range: {data[:48]!r}")
+    return number
+
+
 def parse_telemetry(data: bytes) -> tuple[int, float]:
     """``b"90049@1733150000.123456789\\n"`` -> ``(90049, 1733150000.123456789)``.
 
@@ -74,11 +88,7 @@ def parse_telemetry(data: bytes) -> tuple[int, float]:
     value, at, stamp = data.partition(b"@")
     if not at:
         value = value.strip()
-    if not value.isdigit():
-        raise ValueError(f"not a telemetry value: {data[:48]!r}")
-    number = int(value)
-    if number > MAX_U64:
-        raise ValueError(f"telemetry value out of range: {data[:48]!r}")
+    number = _decimal(value, data, "a telemetry value", "telemetry value")
     if not at:
         return number, math.nan
     seconds = float(stamp)  # ValueError on garbage; cheaper than validating digits first
@@ -89,13 +99,7 @@ def parse_telemetry(data: bytes) -> tuple[int, float]:
 
 def parse_uint(data: bytes) -> int:
     """An unsigned decimal such as ``properties/speed`` or ``pcie_corr_err``."""
-    text = data.strip()
-    if not text.isdigit():
-        raise ValueError(f"not an unsigned integer: {data[:48]!r}")
-    number = int(text)
-    if number > MAX_U64:
-        raise ValueError(f"integer out of range: {data[:48]!r}")
-    return number
+    return _decimal(data.strip(), data, "an unsigned integer", "integer")
 
 
 def parse_nid(data: bytes) -> int:
@@ -129,13 +133,7 @@ def parse_flag(data: bytes) -> bool:
 
 def parse_restart_time(data: bytes) -> int | None:
     """``link_restarts/time_N``: epoch seconds (``%lld``); ``0`` marks an unused slot (None)."""
-    text = data.strip()
-    if not text.isdigit():
-        raise ValueError(f"not a restart time: {data[:48]!r}")
-    number = int(text)
-    if number >= 1 << 63:
-        raise ValueError(f"restart time out of range: {data[:48]!r}")
-    return number or None
+    return _decimal(data.strip(), data, "a restart time", "restart time", (1 << 63) - 1) or None
 
 
 def parse_speed_mode(mode: str) -> int:

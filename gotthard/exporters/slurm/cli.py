@@ -12,7 +12,6 @@ fuzzed, and benchmarked without Slurm.
 
 from __future__ import annotations
 
-import functools
 import operator
 import os
 import re
@@ -24,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gotthard.exporters.slurm.snapshot import (
+    SCHEDULER_COUNTERS,
     JobTally,
     Node,
     Partition,
     PollOptions,
     ProbeResult,
-    RpcStat,
     RunningJob,
     SchedulerStats,
     SlurmSnapshot,
@@ -37,6 +36,7 @@ from gotthard.exporters.slurm.snapshot import (
     gpus_from_tres,
     job_gpus,
 )
+from gotthard.slurm_state import normalize
 
 SEP = "|"
 
@@ -187,43 +187,6 @@ def _gpus(fields: list[str], cache: dict[tuple[str, ...], int]) -> int:
     return gpus
 
 
-_STATE_SUFFIXES = {
-    "*": "not_responding",
-    "~": "powered_down",
-    "#": "powering_up",
-    "%": "powering_down",
-    "!": "power_down",
-    "$": "maint",
-    "@": "reboot_requested",
-    "^": "reboot_issued",
-    "-": "planned",
-}
-
-
-@functools.lru_cache(maxsize=1024)
-def parse_node_state(text: str) -> tuple[str, tuple[str, ...]]:
-    """``mixed+drain`` / ``IDLE+DRAIN`` / ``down*`` -> base state and flags, lower-case."""
-    text = text.strip().lower()
-    flags: list[str] = []
-    while text and text[-1] in _STATE_SUFFIXES:
-        flags.append(_STATE_SUFFIXES[text[-1]])
-        text = text[:-1]
-    parts = [part for part in text.split("+") if part]
-    if not parts:
-        raise ValueError("empty node state")
-    base = {"alloc": "allocated", "drng": "draining", "drain": "drained"}.get(parts[0], parts[0])
-    if base in ("drained", "draining"):
-        # sinfo's compact forms: fold them back into base state plus the drain flag
-        flags.append("drain")
-        base = "allocated" if base == "draining" else "idle"
-    flags.extend(_FLAG_ALIASES.get(flag, flag) for flag in parts[1:])
-    return base, tuple(dict.fromkeys(flags))
-
-
-#: Long flag spellings (StateComplete, pyslurm) mapped to the short names used as labels.
-_FLAG_ALIASES = {"maintenance": "maint", "reservation": "reserved", "resv": "reserved"}
-
-
 def _cpu_states(text: str) -> tuple[int, int, int, int]:
     alloc, idle, other, total = (int(part) for part in text.split("/"))
     return alloc, idle, other, total
@@ -282,7 +245,7 @@ def _node_values(rest: str) -> tuple | None:
     if len(fields) != _N_NODE - 2:
         return None
     try:
-        state, flags = parse_node_state(fields[0])
+        state, flags = normalize(fields[0])
         alloc, idle, other, total = _cpu_states(fields[1])
         memory = _int(fields[2]) * MIB
         memory_alloc = _int(fields[3]) * MIB
@@ -325,56 +288,50 @@ def parse_sinfo_partitions(text: str) -> tuple[tuple[Partition, ...], int]:
 _SDIAG_RPC = re.compile(
     r"^\s*(\S+)\s+\(\s*\d+\)\s+count:(\d+)\s+ave_time:(\d+)\s+total_time:(\d+)\s*$"
 )
+#: sdiag's (section, label) of each scheduler counter.
 _SDIAG_KEYS = {
-    ("", "Server thread count"): "server_threads",
-    ("", "Agent queue size"): "agent_queue_size",
-    ("", "DBD Agent queue size"): "dbd_agent_queue_size",
-    ("main", "Last cycle"): "cycle_last_seconds",
-    ("main", "Max cycle"): "cycle_max_seconds",
-    ("main", "Total cycles"): "cycles_total",
-    ("main", "Mean cycle"): "cycle_mean_seconds",
-    ("main", "Last queue length"): "queue_length",
-    ("backfill", "Total backfilled jobs (since last slurm start)"): "backfilled_jobs_total",
-    ("backfill", "Total cycles"): "backfill_cycles_total",
-    ("backfill", "Last cycle"): "backfill_cycle_last_seconds",
-    ("backfill", "Mean cycle"): "backfill_cycle_mean_seconds",
-    ("backfill", "Depth Mean"): "backfill_depth_mean",
-    ("backfill", "Last queue length"): "backfill_queue_length",
+    (counter.sdiag_section, counter.sdiag_label): counter.field for counter in SCHEDULER_COUNTERS
 }
+
+#: Headings that open a section of sdiag's output, and the section's name.
+_SDIAG_SECTIONS = (
+    ("Main schedule statistics", "main"),
+    ("Backfilling stats", "backfill"),
+    ("Remote Procedure Call statistics by message type", "rpc_type"),
+    ("Remote Procedure Call statistics by user", "rpc_user"),
+    ("Pending RPC statistics", "pending"),
+)
+
+
+def _sdiag_section(line: str) -> str:
+    """The section a line of sdiag output opens, or ``""`` when it is no heading."""
+    for heading, section in _SDIAG_SECTIONS:
+        if line.startswith(heading):
+            return section
+    return ""
 
 
 def parse_sdiag(text: str) -> tuple[SchedulerStats, int]:
     """Parse plain ``sdiag`` output (22.05 has no ``--json``). Times become seconds."""
     values: dict[str, float] = {}
-    by_type: dict[str, RpcStat] = {}
-    by_user: dict[str, RpcStat] = {}
+    by_type: dict[str, tuple[int, float]] = {}
+    by_user: dict[str, tuple[int, float]] = {}
     section = ""
     errors = 0
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("*"):
             continue
-        if line.startswith("Main schedule statistics"):
-            section = "main"
-            continue
-        if line.startswith("Backfilling stats"):
-            section = "backfill"
-            continue
-        if line.startswith("Remote Procedure Call statistics by message type"):
-            section = "rpc_type"
-            continue
-        if line.startswith("Remote Procedure Call statistics by user"):
-            section = "rpc_user"
-            continue
-        if line.startswith("Pending RPC statistics"):
-            section = "pending"
+        heading = _sdiag_section(line)
+        if heading:
+            section = heading
             continue
         if section in ("rpc_type", "rpc_user"):
             match = _SDIAG_RPC.match(raw)
             if match is None:
                 errors += 1
                 continue
-            stat = RpcStat(int(match.group(2)), int(match.group(4)) / 1e6)
+            stat = (int(match.group(2)), float(match.group(4)))
             (by_type if section == "rpc_type" else by_user)[match.group(1)] = stat
             continue
         key, sep, value = line.partition(":")
@@ -393,20 +350,7 @@ def parse_sdiag(text: str) -> tuple[SchedulerStats, int]:
         values[field] = number
     if not values:
         raise ValueError("no statistics found in sdiag output")
-    seconds = {f for f in values if f.endswith("_seconds")}
-    stats = SchedulerStats(
-        **{
-            field: (number / 1e6 if field in seconds else _as_int_or_float(field, number))
-            for field, number in values.items()
-        },
-        rpc_by_type=by_type,
-        rpc_by_user=by_user,
-    )
-    return stats, errors
-
-
-def _as_int_or_float(field: str, number: float) -> float | int:
-    return number if field == "backfill_depth_mean" else int(number)
+    return SchedulerStats.from_counters(values, by_type, by_user), errors
 
 
 # --- running the commands ----------------------------------------------------------------

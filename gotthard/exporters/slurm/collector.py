@@ -6,8 +6,8 @@ import logging
 import os
 from pathlib import Path
 
-from gotthard.config import SlurmExporterConfig
 from gotthard.exporters.families import MetricFamily
+from gotthard.exporters.settings import SlurmExporterConfig
 from gotthard.exporters.slurm.cli import CliBackend
 from gotthard.exporters.slurm.render import render
 from gotthard.exporters.slurm.snapshot import (

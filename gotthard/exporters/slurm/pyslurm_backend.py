@@ -46,18 +46,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gotthard.exporters.slurm.snapshot import (
-    JobTally,
-    Node,
-    Partition,
-    PollOptions,
-    ProbeResult,
-    RpcStat,
-    SchedulerStats,
-    SlurmSnapshot,
-    SlurmUnavailable,
-    gpus_from_tres,
-)
+from gotthard.exporters.slurm import snapshot
+from gotthard.slurm_state import cpus_idle_other, normalize
 
 #: The pyslurm series this backend is written and contract-tested against.
 PYSLURM_SERIES = "25.11"
@@ -118,22 +108,9 @@ NODE_ATTRIBUTES = (
 )
 #: ``pyslurm.Partition``
 PARTITION_ATTRIBUTES = ("name", "state", "is_default")
-#: ``pyslurm.slurmctld.Statistics``
+#: ``pyslurm.slurmctld.Statistics``: the scheduler counters, then the RPC tables
 STATISTICS_ATTRIBUTES = (
-    "server_thread_count",
-    "agent_queue_size",
-    "dbd_agent_queue_size",
-    "schedule_queue_length",
-    "schedule_cycle_counter",
-    "schedule_cycle_last",
-    "schedule_cycle_max",
-    "schedule_cycle_mean",
-    "backfill_cycle_counter",
-    "backfill_cycle_last",
-    "backfill_cycle_mean",
-    "backfill_mean_depth",
-    "backfill_queue_length",
-    "backfilled_jobs",
+    *(counter.pyslurm_attribute for counter in snapshot.SCHEDULER_COUNTERS),
     "rpcs_by_type",
     "rpcs_by_user",
 )
@@ -147,9 +124,6 @@ TRES_ATTRIBUTES = ("gres",)
 CONFIG_ATTRIBUTES = ("version",)
 
 _MIB = 1024 * 1024
-_USEC = 1_000_000.0
-#: Slurm's complete node state string spells this flag out; sinfo and the snapshot say maint.
-_FLAG_ALIASES = {"maintenance": "maint"}
 _LEADING_DIGITS = re.compile(r"\d+")
 _ARRAY_RANGE = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 
@@ -170,7 +144,7 @@ class PyslurmBackend:
             try:
                 module = importlib.import_module("pyslurm")
             except Exception as exc:  # ImportError, or libslurm failing to load/init
-                raise SlurmUnavailable(
+                raise snapshot.SlurmUnavailable(
                     f"pyslurm is not importable: {type(exc).__name__}: {exc}"
                 ) from exc
         self._module: Any = module
@@ -180,7 +154,7 @@ class PyslurmBackend:
 
     # --- poll ---------------------------------------------------------------------------
 
-    def poll(self, options: PollOptions) -> SlurmSnapshot:
+    def poll(self, options: snapshot.PollOptions) -> snapshot.SlurmSnapshot:
         probes = (self._ping(),) if options.probe else ()
         jobs = self._load(JOBS_LOAD)
         nodes = self._load(NODES_LOAD)
@@ -193,32 +167,21 @@ class PyslurmBackend:
         except Exception:
             errors += 1
 
-        tally = JobTally(options)
-        for job in _values(jobs):
-            try:
-                _add_job(tally, job, options)
-            except Exception:
-                errors += 1
-        node_list: list[Node] = []
-        for node in _values(nodes):
-            try:
-                node_list.append(_map_node(node))
-            except Exception:
-                errors += 1
-        partition_list: list[Partition] = []
-        for partition in _values(partitions):
-            try:
-                partition_list.append(_map_partition(partition))
-            except Exception:
-                errors += 1
-        scheduler: SchedulerStats | None = None
+        records, job_errors = snapshot.map_each(_values(jobs), lambda job: _map_job(job, options))
+        tally = snapshot.JobTally(options)
+        for record in records:
+            tally.add(record)
+        node_list, node_errors = snapshot.map_each(_values(nodes), _map_node)
+        partition_list, partition_errors = snapshot.map_each(_values(partitions), _map_partition)
+        errors += job_errors + node_errors + partition_errors
+        scheduler: snapshot.SchedulerStats | None = None
         if statistics is not None:
             try:
                 scheduler = _map_statistics(statistics)
             except Exception:
                 errors += 1
 
-        return SlurmSnapshot(
+        return snapshot.SlurmSnapshot(
             up=True,
             job_groups=tally.groups(),
             running_jobs=tuple(tally.running),
@@ -243,17 +206,19 @@ class PyslurmBackend:
         try:
             return self._resolve(path)()
         except self._rpc_error as exc:
-            raise SlurmUnavailable(f"pyslurm {path}: slurmctld RPC failed: {exc}") from exc
+            raise snapshot.SlurmUnavailable(f"pyslurm {path}: slurmctld RPC failed: {exc}") from exc
         except Exception as exc:
-            raise SlurmUnavailable(f"pyslurm {path} failed: {type(exc).__name__}: {exc}") from exc
+            raise snapshot.SlurmUnavailable(
+                f"pyslurm {path} failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
-    def _ping(self) -> ProbeResult:
+    def _ping(self) -> snapshot.ProbeResult:
         start = time.perf_counter()
         try:
             self._resolve(PING)()
         except Exception as exc:
-            return ProbeResult("ping", False, time.perf_counter() - start, _describe(exc))
-        return ProbeResult("ping", True, time.perf_counter() - start)
+            return snapshot.ProbeResult("ping", False, time.perf_counter() - start, _describe(exc))
+        return snapshot.ProbeResult("ping", True, time.perf_counter() - start)
 
     def _slurm_version(self) -> str:
         """The controller's release (``slurmctld.Config.version``), asked once per backend."""
@@ -289,7 +254,7 @@ def _int(value: Any, default: int = 0) -> int:
     return int(value)
 
 
-def _add_job(tally: JobTally, job: Any, options: PollOptions) -> None:
+def _map_job(job: Any, options: snapshot.PollOptions) -> snapshot.JobRecord:
     state = _text(job.state).lower() or "unknown"
     job_id, count = _job_identity(job)
     partition = _text(job.partition)
@@ -302,17 +267,7 @@ def _add_job(tally: JobTally, job: Any, options: PollOptions) -> None:
     gpus = _job_gpus(job)
     # A pending array's meta record stands for every task not yet split off (count > 1);
     # squeue -r (the cli backend) prints one line per task, so it counts the same way.
-    tally.add(
-        job_id=job_id,
-        state=state,
-        partition=partition,
-        account=account,
-        user=user,
-        reason=reason,
-        cpus=cpus,
-        gpus=gpus,
-        count=count,
-    )
+    return snapshot.JobRecord(job_id, state, partition, account, user, reason, cpus, gpus, count)
 
 
 def _job_identity(job: Any) -> tuple[str, int]:
@@ -380,7 +335,7 @@ def _gpu_total(value: Any) -> int:
     if value is None:
         return 0
     if isinstance(value, str):
-        return gpus_from_tres(value)
+        return snapshot.gpus_from_tres(value)
     if not isinstance(value, Mapping):
         return _gpu_total(value.gres)
     untyped = 0
@@ -409,26 +364,13 @@ def _gres_count(item: Any) -> int:
     return int(item.count)
 
 
-def _split_node_state(text: str | None) -> tuple[str, tuple[str, ...]]:
-    parts = [p.strip().lower() for p in _text(text).split("+") if p.strip()]
-    if not parts:
-        return "unknown", ()
-    flags = tuple(dict.fromkeys(_FLAG_ALIASES.get(flag, flag) for flag in parts[1:]))
-    return parts[0], flags
-
-
-def _map_node(node: Any) -> Node:
-    state, flags = _split_node_state(node.state)
+def _map_node(node: Any) -> snapshot.Node:
+    text = _text(node.state)
+    state, flags = normalize(text) if text.strip() else ("unknown", ())
     total = _int(node.total_cpus)
     alloc = _int(node.allocated_cpus)
-    if "drain" in flags or state == "down":
-        # sinfo's CPUS(A/I/O/T): CPUs a drained or down node does not use are "other".
-        idle = 0
-        other = max(total - alloc, 0)
-    else:
-        idle = max(_int(node.idle_cpus), 0)
-        other = max(total - alloc - idle, 0)
-    return Node(
+    idle, other = cpus_idle_other(state, flags, total=total, alloc=alloc, idle=_int(node.idle_cpus))
+    return snapshot.Node(
         name=_text(node.name),
         state=state,
         flags=flags,
@@ -445,41 +387,25 @@ def _map_node(node: Any) -> Node:
     )
 
 
-def _map_partition(partition: Any) -> Partition:
-    return Partition(
+def _map_partition(partition: Any) -> snapshot.Partition:
+    return snapshot.Partition(
         name=_text(partition.name),
         state=_text(partition.state).lower() or "unknown",
         is_default=bool(partition.is_default),
     )
 
 
-def _seconds(usec: Any) -> float:
-    return _int(usec) / _USEC
+def _rpc_stats(by_key: Mapping[Any, Any] | None) -> dict[str, tuple[int, float]]:
+    """``(count, total microseconds)`` per RPC type or user."""
+    return {str(key): (_int(stat.count), _int(stat.time)) for key, stat in (by_key or {}).items()}
 
 
-def _rpc_stats(by_key: Mapping[Any, Any] | None) -> dict[str, RpcStat]:
-    return {
-        str(key): RpcStat(count=_int(stat.count), total_seconds=_seconds(stat.time))
-        for key, stat in (by_key or {}).items()
-    }
-
-
-def _map_statistics(stats: Any) -> SchedulerStats:
-    return SchedulerStats(
-        server_threads=_int(stats.server_thread_count),
-        agent_queue_size=_int(stats.agent_queue_size),
-        dbd_agent_queue_size=_int(stats.dbd_agent_queue_size),
-        queue_length=_int(stats.schedule_queue_length),
-        cycles_total=_int(stats.schedule_cycle_counter),
-        cycle_last_seconds=_seconds(stats.schedule_cycle_last),
-        cycle_max_seconds=_seconds(stats.schedule_cycle_max),
-        cycle_mean_seconds=_seconds(stats.schedule_cycle_mean),
-        backfill_cycles_total=_int(stats.backfill_cycle_counter),
-        backfill_cycle_last_seconds=_seconds(stats.backfill_cycle_last),
-        backfill_cycle_mean_seconds=_seconds(stats.backfill_cycle_mean),
-        backfill_depth_mean=float(_int(stats.backfill_mean_depth)),
-        backfill_queue_length=_int(stats.backfill_queue_length),
-        backfilled_jobs_total=_int(stats.backfilled_jobs),
+def _map_statistics(stats: Any) -> snapshot.SchedulerStats:
+    return snapshot.SchedulerStats.from_counters(
+        {
+            counter.field: _int(getattr(stats, counter.pyslurm_attribute))
+            for counter in snapshot.SCHEDULER_COUNTERS
+        },
         rpc_by_type=_rpc_stats(stats.rpcs_by_type),
         rpc_by_user=_rpc_stats(stats.rpcs_by_user),
     )

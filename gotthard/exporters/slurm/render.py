@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 from gotthard.exporters.families import MetricFamily, counter, gauge
-from gotthard.exporters.slurm.snapshot import PollOptions, SlurmSnapshot, partition_names
+from gotthard.exporters.slurm.snapshot import (
+    PollOptions,
+    RpcStat,
+    SlurmSnapshot,
+    partition_names,
+)
 
 
 def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
@@ -294,30 +299,32 @@ def _scheduler(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFami
         family = counter(name, help_text) if is_counter else gauge(name, help_text)
         family.add((), value)
         families.append(family)
-    calls = counter("slurm_rpc_calls_total", "RPCs slurmctld served, by message type.", "type")
-    seconds = counter(
-        "slurm_rpc_duration_seconds_total",
-        "Time slurmctld spent serving RPCs, by message type.",
+    families += _rpc_families(
+        stats.rpc_by_type,
         "type",
+        ("slurm_rpc_calls_total", "RPCs slurmctld served, by message type."),
+        ("slurm_rpc_duration_seconds_total", "Time slurmctld spent serving RPCs, by message type."),
     )
-    for rpc_type, stat in sorted(stats.rpc_by_type.items()):
-        calls.add((rpc_type,), stat.count)
-        seconds.add((rpc_type,), stat.total_seconds)
-    families += [calls, seconds]
     if options.per_user:
-        user_calls = counter(
-            "slurm_rpc_user_calls_total", "RPCs slurmctld served, by user.", "user"
-        )
-        user_seconds = counter(
-            "slurm_rpc_user_duration_seconds_total",
-            "Time slurmctld spent on RPCs, by user.",
+        families += _rpc_families(
+            stats.rpc_by_user,
             "user",
+            ("slurm_rpc_user_calls_total", "RPCs slurmctld served, by user."),
+            ("slurm_rpc_user_duration_seconds_total", "Time slurmctld spent on RPCs, by user."),
         )
-        for user, stat in sorted(stats.rpc_by_user.items()):
-            user_calls.add((user,), stat.count)
-            user_seconds.add((user,), stat.total_seconds)
-        families += [user_calls, user_seconds]
     return families
+
+
+def _rpc_families(
+    table: dict[str, RpcStat], label: str, calls: tuple[str, str], seconds: tuple[str, str]
+) -> list[MetricFamily]:
+    """Calls and time of one RPC table of sdiag, as two counters by *label*."""
+    calls_family = counter(*calls, label)
+    seconds_family = counter(*seconds, label)
+    for key, stat in sorted(table.items()):
+        calls_family.add((key,), stat.count)
+        seconds_family.add((key,), stat.total_seconds)
+    return [calls_family, seconds_family]
 
 
 def _probes(snapshot: SlurmSnapshot) -> list[MetricFamily]:

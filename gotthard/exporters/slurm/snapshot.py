@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from gotthard import slurm_state
+
+#: Microseconds per second: slurmctld keeps durations in microseconds.
+_USEC = 1_000_000.0
 
 
 class SlurmUnavailable(Exception):
@@ -45,10 +50,6 @@ class RunningJob(NamedTuple):
     partition: str
 
 
-#: Node states in the precedence sinfo uses to show one state for a node.
-NODE_FLAG_STATES = ("maint", "reserved", "planned", "completing", "power_down", "powered_down")
-
-
 class Node(NamedTuple):
     """One node as the controller reports it (a named tuple: 10,000s are built per poll)."""
 
@@ -75,22 +76,8 @@ class Node(NamedTuple):
 
     @property
     def effective_state(self) -> str:
-        """One exclusive state per node, as sinfo's long state shows it.
-
-        drain wins over the base state (``drained`` when idle or down, ``draining``
-        while jobs still run), then down/fail, then maintenance-like flags.
-        """
-        flags = self.flags
-        if "drain" in flags:
-            return "draining" if self.state in ("allocated", "mixed") else "drained"
-        if self.state == "down":
-            return "down"
-        if "fail" in flags:
-            return "failing" if self.state in ("allocated", "mixed") else "fail"
-        for flag in NODE_FLAG_STATES:
-            if flag in flags:
-                return flag
-        return self.state
+        """One exclusive state per node, as sinfo's long state shows it."""
+        return slurm_state.effective_state(self.state, self.flags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +111,125 @@ class SchedulerStats:
     backfilled_jobs_total: int = 0
     rpc_by_type: dict[str, RpcStat] = field(default_factory=dict)
     rpc_by_user: dict[str, RpcStat] = field(default_factory=dict)
+
+    @classmethod
+    def from_counters(
+        cls,
+        counters: Mapping[str, float],
+        rpc_by_type: Mapping[str, tuple[int, float]] | None = None,
+        rpc_by_user: Mapping[str, tuple[int, float]] | None = None,
+    ) -> SchedulerStats:
+        """Statistics from slurmctld's counters as it keeps them: durations in microseconds.
+
+        *counters* are keyed by field name: ``*_seconds`` fields are converted to seconds,
+        ``backfill_depth_mean`` stays a float, every other field becomes an int. The RPC
+        tables map a message type or user to ``(count, total microseconds)``.
+        """
+        fields: dict[str, Any] = {}
+        for name, number in counters.items():
+            if name.endswith("_seconds"):
+                fields[name] = number / _USEC
+            elif name == "backfill_depth_mean":
+                fields[name] = float(number)
+            else:
+                fields[name] = int(number)
+        return cls(
+            **fields,
+            rpc_by_type=_rpc_table(rpc_by_type),
+            rpc_by_user=_rpc_table(rpc_by_user),
+        )
+
+
+def _rpc_table(raw: Mapping[str, tuple[int, float]] | None) -> dict[str, RpcStat]:
+    return {name: RpcStat(int(count), usec / _USEC) for name, (count, usec) in (raw or {}).items()}
+
+
+class SchedulerCounter(NamedTuple):
+    """One :class:`SchedulerStats` counter and how each backend's source names it."""
+
+    field: str
+    #: sdiag's section (``""`` for the header, ``main``, ``backfill``) and line label.
+    sdiag_section: str
+    sdiag_label: str
+    #: Key in slurmrestd's ``/diag`` ``statistics`` object.
+    rest_key: str
+    #: Attribute of ``pyslurm.slurmctld.Statistics``.
+    pyslurm_attribute: str
+
+
+#: The scheduler counters every backend reads, defined once.
+SCHEDULER_COUNTERS = (
+    SchedulerCounter(
+        "server_threads", "", "Server thread count", "server_thread_count", "server_thread_count"
+    ),
+    SchedulerCounter(
+        "agent_queue_size", "", "Agent queue size", "agent_queue_size", "agent_queue_size"
+    ),
+    SchedulerCounter(
+        "dbd_agent_queue_size",
+        "",
+        "DBD Agent queue size",
+        "dbd_agent_queue_size",
+        "dbd_agent_queue_size",
+    ),
+    SchedulerCounter(
+        "queue_length",
+        "main",
+        "Last queue length",
+        "schedule_queue_length",
+        "schedule_queue_length",
+    ),
+    SchedulerCounter(
+        "cycles_total", "main", "Total cycles", "schedule_cycle_total", "schedule_cycle_counter"
+    ),
+    SchedulerCounter(
+        "cycle_last_seconds", "main", "Last cycle", "schedule_cycle_last", "schedule_cycle_last"
+    ),
+    SchedulerCounter(
+        "cycle_max_seconds", "main", "Max cycle", "schedule_cycle_max", "schedule_cycle_max"
+    ),
+    SchedulerCounter(
+        "cycle_mean_seconds", "main", "Mean cycle", "schedule_cycle_mean", "schedule_cycle_mean"
+    ),
+    SchedulerCounter(
+        "backfill_cycles_total",
+        "backfill",
+        "Total cycles",
+        "bf_cycle_counter",
+        "backfill_cycle_counter",
+    ),
+    SchedulerCounter(
+        "backfill_cycle_last_seconds",
+        "backfill",
+        "Last cycle",
+        "bf_cycle_last",
+        "backfill_cycle_last",
+    ),
+    SchedulerCounter(
+        "backfill_cycle_mean_seconds",
+        "backfill",
+        "Mean cycle",
+        "bf_cycle_mean",
+        "backfill_cycle_mean",
+    ),
+    SchedulerCounter(
+        "backfill_depth_mean", "backfill", "Depth Mean", "bf_depth_mean", "backfill_mean_depth"
+    ),
+    SchedulerCounter(
+        "backfill_queue_length",
+        "backfill",
+        "Last queue length",
+        "bf_queue_len",
+        "backfill_queue_length",
+    ),
+    SchedulerCounter(
+        "backfilled_jobs_total",
+        "backfill",
+        "Total backfilled jobs (since last slurm start)",
+        "bf_backfilled_jobs",
+        "backfilled_jobs",
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +277,28 @@ class SlurmBackend(Protocol):
 
 
 # --- helpers shared by the backends ----------------------------------------------------
+
+_T = TypeVar("_T")
+
+
+def map_each(
+    items: Iterable[Any],
+    mapper: Callable[[Any], _T],
+    errors: tuple[type[Exception], ...] = (Exception,),
+) -> tuple[tuple[_T, ...], int]:
+    """*mapper* applied to every item, and how many items it raised one of *errors* on.
+
+    A record a backend cannot read is counted (in a snapshot's ``errors``), never fatal.
+    """
+    mapped: list[_T] = []
+    failed = 0
+    for item in items:
+        try:
+            mapped.append(mapper(item))
+        except errors:
+            failed += 1
+    return tuple(mapped), failed
+
 
 _GPU_COUNT = re.compile(r"(?:^|[,\s])(?:gres[:/])?gpu(?::[^:=,(\s]+)?[:=](\d+)")
 
@@ -256,6 +384,25 @@ def normalize_reason(text: str | None) -> str:
     return head
 
 
+class JobRecord(NamedTuple):
+    """One job as a per-job backend (rest, pyslurm) reads it, before aggregation.
+
+    *cpus* and *gpus* are those of one job. ``count > 1`` is a record that stands for
+    several jobs (a pending array's meta record): it is counted once per job, as
+    ``squeue -r`` lists them, and gets no ``slurm_job_info`` series.
+    """
+
+    job_id: str
+    state: str
+    partition: str
+    account: str
+    user: str
+    reason: str
+    cpus: int
+    gpus: int
+    count: int = 1
+
+
 class JobTally:
     """Aggregates per-job records into a snapshot's job groups and running jobs.
 
@@ -270,29 +417,22 @@ class JobTally:
         self._groups: dict[tuple[str, str, str, str, str], list[int]] = {}
         self.running: list[RunningJob] = []
 
-    def add(
-        self,
-        *,
-        job_id: str,
-        state: str,
-        partition: str,
-        account: str,
-        user: str,
-        reason: str,
-        cpus: int,
-        gpus: int,
-        count: int = 1,
-    ) -> None:
-        """One job record; *cpus* and *gpus* are per job.
-
-        ``count > 1`` is a record that stands for several jobs (a pending array's meta
-        record); it is counted once per job, as ``squeue -r`` lists them, and gets no
-        ``slurm_job_info`` series.
-        """
-        state = state.lower()
-        self.add_group(state, partition, account, user, reason, count, cpus * count, gpus * count)
+    def add(self, job: JobRecord) -> None:
+        """One job record; see :class:`JobRecord` for what ``count > 1`` means."""
+        state = job.state.lower()
+        count = job.count
+        self.add_group(
+            state,
+            job.partition,
+            job.account,
+            job.user,
+            job.reason,
+            count,
+            job.cpus * count,
+            job.gpus * count,
+        )
         if count == 1 and state == "running" and self._options.job_info:
-            self.running.append(RunningJob(job_id, user, account, partition))
+            self.running.append(RunningJob(job.job_id, job.user, job.account, job.partition))
 
     def add_group(
         self,

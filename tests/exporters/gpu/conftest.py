@@ -9,21 +9,13 @@ the fake's helper counters (init refcount, live GPM samples, ...).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pynvml
 import pytest
 
-# `tests` is not a package (no tests/__init__.py): `from tests.... import` needs the
-# repository root on sys.path. `python -m pytest` from the root has it (cwd); plain
-# `pytest` does not, so add it here.
-_REPO_ROOT = Path(__file__).resolve().parents[3]
-if str(_REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(_REPO_ROOT))
-
-from tests.fakenvml import fakenvml  # noqa: E402
+from tests.fakenvml import fakenvml
 
 
 @pytest.fixture(scope="session")

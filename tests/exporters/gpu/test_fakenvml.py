@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ import pytest
 
 from tests.fakenvml import fakenvml
 from tests.fakenvml.fakenvml import Fixture, err
+from tests.support.cli import run
 
 GIB = 1 << 30
 
@@ -74,18 +74,6 @@ NVML_SYMBOLS = {
     "nvmlDeviceRegisterEvents",
     "nvmlDeviceGetSupportedEventTypes",
     "nvmlEventSetWait_v2",
-}
-HELPER_SYMBOLS = {
-    "fake_nvml_init_count",
-    "fake_nvml_init_calls",
-    "fake_nvml_shutdown_calls",
-    "fake_nvml_gpm_samples_live",
-    "fake_nvml_gpm_bad_frees",
-    "fake_nvml_event_sets_live",
-    "fake_nvml_fixture_loads",
-    "fake_nvml_sizeof",
-    "fake_nvml_offsetof",
-    "fake_nvml_reset",
 }
 
 
@@ -150,28 +138,18 @@ def test_the_build_flags_reject_a_wrong_prototype(tmp_path: Path, snippet: str) 
     src = tmp_path / "bad.c"
     src.write_text(f"#include <nvml.h>\n{snippet}\n")
     flags = [f for f in fakenvml.CFLAGS if not f.startswith("-Wl,")]
-    result = subprocess.run(
-        ["gcc", *flags, "-fsyntax-only", str(src), f"-I{fakenvml.header_dir()}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run(["gcc", *flags, "-fsyntax-only", str(src), f"-I{fakenvml.header_dir()}"])
     assert result.returncode != 0, snippet
 
 
 def test_exports_exactly_the_listed_symbols(fake_nvml_lib: Path) -> None:
-    out = subprocess.run(
-        ["nm", "-D", "--defined-only", str(fake_nvml_lib)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    nm = run(["nm", "-D", "--defined-only", str(fake_nvml_lib)])
+    assert nm.returncode == 0, nm.stderr
+    out = nm.stdout
     exported = {line.split()[-1] for line in out.splitlines() if line.split()[1:2] == ["T"]}
     assert {s for s in exported if s.startswith("nvml")} == NVML_SYMBOLS
-    assert {s for s in exported if s.startswith("fake_nvml")} == HELPER_SYMBOLS
-    soname = subprocess.run(
-        ["objdump", "-p", str(fake_nvml_lib)], capture_output=True, text=True, check=False
-    ).stdout
+    assert {s for s in exported if s.startswith("fake_nvml")} == set(fakenvml.HELPER_SYMBOLS)
+    soname = run(["objdump", "-p", str(fake_nvml_lib)]).stdout
     if soname:
         assert "SONAME               libnvidia-ml.so.1" in soname
 
@@ -238,13 +216,9 @@ print(json.dumps(out))
 def test_subprocess_loads_it_through_ld_library_path(fake_nvml_lib: Path, tmp_path: Path) -> None:
     """As a deployed exporter would: plain nvmlInit(), library found by the dynamic loader."""
     fixture = Fixture(tmp_path / "fx.txt", fakenvml.h200_node(2))
-    result = subprocess.run(
+    result = run(
         [sys.executable, "-c", _SUBPROCESS_SCRIPT],
-        capture_output=True,
-        text=True,
-        timeout=60,
         env=fakenvml.subprocess_env(fake_nvml_lib, fixture.path),
-        check=False,
     )
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,11 +11,11 @@ import pynvml
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gotthard.config import GpuExporterConfig
 from gotthard.exporters.families import render_text
 from gotthard.exporters.gpu.collector import GpuCollector
 from gotthard.exporters.gpu.nvml import GpuUnavailable
 from gotthard.exporters.runtime import CollectorRunner, Exporter
+from gotthard.exporters.settings import GpuExporterConfig
 from tests.exporters.gpu.fakekubelet import (
     FakeContainer,
     FakeDevice,
@@ -27,8 +25,14 @@ from tests.exporters.gpu.fakekubelet import (
     short_socket_dir,
 )
 from tests.fakenvml import fakenvml
+from tests.support.cli import gotthard
+from tests.support.monitoring import promtool_check_metrics
 
 NVLINK_TX, NVLINK_RX = 138, 139
+
+
+#: ``gotthard`` arguments: one scrape of the GPU collector.
+GPU_ONCE = ("exporter", "--once", "--collectors", "gpu")
 
 
 def collector(tmp_path: Path, **overrides: object) -> GpuCollector:
@@ -316,31 +320,15 @@ def test_exporter_once_loads_the_library_through_ld_library_path(
     fixture = tmp_path / "fixture.txt"
     fakenvml.Fixture(fixture).write(fakenvml.h200_node(8))
     env = fakenvml.subprocess_env(fake_nvml_lib, fixture, base=dict(os.environ))
-    result = subprocess.run(
-        [sys.executable, "-m", "gotthard", "exporter", "--once", "--collectors", "gpu"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    result = gotthard(*GPU_ONCE, env=env)
     assert result.returncode == 0, result.stderr
     assert 'gotthard_collector_up{collector="gpu"} 1' in result.stdout
     assert result.stdout.count("gpu_info{") == 8
-    lint = subprocess.run(
-        ["promtool", "check", "metrics"], input=result.stdout, capture_output=True, text=True
-    )
-    assert lint.returncode == 0, lint.stdout + lint.stderr
+    promtool_check_metrics(result.stdout)
 
 
 def test_without_any_nvml_library_the_exporter_runs_on(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "FAKE_NVML_FIXTURE")}
-    result = subprocess.run(
-        [sys.executable, "-m", "gotthard", "exporter", "--once", "--collectors", "gpu"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-    )
+    result = gotthard(*GPU_ONCE, without=("LD_LIBRARY_PATH", "FAKE_NVML_FIXTURE"))
     assert result.returncode == 0
     assert 'gotthard_collector_up{collector="gpu"} 0' in result.stdout
     assert "NVML Shared Library Not Found" in result.stderr

@@ -6,12 +6,11 @@ Needs hardware: skipped, with the reason, on machines without libnvidia-ml.so.1.
 from __future__ import annotations
 
 import ctypes
-import os
-import subprocess
-import sys
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.cli import gotthard
 
 
 def _has_nvidia_driver() -> bool:
@@ -32,13 +31,8 @@ pytestmark = [
 
 
 def test_collector_reads_every_gpu_of_the_real_driver() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "FAKE_NVML_FIXTURE"}
-    result = subprocess.run(
-        [sys.executable, "-m", "gotthard", "exporter", "--once", "--collectors", "gpu"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
+    result = gotthard(
+        "exporter", "--once", "--collectors", "gpu", without=("FAKE_NVML_FIXTURE",), timeout=120
     )
     assert result.returncode == 0, result.stderr
     families = {f.name: f for f in text_string_to_metric_families(result.stdout)}

@@ -1,0 +1,253 @@
+"""The :class:`Sandbox`: bring a whole local site up and down, and use its Slurm."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from gotthard.sandbox import monitoring, slurm
+from gotthard.sandbox.layout import DEFAULT_PORTS, SandboxLayout
+from gotthard.sandbox.processes import (
+    ProcessTable,
+    SandboxError,
+    find_binary,
+    free_ports,
+    is_running,
+    port_in_use,
+    run_capture,
+    run_checked,
+    wait_for,
+)
+
+
+def _printer(verbose: bool) -> Callable[[str], None]:
+    return print if verbose else (lambda _msg: None)
+
+
+class Sandbox(SandboxLayout):
+    """A single-node Slurm site (plus exporter and Prometheus) under ``directory``."""
+
+    @classmethod
+    def with_free_ports(
+        cls,
+        directory: Path,
+        *,
+        node_name: str = "gotthard-node",
+        gpus: int = 2,
+        exporter_poll_interval: float = 5.0,
+    ) -> Sandbox:
+        """A sandbox whose six ports are free right now (for tests next to a developer's)."""
+        ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True))
+        return cls(
+            directory,
+            ports=ports,
+            node_name=node_name,
+            gpus=gpus,
+            exporter_poll_interval=exporter_poll_interval,
+        )
+
+    @functools.cached_property
+    def _procs(self) -> ProcessTable:
+        """The processes of ``state.json``; one table per object, so children get reaped."""
+        return ProcessTable(
+            self.state_file,
+            cwd=self.directory,
+            log_dir=self.log_dir,
+            env=lambda: self.env,
+            header={"directory": str(self.directory), "ports": self.ports()},
+        )
+
+    # ----------------------------------------------------------------- whole site
+
+    def status(self) -> dict[str, bool]:
+        """Process name -> running, for every process in ``state.json``."""
+        return self._procs.status()
+
+    def is_up(self) -> bool:
+        states = self.status()
+        return bool(states) and all(states.values())
+
+    def up(
+        self,
+        *,
+        with_exporter: bool = True,
+        with_prometheus: bool = True,
+        verbose: bool = True,
+    ) -> None:
+        """Start munge, slurmctld, slurmd and optionally the exporter and Prometheus.
+
+        If ``state.json`` says everything is already running, says so and returns. If some
+        processes from an earlier run are dead, the survivors are stopped first. On any
+        failure, whatever was started is stopped again and :class:`SandboxError` is raised.
+        """
+        say = _printer(verbose)
+        states = self.status()
+        if states and all(states.values()):
+            say(f"sandbox already running in {self.directory} ({', '.join(states)})")
+            return
+        if states:
+            say(f"sandbox in {self.directory} is partly down; restarting it")
+            self.down(verbose=False)
+
+        binaries = {name: find_binary(name) for name in slurm.SLURM_BINARIES}
+        if with_prometheus:
+            for name, binary in monitoring.MONITORING_BINARIES.items():
+                binaries[name] = find_binary(binary)
+        self._check_ports(with_exporter=with_exporter, with_prometheus=with_prometheus)
+
+        started = time.monotonic()
+        try:
+            slurm.prepare_directories(self)
+            slurm.start_munge(self, self._procs, binaries["mungekey"], binaries["munged"])
+            slurm.write_slurm_configs(self)
+            self.gotthard_config.write_text(monitoring.gotthard_config_text(self))
+            slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
+            slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
+            slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
+            slurm.wait_node_usable(self, self._procs, timeout=30.0)
+            if with_exporter:
+                monitoring.start_exporter(self, self._procs)
+            if with_prometheus:
+                monitoring.start_monitoring(self, self._procs, binaries)
+            self._write_env_sh()
+        except BaseException:
+            self.down(verbose=False)
+            raise
+
+        elapsed = time.monotonic() - started
+        say(f"sandbox up in {elapsed:.1f}s ({self.directory})")
+        say(f"  slurm:       SLURM_CONF={self.slurm_conf}")
+        if with_exporter:
+            say(f"  exporter:    {self.exporter_url}/metrics")
+        if with_prometheus:
+            say(f"  prometheus:  {self.prometheus_url}")
+            say(f"  alertmanager: {self.alertmanager_url}")
+            say(f"  runbooks:    {self.runbooks_url}/alerts (dry-run; audit in logs/)")
+            say(f"  dashboards:  {self.directory / 'dashboards'} (import into Grafana)")
+        say(f"  source {self.directory / 'env.sh'}")
+
+    def down(self, *, verbose: bool = True, timeout: float = 10.0) -> None:
+        """Stop exactly the processes in ``state.json`` (reverse order) and remove it."""
+        say = _printer(verbose)
+        records = self._procs.load()
+        if not records:
+            say(f"sandbox in {self.directory} is not running")
+            self._procs.remove_file()
+            return
+        ctld = next((r for r in records if r.name == "slurmctld"), None)
+        if ctld is not None and is_running(ctld):
+            # Let slurmd finish the jobs' steps; otherwise slurmstepd lingers after slurmd.
+            slurm.cancel_jobs_quietly(self)
+        for record in reversed(records):
+            stopped = self._procs.stop(record, timeout=timeout)
+            say(f"  {record.name:<16} {'stopped' if stopped else 'was not running'}")
+            self._procs.drop(record.name)
+        stray = slurm.kill_stray_stepds(self)
+        if stray:
+            say(f"  {'slurmstepd':<16} killed {stray} left over")
+        if self.socket_dir != self.directory:
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
+        self._procs.remove_file()
+
+    # ----------------------------------------------------------------- controller, REST
+
+    def stop_controller(self, timeout: float = 10.0) -> None:
+        """Stop only slurmctld (slurmd, munge and the rest keep running).
+
+        Its entry stays in ``state.json``, so :meth:`status` reports it as not running
+        until :meth:`start_controller`.
+        """
+        record = self._procs.get("slurmctld")
+        if record is None:
+            raise SandboxError("slurmctld is not part of this sandbox's state")
+        self._procs.stop(record, timeout=timeout)
+
+    def start_controller(self, timeout: float = 30.0) -> None:
+        """Restart slurmctld, recovering saved state, and wait until the node answers."""
+        record = self._procs.get("slurmctld")
+        if record is not None and is_running(record):
+            return
+        slurm.start_slurm_daemon(self, self._procs, "slurmctld", [find_binary("slurmctld")])
+        slurm.wait_node_usable(self, self._procs, timeout=timeout)
+
+    def start_slurmrestd(
+        self,
+        mode: Literal["unix", "jwt"],
+        port: int | None = None,
+        timeout: float = 30.0,
+    ) -> tuple[str, str | None]:
+        """Start slurmrestd on a unix socket or, with ``jwt``, on a TCP port; return
+        ``(url, token)``. See :func:`gotthard.sandbox.slurm.start_slurmrestd`."""
+        return slurm.start_slurmrestd(self, self._procs, mode, port=port, timeout=timeout)
+
+    def stop_slurmrestd(self, mode: Literal["unix", "jwt"], timeout: float = 10.0) -> bool:
+        """Stop the slurmrestd started by :meth:`start_slurmrestd`; True if it was running."""
+        return self._procs.stop_named(f"slurmrestd-{mode}", timeout=timeout)
+
+    def token(self, username: str = "root", lifespan: int = 3600) -> str:
+        """A JWT from ``scontrol token`` for ``username``."""
+        return slurm.token(self, username, lifespan)
+
+    # ----------------------------------------------------------------- jobs, commands
+
+    def submit(self, *args: str) -> str:
+        """``sbatch --parsable ARGS`` in the sandbox; returns the job id."""
+        self.job_dir.mkdir(parents=True, exist_ok=True)
+        argv = [find_binary("sbatch"), "--parsable", *args]
+        out = run_checked(argv, env=self.env, cwd=self.job_dir)
+        job_id = out.strip().split(";", 1)[0]
+        if not job_id.isdigit():
+            raise SandboxError(f"sbatch printed no job id: {out.strip()!r}")
+        return job_id
+
+    def cancel_all(self, timeout: float = 30.0) -> None:
+        """Cancel every job and wait until none is pending, running or completing."""
+        run_checked([find_binary("scancel"), "--user", "root"], env=self.env)
+        squeue = find_binary("squeue")
+        active = "PENDING,RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
+
+        def no_jobs() -> bool:
+            return not run_checked([squeue, "-h", "-o", "%A", "-t", active], env=self.env).strip()
+
+        if not wait_for(no_jobs, timeout, interval=0.25):
+            raise SandboxError(f"jobs still active {timeout:.0f}s after scancel")
+
+    def run_command(
+        self, argv: Sequence[str], timeout: float = 30.0, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` with the sandbox environment and capture its output."""
+        result = run_capture(argv, env=self.env, timeout=timeout)
+        if check and result.returncode != 0:
+            raise SandboxError(
+                f"{' '.join(argv)} exited {result.returncode}: {result.stderr.strip()}"
+            )
+        return result
+
+    # ----------------------------------------------------------------- internals
+
+    def _check_ports(self, *, with_exporter: bool, with_prometheus: bool) -> None:
+        wanted = {"slurmctld", "slurmd"}
+        if with_exporter:
+            wanted.add("exporter")
+        if with_prometheus:
+            wanted.update(("prometheus", "alertmanager", "runbooks"))
+        ports = {name: port for name, port in self.ports().items() if name in wanted}
+        if len(set(ports.values())) != len(ports):
+            raise SandboxError(f"sandbox ports must be distinct: {ports}")
+        busy = [f"{name} port {port}" for name, port in ports.items() if port_in_use(port)]
+        if busy:
+            raise SandboxError(
+                f"{', '.join(busy)} already in use (another sandbox or daemon running?)"
+            )
+
+    def _write_env_sh(self) -> None:
+        (self.directory / "env.sh").write_text(
+            "# source this file to use the gotthard sandbox\n"
+            f"export SLURM_CONF={self.slurm_conf}\n"
+            f"export GOTTHARD_CONFIG={self.gotthard_config}\n"
+        )

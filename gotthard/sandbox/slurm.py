@@ -1,0 +1,439 @@
+"""Slurm and munge in the sandbox: directories, configuration files and daemons.
+
+One node with the machine's real CPUs and memory and ``gpus`` fake GPUs (character
+devices with the major/minor numbers of ``/dev/null``), in partitions ``debug`` (the
+default) and ``gpu``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import secrets
+import signal
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from gotthard import slurm_state
+from gotthard.sandbox.layout import MAX_SOCKET_PATH, SandboxLayout, local_url
+from gotthard.sandbox.processes import (
+    INSTALL_HINT,
+    ProcessTable,
+    SandboxError,
+    find_binary,
+    free_ports,
+    is_running,
+    pids_with_environ,
+    port_in_use,
+    run_capture,
+    run_checked,
+    tail,
+    wait_for,
+    write_private,
+)
+
+#: OpenAPI plugin served by slurmrestd on Slurm 22.05 (the dbv plugin needs slurmdbd).
+RESTD_OPENAPI = "v0.0.38"
+#: Node states in which the single node can run jobs.
+#: Binaries ``up`` needs for munge and Slurm.
+SLURM_BINARIES = ("mungekey", "munged", "slurmctld", "slurmd", "sinfo", "scontrol")
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+def jwt_plugin_available() -> bool:
+    """Whether Slurm's ``auth/jwt`` plugin is installed (Debian: slurm-wlm-jwt-plugin)."""
+    patterns = (
+        "/usr/lib/*/slurm-wlm/auth_jwt.so",
+        "/usr/lib/slurm-wlm/auth_jwt.so",
+        "/usr/lib*/slurm/auth_jwt.so",
+        "/usr/local/lib*/slurm/auth_jwt.so",
+    )
+    return any(glob.glob(pattern) for pattern in patterns)
+
+
+def short_hostname() -> str:
+    return socket.gethostname().split(".", 1)[0] or "localhost"
+
+
+def meminfo_mb() -> int:
+    """Total memory in MiB from ``/proc/meminfo`` (4096 when unreadable)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 4096
+
+
+def slurmd_topology() -> dict[str, str]:
+    """CPU topology as slurmd sees it (``slurmd -C``), so the node never comes up INVAL."""
+    try:
+        slurmd = find_binary("slurmd")
+    except SandboxError:
+        return {}
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    try:
+        out = run_capture([slurmd, "-C"], env=env, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    first = out.splitlines()[0] if out else ""
+    keys = (
+        "CPUs",
+        "Boards",
+        "SocketsPerBoard",
+        "CoresPerSocket",
+        "ThreadsPerCore",
+        "RealMemory",
+    )
+    found = dict(re.findall(r"(\w+)=(\S+)", first))
+    return {k: found[k] for k in keys if k in found and found[k].isdigit()}
+
+
+def node_resources() -> dict[str, str]:
+    """The node's CPUs, topology and RealMemory (a little below the machine's) for slurm.conf."""
+    topo = slurmd_topology()
+    cpus = int(topo.get("CPUs", os.cpu_count() or 1))
+    mem_mb = min(int(topo.get("RealMemory", 10**9)), meminfo_mb())
+    real_mb = max(256, mem_mb - max(256, mem_mb // 20))
+    resources = {"CPUs": str(cpus)}
+    for key in ("Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore"):
+        if key in topo:
+            resources[key] = topo[key]
+    resources["RealMemory"] = str(real_mb)
+    return resources
+
+
+# --------------------------------------------------------------------------- files
+
+
+def prepare_directories(layout: SandboxLayout) -> None:
+    """Spool, run, log, job, munge and socket directories, fake GPUs and the JWT key."""
+    layout.directory.mkdir(parents=True, exist_ok=True)
+    for sub in ("spool/slurmctld", "run", "logs", "jobs", "fakedev"):
+        (layout.directory / sub).mkdir(parents=True, exist_ok=True)
+    if layout.socket_dir != layout.directory:
+        layout.socket_dir.mkdir(mode=0o711, exist_ok=True)
+        if layout.socket_dir.stat().st_uid != os.geteuid():
+            raise SandboxError(f"{layout.socket_dir} exists and belongs to someone else")
+        os.chmod(layout.socket_dir, 0o711)
+    layout.slurmd_spool.mkdir(parents=True, exist_ok=True)
+    # munged insists that nobody else may write its directory; execute for all lets
+    # non-root clients reach the socket (the key itself stays 0600).
+    layout.munge_dir.mkdir(exist_ok=True)
+    os.chmod(layout.munge_dir, 0o711)
+    os.chmod(layout.directory / "spool", 0o700)
+    if len(str(layout.munge_socket)) > MAX_SOCKET_PATH:
+        raise SandboxError(f"directory path too long for a unix socket: {layout.munge_socket}")
+    fakedev = layout.directory / "fakedev"
+    for old in fakedev.iterdir():
+        old.unlink()
+    for index in range(layout.gpus):
+        device = fakedev / f"nvidia{index}"
+        try:
+            os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except PermissionError as exc:
+            raise SandboxError(
+                f"cannot create fake GPU device {device} (mknod needs root): {exc}"
+            ) from exc
+        os.chmod(device, 0o666)
+    if not layout.jwt_key.exists():
+        write_private(layout.jwt_key, secrets.token_bytes(32))
+
+
+def slurm_conf_lines(layout: SandboxLayout) -> list[str]:
+    """The lines of ``slurm.conf`` for this machine."""
+    d = layout.directory
+    res = node_resources()
+    cpus = int(res["CPUs"])
+    def_mem = max(100, min(1024, int(res["RealMemory"]) // max(cpus, 1)))
+    node_spec = " ".join(f"{k}={v}" for k, v in res.items())
+    gres = f" Gres=gpu:{layout.gpus}" if layout.gpus else ""
+    node = layout.node_name
+    lines = [
+        "# Written by gotthard sandbox; regenerated on every `up`.",
+        "ClusterName=gotthard-sandbox",
+        # slurmctld refuses to run unless SlurmctldHost is this machine's hostname.
+        f"SlurmctldHost={short_hostname()}(127.0.0.1)",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=socket={layout.munge_socket}",
+        f"SlurmctldPort={layout.port('slurmctld')}",
+        f"SlurmdPort={layout.port('slurmd')}",
+        f"StateSaveLocation={d / 'spool/slurmctld'}",
+        f"SlurmdSpoolDir={layout.slurmd_spool}",
+        f"SlurmctldPidFile={d / 'run/slurmctld.pid'}",
+        f"SlurmdPidFile={d / 'run/slurmd.pid'}",
+        f"SlurmctldLogFile={layout.log_dir / 'slurmctld.log'}",
+        f"SlurmdLogFile={layout.log_dir / 'slurmd.log'}",
+        "SlurmctldDebug=info",
+        "SlurmdDebug=info",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "MpiDefault=none",
+        "MailProg=/bin/true",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core_Memory",
+        f"DefMemPerCPU={def_mem}",
+        "GresTypes=gpu",
+        "SchedulerType=sched/backfill",
+        # React within about a second in tests instead of the production defaults.
+        (
+            "SchedulerParameters=batch_sched_delay=0,sched_interval=2,"
+            "sched_min_interval=100000,bf_interval=2"
+        ),
+        "AccountingStorageType=accounting_storage/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "JobCompType=jobcomp/none",
+        "ReturnToService=2",
+        "MinJobAge=300",
+        "KillWait=2",
+        "InactiveLimit=0",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=30",
+        # Clients give up after ~5 s when slurmctld is down (default 10 s).
+        "MessageTimeout=5",
+        f"NodeName={node} NodeAddr=127.0.0.1 {node_spec}{gres} State=UNKNOWN",
+        f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP",
+        f"PartitionName=gpu Nodes={node} MaxTime=INFINITE State=UP",
+    ]
+    if jwt_plugin_available():
+        # Lets `scontrol token` mint JWTs for slurmrestd's rest_auth/jwt.
+        at = next(i for i, line in enumerate(lines) if line.startswith("AuthInfo=")) + 1
+        lines[at:at] = [
+            "AuthAltTypes=auth/jwt",
+            f"AuthAltParameters=jwt_key={layout.jwt_key}",
+        ]
+    return lines
+
+
+def write_slurm_configs(layout: SandboxLayout) -> None:
+    """``slurm.conf`` and ``gres.conf`` (the fake GPUs)."""
+    layout.slurm_conf.write_text("\n".join(slurm_conf_lines(layout)) + "\n")
+    gres_lines = ["# Fake GPUs: character devices with /dev/null's numbers."]
+    if layout.gpus:
+        files = layout.directory / "fakedev" / f"nvidia[0-{layout.gpus - 1}]"
+        gres_lines.append(f"NodeName={layout.node_name} Name=gpu File={files}")
+    layout.gres_conf.write_text("\n".join(gres_lines) + "\n")
+
+
+# --------------------------------------------------------------------------- daemons
+
+
+def start_munge(layout: SandboxLayout, procs: ProcessTable, mungekey: str, munged: str) -> None:
+    """Create the munge key once, then start munged on the sandbox's own socket."""
+    key = layout.munge_dir / "munge.key"
+    if not key.exists():
+        run_checked([mungekey, "--create", f"--keyfile={key}", "--bits=1024"], env=layout.env)
+    os.chmod(key, 0o600)
+    with contextlib.suppress(FileNotFoundError):
+        layout.munge_socket.unlink()
+    pid_file = layout.munge_dir / "munged.pid"
+    log = layout.log_dir / "munged.log"
+    argv = [
+        munged,
+        f"--key-file={key}",
+        f"--socket={layout.munge_socket}",
+        f"--pid-file={pid_file}",
+        f"--log-file={log}",
+        f"--seed-file={layout.munge_dir / 'munged.seed'}",
+        "--force",
+    ]
+    procs.start_daemon("munged", argv, pid_file, log)
+    if not wait_for(layout.munge_socket.exists, 10.0):
+        raise SandboxError(f"munged created no socket {layout.munge_socket}:\n{tail(log)}")
+
+
+def start_slurm_daemon(
+    layout: SandboxLayout, procs: ProcessTable, name: str, argv: Sequence[str]
+) -> None:
+    """Start slurmctld or slurmd (``argv``: binary and options) on the sandbox's slurm.conf."""
+    procs.start_daemon(
+        name,
+        [argv[0], "-f", str(layout.slurm_conf), *argv[1:]],
+        layout.directory / "run" / f"{name}.pid",
+        layout.log_dir / f"{name}.log",
+    )
+
+
+def _parsed(states: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    parsed = []
+    for text in states:
+        with contextlib.suppress(ValueError):
+            parsed.append(slurm_state.normalize(text))
+    return parsed
+
+
+def node_usable(states: Sequence[str]) -> bool:
+    """Whether the node takes new work in every partition (sinfo ``%T`` per partition)."""
+    parsed = _parsed(states)
+    return len(parsed) == len(states) and not any(
+        slurm_state.is_unavailable(base, flags) for base, flags in parsed
+    )
+
+
+def needs_resume(states: Sequence[str]) -> bool:
+    """Whether slurmctld holds the node out of service (drained, down, or its registration
+    refused), which ``scontrol update state=resume`` undoes."""
+    return any(
+        base == "down" or not {"drain", "invalid_reg", "invalid"}.isdisjoint(flags)
+        for base, flags in _parsed(states)
+    )
+
+
+def node_states(layout: SandboxLayout) -> list[str] | None:
+    """States of the node per partition (``sinfo -h -o %T``), None if no answer."""
+    argv = [find_binary("sinfo"), "-h", "-n", layout.node_name, "-o", "%T"]
+    try:
+        result = run_capture(argv, env=layout.env, timeout=10)
+    except subprocess.TimeoutExpired:
+        return None
+    if result.returncode != 0:
+        return None
+    return [line.strip() for line in result.stdout.splitlines() if line.strip()]
+
+
+def wait_node_usable(layout: SandboxLayout, procs: ProcessTable, timeout: float) -> None:
+    """Wait until the node can run jobs, resuming it once if it came up drained or down."""
+    deadline = time.monotonic() + timeout
+    resumed = False
+    states: list[str] | None = None
+    while time.monotonic() < deadline:
+        for name in ("slurmctld", "slurmd"):
+            record = procs.get(name)
+            if record is not None and not is_running(record):
+                raise SandboxError(
+                    f"{name} died during start-up; last lines of {record.log}:\n"
+                    f"{tail(Path(record.log))}"
+                )
+        states = node_states(layout)
+        if states:
+            if node_usable(states):
+                return
+            responding = not any(s.endswith("*") for s in states)
+            if needs_resume(states) and responding and not resumed:
+                resumed = True
+                resume = [
+                    find_binary("scontrol"),
+                    "update",
+                    f"nodename={layout.node_name}",
+                    "state=resume",
+                ]
+                with contextlib.suppress(SandboxError):
+                    run_checked(resume, env=layout.env)
+        time.sleep(0.1)
+    raise SandboxError(
+        f"node {layout.node_name} not usable after {timeout:.0f}s "
+        f"(sinfo states: {states or 'no answer'}); "
+        f"slurmctld log:\n{tail(layout.log_dir / 'slurmctld.log')}\n"
+        f"slurmd log:\n{tail(layout.log_dir / 'slurmd.log')}"
+    )
+
+
+def cancel_jobs_quietly(layout: SandboxLayout, timeout: float = 5.0) -> None:
+    """Cancel every job and wait briefly for them to end; errors are ignored."""
+    env = layout.env
+    with contextlib.suppress(SandboxError, OSError, subprocess.SubprocessError):
+        squeue = find_binary("squeue")
+        listing = [squeue, "-h", "-o", "%A", "-t", "PENDING,RUNNING,COMPLETING,SUSPENDED"]
+
+        def no_jobs() -> bool:
+            return not run_checked(listing, env=env, timeout=timeout).strip()
+
+        if no_jobs():
+            return
+        run_checked([find_binary("scancel"), "--user", "root"], env=env, timeout=timeout)
+        wait_for(no_jobs, timeout, 0.2)
+
+
+def stepd_marker(layout: SandboxLayout) -> str:
+    """The environment entry that tells this sandbox's slurmstepd processes from others'."""
+    return f"SLURM_CONF={layout.slurm_conf}"
+
+
+def kill_stray_stepds(layout: SandboxLayout) -> int:
+    """SIGKILL slurmstepd processes of *this* sandbox (their environment names our
+    slurm.conf) that outlived slurmd; they ignore SIGTERM. Returns how many."""
+    killed = 0
+    for pid in pids_with_environ("slurmstepd", stepd_marker(layout)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed
+
+
+# --------------------------------------------------------------------------- slurmrestd
+
+
+def token(layout: SandboxLayout, username: str = "root", lifespan: int = 3600) -> str:
+    """A JWT from ``scontrol token`` for ``username``."""
+    argv = [find_binary("scontrol"), "token", f"username={username}", f"lifespan={lifespan}"]
+    out = run_checked(argv, env=layout.env)
+    match = re.search(r"SLURM_JWT=(\S+)", out)
+    if match is None:
+        raise SandboxError(f"scontrol token printed no SLURM_JWT: {out.strip()!r}")
+    return match.group(1)
+
+
+def start_slurmrestd(
+    layout: SandboxLayout,
+    procs: ProcessTable,
+    mode: Literal["unix", "jwt"],
+    port: int | None = None,
+    timeout: float = 30.0,
+) -> tuple[str, str | None]:
+    """Start slurmrestd in the background; return ``(url, token)``.
+
+    ``unix``: ``rest_auth/local`` on ``<dir>/slurmrestd.sock``, url ``unix:<path>``,
+    no token. ``jwt``: ``rest_auth/jwt`` on ``127.0.0.1:<port>`` (a free port when
+    ``None``), url ``http://127.0.0.1:<port>`` and a token for root valid one hour.
+    """
+    if mode not in ("unix", "jwt"):
+        raise ValueError(f"mode must be 'unix' or 'jwt', not {mode!r}")
+    name = f"slurmrestd-{mode}"
+    procs.stop_named(name, timeout=10.0)
+    restd = find_binary("slurmrestd")
+    env = layout.env
+    env["SLURMRESTD_SECURITY"] = "disable_user_check"
+    argv = [restd, "-f", str(layout.slurm_conf), "-s", f"openapi/{RESTD_OPENAPI}"]
+    jwt: str | None = None
+    headers: dict[str, str] = {}
+    if mode == "unix":
+        sock_path = layout.slurmrestd_socket
+        if len(str(sock_path)) > MAX_SOCKET_PATH:
+            raise SandboxError(f"socket path too long for a unix socket: {sock_path}")
+        with contextlib.suppress(FileNotFoundError):
+            sock_path.unlink()
+        argv += ["-a", "rest_auth/local", f"unix:{sock_path}"]
+        url = f"unix:{sock_path}"
+        ping = f"unix:{sock_path}|/slurm/{RESTD_OPENAPI}/ping"
+    else:
+        if "AuthAltTypes=auth/jwt" not in layout.slurm_conf.read_text():
+            raise SandboxError(
+                "Slurm's auth/jwt plugin was missing when the sandbox started "
+                f"(package slurm-wlm-jwt-plugin): {INSTALL_HINT}, then restart the sandbox"
+            )
+        port = port if port is not None else free_ports(1)[0]
+        if port_in_use(port):
+            raise SandboxError(f"port {port} for slurmrestd is already in use")
+        env["SLURM_JWT"] = "daemon"
+        argv += ["-a", "rest_auth/jwt", f"127.0.0.1:{port}"]
+        url = local_url(port)
+        ping = f"{url}/slurm/{RESTD_OPENAPI}/ping"
+        jwt = token(layout)
+        headers = {"X-SLURM-USER-NAME": "root", "X-SLURM-USER-TOKEN": jwt}
+    procs.start_service(
+        name, argv, ping, timeout=timeout, env=env, headers=headers, extra={"url": url}
+    )
+    return url, jwt

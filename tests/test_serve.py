@@ -1,0 +1,317 @@
+"""The shared HTTP(S) serving layer over real sockets: TLS handshakes off the accept loop,
+keep-alive speed, timeouts, the connection bound, certificate reload, basic auth, and the
+runbook webhook and DR daemon behind a web config."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import socket
+import ssl
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import pytest
+
+from gotthard.dr.metrics import DrMetrics, MetricsServer
+from gotthard.runbooks.engine import AuditLog, Engine
+from gotthard.runbooks.server import make_server as make_runbook_server
+from gotthard.serve import (
+    BasicAuth,
+    Limits,
+    Request,
+    Response,
+    Server,
+    WebConfig,
+    load_web_config,
+    text,
+)
+from tests.runbooks.conftest import TOKEN, sample_payload, settings_for
+from tests.support.tls import basic, make_certificate, write_web_config
+
+ROUTES: dict[str, Callable[[Request], Response]] = {"GET /metrics": lambda _: text(200, "up 1\n")}
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return make_certificate(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def start() -> Iterator[Callable[..., Server]]:
+    servers: list[Server] = []
+
+    def start(
+        routes: dict[str, Callable[[Request], Response]] = ROUTES,
+        web: WebConfig | None = None,
+        **limits: Any,
+    ) -> Server:
+        server = Server(("127.0.0.1", 0), routes, web=web, limits=Limits(**limits)).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def tls_web(tmp_path: Path, cert: Path, key: Path, **users: str) -> WebConfig:
+    return load_web_config(write_web_config(tmp_path / "web.yml", cert, key, users))
+
+
+def client_context(cafile: Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(cafile))
+
+
+def get(
+    url: str, headers: dict[str, str] | None = None, context: ssl.SSLContext | None = None
+) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def closed_within(sock: socket.socket, seconds: float) -> float:
+    """Seconds until the server closes ``sock`` (reads and drops what it sends)."""
+    began = time.monotonic()
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass  # closed with our unread bytes in its buffer
+    return time.monotonic() - began
+
+
+# --- TLS off the accept loop, keep-alive speed --------------------------------------------------
+
+
+def test_idle_tls_connections_do_not_delay_a_scrape(tmp_path, certificate, start) -> None:
+    server = start(web=tls_web(tmp_path, *certificate))
+    idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(50)]
+    try:
+        time.sleep(0.2)  # all accepted, none has sent a ClientHello
+        began = time.monotonic()
+        status, body = get(server.url + "/metrics", context=client_context(certificate[0]))
+        assert (status, body) == (200, b"up 1\n")
+        assert time.monotonic() - began < 1.0
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_keep_alive_serves_100_scrapes_in_under_a_second(start) -> None:
+    server = start()
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    began = time.monotonic()
+    sockets = set()
+    for _ in range(100):
+        connection.request("GET", "/metrics")
+        reply = connection.getresponse()
+        assert reply.status == 200 and reply.read() == b"up 1\n"
+        sockets.add(connection.sock)
+    assert len(sockets) == 1  # one connection for all of them
+    assert time.monotonic() - began < 1.0
+    connection.close()
+
+
+# --- timeouts and the connection bound ----------------------------------------------------------
+
+
+def test_an_idle_keep_alive_connection_is_closed(start) -> None:
+    server = start(idle_timeout=0.5)
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(5)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n")
+        assert 0.3 < closed_within(sock, 5) < 2.0
+
+
+def test_a_client_trickling_its_headers_is_cut_off(start) -> None:
+    server = start(read_timeout=0.5, idle_timeout=30)
+    began = time.monotonic()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        data = b"GET /metrics HTTP/1.1\r\n" + b"X-Pad: " + b"a" * 1000
+        try:
+            for byte in data:
+                sock.sendall(bytes([byte]))
+                time.sleep(0.02)  # each byte well inside any per-read timeout
+                assert time.monotonic() - began < 5, "never cut off"
+        except OSError:
+            pass  # the server closed while we were still sending
+        closed_within(sock, 5)
+    assert time.monotonic() - began < 3
+
+
+def test_connections_beyond_the_limit_do_not_make_threads(start) -> None:
+    server = start(max_connections=4, busy_wait=0.2)
+    before = threading.active_count()
+    clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(12)]
+    try:
+        time.sleep(0.5)
+        assert threading.active_count() - before <= 4
+        # a connection beyond the limit is told so once it has waited busy_wait
+        clients[-1].settimeout(5)
+        assert clients[-1].recv(4096).startswith(b"HTTP/1.1 503 Service Unavailable")
+        for sock in clients[:4]:
+            sock.close()
+        status, _ = get(server.url + "/metrics")
+        assert status == 200
+    finally:
+        for sock in clients:
+            sock.close()
+
+
+# --- certificate reload -------------------------------------------------------------------------
+
+
+def peer_certificate(port: int) -> bytes:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port)) as raw, context.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def der(cert: Path) -> bytes:
+    return ssl.PEM_cert_to_DER_cert(cert.read_text())
+
+
+def test_a_replaced_certificate_is_served_at_the_next_handshake(tmp_path, start) -> None:
+    live = tmp_path / "live"
+    first = make_certificate(tmp_path / "first", "first")
+    second = make_certificate(tmp_path / "second", "second")
+    live.mkdir()
+    for source, name in zip(first, ("server.crt", "server.key"), strict=True):
+        shutil.copy(source, live / name)
+    web = tls_web(tmp_path, live / "server.crt", live / "server.key")
+    server = start(web=web, tls_reload_seconds=0)
+    assert peer_certificate(server.port) == der(first[0])
+    for source, name in zip(second, ("server.crt", "server.key"), strict=True):
+        shutil.copy(source, tmp_path / "new")
+        os.replace(tmp_path / "new", live / name)
+    assert peer_certificate(server.port) == der(second[0])
+    # a broken replacement is logged and the last good certificate stays
+    (live / "server.crt").write_text("not a certificate\n")
+    assert peer_certificate(server.port) == der(second[0])
+
+
+# --- basic auth ---------------------------------------------------------------------------------
+
+
+def test_unknown_users_cost_as_much_as_wrong_passwords() -> None:
+    auth = BasicAuth({"prometheus": bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=10))})
+
+    def seconds(user: str) -> float:
+        header = basic(user, "wrong")["Authorization"]
+        runs = []
+        for _ in range(3):
+            began = time.perf_counter()
+            assert not auth.check(header)
+            runs.append(time.perf_counter() - began)
+        return statistics.median(runs)
+
+    known, unknown = seconds("prometheus"), seconds("nobody")
+    assert 1 / 3 < unknown / known < 3, (known, unknown)
+
+
+def test_long_passwords_are_401_not_500_and_truncated_like_bcrypt(tmp_path, start) -> None:
+    long = "p" * 100
+    hashed = bcrypt.hashpw(long.encode()[:72], bcrypt.gensalt(rounds=4)).decode()
+    web = load_web_config(write_web_config(tmp_path / "web.yml", users={"prometheus": hashed}))
+    server = start(web=web)
+    url = server.url + "/metrics"
+    assert get(url, basic("prometheus", "q" * 100))[0] == 401
+    assert get(url, basic("nobody", "q" * 100))[0] == 401
+    assert get(url, basic("prometheus", long)) == (200, b"up 1\n")
+
+
+# --- small API behaviours -----------------------------------------------------------------------
+
+
+def test_head_errors_and_unknown_methods(start) -> None:
+    def broken(request: Request) -> Response:
+        raise RuntimeError("boom")
+
+    server = start({**ROUTES, "GET /broken": broken})
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    connection.request("HEAD", "/metrics")
+    reply = connection.getresponse()
+    assert reply.status == 200 and reply.getheader("Content-Length") == "5"
+    assert reply.read() == b""
+    assert get(server.url + "/broken")[0] == 500
+    assert get(server.url + "/nope") == (404, b"Not found\n")
+    connection.request("POST", "/metrics", body=b"{}")
+    assert connection.getresponse().status == 501
+    connection.close()
+
+
+# --- the runbook webhook and the DR daemon behind a web config -----------------------------------
+
+
+@pytest.fixture
+def auth_web(tmp_path: Path, certificate: tuple[Path, Path]) -> WebConfig:
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    return tls_web(tmp_path, *certificate, prometheus=hashed)
+
+
+def test_runbook_webhook_with_tls_and_basic_auth(tmp_path, certificate, auth_web) -> None:
+    settings = settings_for(tmp_path)
+    engine = Engine(settings, audit=AuditLog(settings.audit_log))
+    server = make_runbook_server(settings.listen, engine, TOKEN.encode(), web=auth_web)
+    server.start()
+    context = client_context(certificate[0])
+    try:
+        assert server.url.startswith("https://")
+        assert get(server.url + "/healthz", context=context)[0] == 401
+        status, body = get(server.url + "/healthz", basic("prometheus", "s3cret"), context)
+        assert status == 200 and json.loads(body)["mode"] == "dry-run"
+        # the webhook authenticates with its bearer token, as Alertmanager sends it
+        request = urllib.request.Request(
+            server.url + "/alerts",
+            data=json.dumps(sample_payload(0)).encode(),
+            headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10, context=context) as reply:
+            assert json.loads(reply.read())["results"] == {"no-runbook": 1}
+        request.headers["Authorization"] = basic("prometheus", "s3cret")["Authorization"]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10, context=context)
+        assert refused.value.code == 401
+    finally:
+        server.close()
+        engine.close()
+
+
+def test_dr_metrics_server_with_tls_and_basic_auth(certificate, auth_web) -> None:
+    health = {"ok": False, "leader": False}
+    server = MetricsServer(DrMetrics(), "127.0.0.1", 0, lambda: health, web=auth_web).start()
+    context = client_context(certificate[0])
+    login = basic("prometheus", "s3cret")
+    try:
+        assert get(server.url + "/metrics", context=context)[0] == 401
+        status, body = get(server.url + "/metrics", login, context)
+        assert status == 200 and b"gotthard_dr_leader" in body
+        assert get(server.url + "/healthz", login, context) == (
+            503,
+            b'{"ok": false, "leader": false}\n',
+        )
+        health["ok"] = True
+        assert get(server.url + "/healthz", login, context)[0] == 200
+    finally:
+        server.stop()
