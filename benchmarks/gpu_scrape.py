@@ -30,10 +30,10 @@ sys.path.insert(0, str(ROOT))
 
 import pynvml  # noqa: E402
 
-from gotthard.exporters.settings import GpuExporterConfig  # noqa: E402
 from gotthard.exporters.families import render_text  # noqa: E402
 from gotthard.exporters.gpu.collector import GpuCollector  # noqa: E402
 from gotthard.exporters.gpu.nvml import GPM_METRICS, VIOLATION_POLICIES  # noqa: E402
+from gotthard.exporters.settings import GpuExporterConfig  # noqa: E402
 from tests.fakenvml import fakenvml  # noqa: E402
 
 GPUS, LINKS, RUNS = 8, 18, 300

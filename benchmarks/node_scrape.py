@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gotthard.exporters.settings import LustreExporterConfig, SlingshotExporterConfig  # noqa: E402
 from gotthard.exporters.families import render_text  # noqa: E402
 from gotthard.exporters.lustre.collector import LustreCollector  # noqa: E402
+from gotthard.exporters.settings import LustreExporterConfig, SlingshotExporterConfig  # noqa: E402
 from gotthard.exporters.slingshot.collector import SlingshotCollector  # noqa: E402
 from tests.exporters import lustre_tree, slingshot_tree  # noqa: E402
 

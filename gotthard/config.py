@@ -7,7 +7,7 @@ variable; with neither, the defaults apply, so every command runs without a file
 reach its Slurm (``slurm_conf`` or ``slurmrestd_url``), its Kubernetes API
 (``[sites.NAME.clusters.CLUSTER.kubernetes]``), its Prometheus and its Karmada member
 names. Every area reads that one model: the exporter (its ``site``/``cluster``), the
-runbook webhook (the clusters it acts on), DR (backups, drills, placement) and
+runbook webhook (the Slurm and Kubernetes of its own cluster), DR (backups, drills, placement) and
 ``gotthard audit cluster``. The areas' own tables (``[exporter]``, ``[dr]``,
 ``[runbooks]``) hold only their settings; their models live in their folders.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,25 +123,24 @@ class Config(Strict):
                     f"cluster: {self.cluster!r} is not a cluster of site {self.site!r}:"
                     f" {', '.join(own)}"
                 )
-        seen: dict[str, str] = {}
+        # a cluster name is the `cluster` label, and a Karmada member places a service at
+        # one site: each must be unique across sites (a member may share a cluster's name)
+        clusters: dict[str, str] = {}
+        members: dict[str, str] = {}
         for site_name, site in self.sites.items():
             for cluster_name, cluster in site.clusters.items():
                 where = f"sites.{site_name}.clusters.{cluster_name}"
-                if cluster_name in seen:
-                    raise ValueError(f"{where}: cluster name already used at {seen[cluster_name]}")
-                seen[cluster_name] = where
+                if cluster_name in clusters:
+                    raise ValueError(
+                        f"{where}: cluster name already used at {clusters[cluster_name]}"
+                    )
+                clusters[cluster_name] = where
                 for member in cluster.karmada_members:
-                    if member in seen:
+                    if member in members:
                         raise ValueError(
-                            f"{where}.karmada_members: {member!r} already used at {seen[member]}"
+                            f"{where}.karmada_members: {member!r} already used at {members[member]}"
                         )
-                    seen[member] = f"{where}.karmada_members"
-        for cluster_name in self.runbooks.clusters:
-            if cluster_name not in self.all_clusters():
-                raise ValueError(
-                    f"runbooks.clusters: {cluster_name!r} is not a cluster of any site"
-                    f" ({', '.join(self.all_clusters())})"
-                )
+                    members[member] = f"{where}.karmada_members"
         return self
 
     # -- reading the site model ----------------------------------------------------------
@@ -169,18 +167,6 @@ class Config(Strict):
                 f" ([sites.{name}.clusters.{cluster or 'NAME'}])"
             )
         return conf.clusters[cluster]
-
-    def all_clusters(self) -> list[str]:
-        return [name for _, name, _ in self.iter_clusters()]
-
-    def iter_clusters(self) -> Iterator[tuple[str, str, ClusterConfig]]:
-        for site_name, site in self.dr.sites.items():
-            for cluster_name, cluster in site.clusters.items():
-                yield site_name, cluster_name, cluster
-
-    def owned_clusters(self) -> list[str]:
-        """Clusters the runbook webhook acts on: ``[runbooks] clusters``, else its own."""
-        return list(self.runbooks.clusters) or [self.cluster]
 
 
 def add_config_option(parser: argparse.ArgumentParser, name: str, help: str) -> None:

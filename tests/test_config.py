@@ -137,7 +137,12 @@ def test_environment_variable_names_the_file(
             "sites.b.clusters.c1",
             "already used at sites.a.clusters.c1",
         ),
-        ("[runbooks]\nclusters = ['nowhere']\n", "runbooks.clusters", "not a cluster"),
+        (
+            "site = 'a'\ncluster = 'c1'\n[sites.a.clusters.c1]\nkarmada_members = ['m']\n"
+            "[sites.b.clusters.c2]\nkarmada_members = ['m']\n",
+            "sites.b.clusters.c2.karmada_members",
+            "'m' already used at sites.a.clusters.c1.karmada_members",
+        ),
         ("site = 'a b'\n", "site", "letters, digits"),
     ],
 )

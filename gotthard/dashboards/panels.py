@@ -268,6 +268,14 @@ def problem_stat(title: str, expr: str, legend: str, *, description: str = "") -
     )
 
 
+def label_table(
+    title: str, expr: str, name: str, *, description: str = "", sort_by: str = ""
+) -> Table:
+    """A table with one row per label set of the instant query *expr* (no unit): who is
+    placed where, which alerts fire, which checks failed."""
+    return table(title, "none", Query(expr, name=name), description=description, sort_by=sort_by)
+
+
 def table(
     title: str,
     unit: str,

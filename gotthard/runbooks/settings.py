@@ -50,9 +50,6 @@ class RunbooksConfig(Strict):
     slurm_strip_domain: bool = True
     #: ``dr.failover`` also needs this switched on: a failover is never started by default.
     allow_failover: bool = False
-    #: Clusters whose alerts this webhook acts on (their Slurm and Kubernetes access come
-    #: from ``[sites.NAME.clusters.CLUSTER]``); empty = the installation's own ``cluster``.
-    clusters: list[Name] = Field(default_factory=list)
     #: Per-request timeout of Kubernetes API calls (cordon, uncordon).
     kubernetes_timeout_seconds: Seconds = 10.0
     limits: LimitSettings = LimitSettings()

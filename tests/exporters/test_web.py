@@ -114,3 +114,35 @@ def test_bad_web_config_is_a_clear_error(tmp_path: Path, body: str, message: str
     config.write_text(body)
     with pytest.raises(WebConfigError, match=message):
         load_web_config(config)
+
+
+def test_the_exporter_over_tls_serves_keep_alive_scrapes_past_idle_connections(
+    tmp_path: Path, certificate: tuple[Path, Path]
+) -> None:
+    """The exporter's own server: 50 TCP connections that never start TLS do not hold up a
+    scraper, and that scraper's 100 keep-alive scrapes take under a second together."""
+    import http.client
+    import socket
+    import time
+
+    cert, key = certificate
+    config = tmp_path / "web.yml"
+    config.write_text(f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+    server = serve(config, [])
+    port = int(next(server).rsplit(":", 1)[1])
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(50)]
+    try:
+        context = ssl.create_default_context(cafile=str(cert))
+        connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=5, context=context)
+        began = time.monotonic()
+        for _ in range(100):
+            connection.request("GET", "/metrics")
+            reply = connection.getresponse()
+            assert reply.status == 200 and reply.read() == b"up 1\n"
+        elapsed = time.monotonic() - began
+        connection.close()
+    finally:
+        for sock in idle:
+            sock.close()
+        server.close()
+    assert elapsed < 1.0, f"100 keep-alive scrapes took {elapsed:.2f}s"

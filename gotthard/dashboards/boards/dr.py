@@ -11,6 +11,7 @@ from gotthard.dashboards.panels import (
     Query,
     dashboard,
     gauge_timeseries,
+    label_table,
     rate,
     sel,
     stat,
@@ -110,10 +111,10 @@ def disaster_recovery() -> Dashboard:
         timeseries("Site health over time", "none", _site_health()),
     )
     board.row(
-        table(
+        label_table(
             "Placement",
-            "none",
-            Query(f"max by (service, site) ({sel('gotthard_dr_placement')})", name="placed"),
+            f"max by (service, site) ({sel('gotthard_dr_placement')})",
+            "placed",
             description="Where each service runs now (Karmada PropagationPolicy).",
             sort_by="service",
         )

@@ -23,11 +23,11 @@ from gotthard.dashboards.panels import (
     count_zero,
     dashboard,
     eq,
+    label_table,
     rate,
     ratio_timeseries,
     sel,
     stat,
-    table,
     timeseries,
 )
 
@@ -145,10 +145,10 @@ def site_overview() -> Dashboard:
     )
     firing = sel("ALERTS", 'alertstate="firing"')
     board.row(
-        table(
+        label_table(
             "Firing alerts",
-            "none",
-            Query(f"sum by (site, cluster, alertname, severity) ({firing})", name="firing"),
+            f"sum by (site, cluster, alertname, severity) ({firing})",
+            "firing",
             description="Alerts firing now (ALERTS series of the rules in Prometheus).",
             sort_by="severity",
         )

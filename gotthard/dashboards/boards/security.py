@@ -9,6 +9,7 @@ from gotthard.dashboards.panels import (
     Query,
     bargauge,
     dashboard,
+    label_table,
     problem_stat,
     rx,
     sel,
@@ -60,10 +61,10 @@ def security_compliance() -> Dashboard:
     )
     failed = sel("gotthard_kube_bench_check_failed")
     board.row(
-        table(
+        label_table(
             "Failed kube-bench checks",
-            "none",
-            Query(f"max by (site, cluster, node_type, id) ({failed}) > 0", name="failed"),
+            f"max by (site, cluster, node_type, id) ({failed}) > 0",
+            "failed",
             sort_by="id",
             description="CIS checks that failed and are not waived.",
         ),

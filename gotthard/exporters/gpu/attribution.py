@@ -27,8 +27,10 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import grpc
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = [
     "KUBELET_POD_RESOURCES_SOCKET",
@@ -259,6 +261,8 @@ class PodResources:
             raise PodResourcesError(
                 f"kubelet socket path {path} is longer than {_MAX_UNIX_PATH} bytes"
             )
+        import grpc  # only a node with a kubelet socket pays for grpcio
+
         channel = grpc.insecure_channel(
             f"unix://{path}",
             options=[
@@ -281,6 +285,8 @@ class PodResources:
 
 
 def _rpc_failure(err: grpc.RpcError, path: Path, timeout: float) -> str:
+    import grpc
+
     code = err.code() if isinstance(err, grpc.Call) else None
     details = err.details() if isinstance(err, grpc.Call) else str(err)
     where = f"kubelet pod-resources at {path}"

@@ -7,10 +7,13 @@ running job, the join key for GPU and Lustre metrics) can be switched off.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
+from collections.abc import Sequence
 
 from gotthard.exporters.families import MetricFamily, counter, gauge
 from gotthard.exporters.slurm.snapshot import (
+    Node,
     PollOptions,
     RpcStat,
     SlurmSnapshot,
@@ -131,35 +134,39 @@ def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
                 flag_counts[(flag, partition)] += 1
     # Per-node families are the bulk of a big cluster's output: build them in bulk.
     info.samples = [((n.name, n.full_state, n.reason), 1) for n in all_nodes]
-    node_cpus.samples = [
-        sample
-        for n in all_nodes
-        for sample in (
-            ((n.name, "alloc"), n.cpus_alloc),
-            ((n.name, "idle"), n.cpus_idle),
-            ((n.name, "other"), n.cpus_other),
-            ((n.name, "total"), n.cpus_total),
-        )
-    ]
-    node_memory.samples = [
-        sample
-        for n in all_nodes
-        for sample in (
-            ((n.name, "alloc"), n.memory_alloc_bytes),
-            ((n.name, "total"), n.memory_total_bytes),
-        )
-    ]
-    node_gpus.samples = [
-        sample
-        for n in all_nodes
-        if n.gpus_total
-        for sample in (((n.name, "alloc"), n.gpus_alloc), ((n.name, "total"), n.gpus_total))
-    ]
+    node_cpus.samples = _per_node(all_nodes, _CPU_COLUMNS)
+    node_memory.samples = _per_node(all_nodes, _MEMORY_COLUMNS)
+    node_gpus.samples = _per_node([n for n in all_nodes if n.gpus_total], _GPU_COLUMNS)
     for key, count in sorted(counts.items()):
         nodes.add(key, count)
     for key, count in sorted(flag_counts.items()):
         flags.add(key, count)
     return [nodes, flags, info, node_cpus, node_memory, node_gpus]
+
+
+#: (state label, Node attribute) of the per-node families.
+_CPU_COLUMNS = (
+    ("alloc", "cpus_alloc"),
+    ("idle", "cpus_idle"),
+    ("other", "cpus_other"),
+    ("total", "cpus_total"),
+)
+_MEMORY_COLUMNS = (("alloc", "memory_alloc_bytes"), ("total", "memory_total_bytes"))
+_GPU_COLUMNS = (("alloc", "gpus_alloc"), ("total", "gpus_total"))
+
+
+def _per_node(
+    nodes: Sequence[Node], columns: tuple[tuple[str, str], ...]
+) -> list[tuple[tuple[str, str], int]]:
+    """``((node, state), value)`` per node and column, in bulk (the bulk of a big
+    cluster's output)."""
+    labels = [label for label, _ in columns]
+    values = operator.attrgetter(*(attribute for _, attribute in columns))
+    return [
+        ((n.name, label), value)
+        for n in nodes
+        for label, value in zip(labels, values(n), strict=True)
+    ]
 
 
 def _partitions(snapshot: SlurmSnapshot) -> list[MetricFamily]:

@@ -1,0 +1,140 @@
+"""The shape of the package: readable modules, no import cycles, lean roles.
+
+* no module over 900 lines;
+* no cycle among the package's module-level imports (imports inside functions are the
+  way to load a heavy library late, and are not edges here);
+* ``gotthard exporter`` with every collector loads none of the control plane's
+  libraries: a node exporter does not pay for kubernetes, APScheduler, SQLAlchemy,
+  regopy, grafanalib or grpcio (the kubelet client loads grpcio itself, when used);
+* one TOML reader (``gotthard/config.py``) and one Kubernetes client factory
+  (``gotthard/kube.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import ROOT
+
+PACKAGE = ROOT / "gotthard"
+FIXTURES = ROOT / "tests" / "fixtures"
+HEAVY = ("kubernetes", "apscheduler", "sqlalchemy", "regopy", "grafanalib", "grpc")
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def top_level_imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Package modules *name* imports at module level (``if TYPE_CHECKING`` excluded)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            # ``from package import submodule`` depends on the submodule alone
+            names = [f"{base}.{alias.name}" for alias in node.names]
+            found.update(n for n in names if n in known)
+            if any(n not in known for n in names):
+                found.add(base)
+    return {m for m in found if m in known and m != name}
+
+
+def test_no_module_is_over_900_lines() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in modules().values()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 900
+    }
+    assert long == {}
+
+
+def test_no_import_cycles() -> None:
+    found = modules()
+    graph = {name: top_level_imports(name, path, set(found)) for name, path in found.items()}
+    state: dict[str, int] = {}
+    cycles: list[list[str]] = []
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_one_toml_reader_and_one_kubernetes_client_factory() -> None:
+    readers, factories = [], []
+    for path in modules().values():
+        text = path.read_text(encoding="utf-8")
+        rel = str(path.relative_to(ROOT))
+        if "tomllib" in text:
+            readers.append(rel)
+        if any(
+            call in text
+            for call in ("new_client_from_config", "load_kube_config", "load_incluster_config")
+        ):
+            factories.append(rel)
+    assert readers == ["gotthard/config.py"]
+    assert factories == ["gotthard/kube.py"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--collectors", "slurm", "--slurm.backend", "cli"],
+        ["--collectors", "gpu"],
+        ["--collectors", "slingshot", "--path.sysfs", str(FIXTURES / "slingshot" / "node")],
+        [
+            "--collectors",
+            "lustre",
+            "--path.procfs",
+            str(FIXTURES / "lustre" / "oss-2.15" / "proc"),
+            "--path.sysfs",
+            str(FIXTURES / "lustre" / "oss-2.15" / "sys"),
+        ],
+    ],
+    ids=["slurm", "gpu", "slingshot", "lustre"],
+)
+def test_the_exporter_loads_no_control_plane_library(tmp_path: Path, argv: list[str]) -> None:
+    site = tmp_path / "site.toml"
+    site.write_text(f'[exporter.slurm]\nbin_dir = "{FIXTURES / "recorded-slurm-bin"}"\n')
+    code = (
+        "import json, sys\n"
+        "from gotthard.cli import main\n"
+        f"status = main(['--config', {str(site)!r}, 'exporter', '--once', *{argv!r}])\n"
+        f"loaded = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "print(json.dumps({'status': status, 'loaded': loaded}), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    report = json.loads(result.stderr.strip().splitlines()[-1])
+    assert report == {"status": 0, "loaded": []}, result.stderr
