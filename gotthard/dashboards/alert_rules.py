@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from gotthard.dashboards.recording_rules import FEC_RATE, OST_FILL
+from gotthard.dashboards.recording_rules import FEC_RATE, LNET_DROPS, LUSTRE_EVICTIONS, OST_FILL
 from gotthard.dashboards.rule_model import AlertRule, Severity, num
 from gotthard.dashboards.thresholds import (
     DR_BACKUP_MAX_AGE_SECONDS,
@@ -16,10 +16,13 @@ from gotthard.dashboards.thresholds import (
     GPU_PAGING_XIDS,
     GPU_POWER_THROTTLE_RATIO,
     GPU_THERMAL_THROTTLE_RATIO,
+    LUSTRE_EVICTIONS_10M,
+    LUSTRE_LNET_DROPS_PER_SECOND,
     LUSTRE_MDT_LATENCY_SECONDS,
     LUSTRE_OST_FILL_CRITICAL,
     LUSTRE_OST_FILL_SPREAD,
     LUSTRE_OST_FILL_WARNING,
+    LUSTRE_RECOVERY_STUCK_FOR,
     SLINGSHOT_CORRECTED_BER,
     SLINGSHOT_FLAPS_1H,
     SLINGSHOT_FLAPS_10H,
@@ -382,6 +385,55 @@ ALERTS: tuple[AlertRule, ...] = (
             "average."
         ),
         expr_summary=f"mean MDT operation latency > {LUSTRE_MDT_LATENCY_SECONDS * 1000:g} ms",
+    ),
+    _lustre(
+        name="LustreHealthCheckFailed",
+        expr='lustre_health_check{state!="healthy"} == 1',
+        for_="5m",
+        severity="critical",
+        summary="A Lustre server or client reports itself unhealthy.",
+        description=(
+            "health_check of {{ $labels.instance }} in {{ $labels.site }}/{{ $labels.cluster }} "
+            "has read {{ $labels.state }} (not healthy) for 5 minutes."
+        ),
+        expr_summary="health_check is `NOT HEALTHY` or `LBUG`",
+    ),
+    _lustre(
+        name="LustreRecoveryStuck",
+        expr='lustre_target_recovery_status{status=~"recovering|waiting"} == 1',
+        for_=LUSTRE_RECOVERY_STUCK_FOR,
+        severity="critical",
+        summary="A Lustre target has been in recovery for too long.",
+        description=(
+            "{{ $labels.target }} of {{ $labels.fs }} on {{ $labels.instance }} in "
+            "{{ $labels.site }}/{{ $labels.cluster }} has been in recovery for "
+            f"{LUSTRE_RECOVERY_STUCK_FOR.removesuffix('m')} minutes; IO to it is blocked."
+        ),
+        expr_summary=f"recovery_status RECOVERING or WAITING for {LUSTRE_RECOVERY_STUCK_FOR}",
+    ),
+    _lustre(
+        name="LustreEvictionStorm",
+        expr=f"{LUSTRE_EVICTIONS} > {num(LUSTRE_EVICTIONS_10M)}",
+        for_="2m",
+        severity="warning",
+        summary="A Lustre target is evicting many clients.",
+        description=(
+            "{{ $labels.target }} of {{ $labels.fs }} in {{ $labels.site }}/{{ $labels.cluster }} "
+            "evicted {{ $value | humanize }} clients in the last 10 minutes."
+        ),
+        expr_summary=f"more than {LUSTRE_EVICTIONS_10M} evictions from one target in 10 minutes",
+    ),
+    _lustre(
+        name="LustreLNetDrops",
+        expr=f"{LNET_DROPS} > {num(LUSTRE_LNET_DROPS_PER_SECOND)}",
+        for_="15m",
+        severity="warning",
+        summary="LNet is dropping messages.",
+        description=(
+            "LNet on {{ $labels.instance }} in {{ $labels.site }}/{{ $labels.cluster }} drops "
+            "{{ $value | humanize }} messages per second."
+        ),
+        expr_summary=f"LNet drops > {num(LUSTRE_LNET_DROPS_PER_SECOND)}/s (5-minute rate)",
     ),
     # DR.
     _dr(

@@ -13,6 +13,8 @@ SC = "site, cluster"
 #: Names of recording rules the alerts build on.
 FEC_RATE = "site_cluster_instance_device_type:slingshot_fec_codewords:rate5m"
 OST_FILL = "site_cluster_fs_target:lustre_ost_fill:ratio"
+LUSTRE_EVICTIONS = "site_cluster_fs_target:lustre_evictions:increase10m"
+LNET_DROPS = "site_cluster_instance:lustre_lnet_drops:rate5m"
 #: Utilisation of every GPU a job holds, one series per (GPU, job).
 GPU_JOBS = (
     "max by (site, cluster, instance, gpu, uuid, job_id) (gpu_job_info)"
@@ -186,5 +188,16 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
         "site_cluster_fs_target:lustre_mdt_operation_latency_seconds:mean5m",
         "site_cluster_fs_target:lustre_mdt_operation_latency_seconds:rate5m"
         "\n/\n(site_cluster_fs_target:lustre_mdt_timed_operations:rate5m > 0)",
+    ),
+    # Lustre: evictions per target and LNet drops per node.
+    RecordingRule(
+        "lustre",
+        LUSTRE_EVICTIONS,
+        "sum by (site, cluster, fs, target) (increase(lustre_target_evictions_total[10m]))",
+    ),
+    RecordingRule(
+        "lustre",
+        LNET_DROPS,
+        "sum by (site, cluster, instance) (rate(lustre_lnet_drop_count_total[5m]))",
     ),
 )

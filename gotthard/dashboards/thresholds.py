@@ -31,6 +31,13 @@ LUSTRE_OST_FILL_WARNING = 0.85
 LUSTRE_OST_FILL_CRITICAL = 0.90
 LUSTRE_OST_FILL_SPREAD = 0.20
 LUSTRE_MDT_LATENCY_SECONDS = 0.05
+#: a target still in recovery after this long is stuck (the default hard recovery window
+#: of 2.12+ is 900 s; sites raise it for big client counts, rarely past 30 minutes)
+LUSTRE_RECOVERY_STUCK_FOR = "30m"
+#: clients evicted from one target within 10 minutes: a network or client-side storm
+LUSTRE_EVICTIONS_10M = 10
+#: LNet messages dropped per second on one node
+LUSTRE_LNET_DROPS_PER_SECOND = 1.0
 
 #: backups run daily: a last success older than a day plus two hours of slack is late
 DR_BACKUP_MAX_AGE_SECONDS = 26 * 3600

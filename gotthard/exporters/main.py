@@ -179,6 +179,21 @@ FLAGS: tuple[_Flag, ...] = (
         metavar="N",
         help="at most N jobs per target, highest IO first (default 1000)",
     ),
+    _flag(
+        "--lustre.export-stats",
+        "lustre.export_stats",
+        action="store_true",
+        default=None,
+        help="export per-client IO from exports.<nid>.stats of OSTs and MDTs "
+        "(one series set per client NID)",
+    ),
+    _flag(
+        "--lustre.export-stats-limit",
+        "lustre.export_stats_limit",
+        type=int,
+        metavar="N",
+        help="at most N client NIDs per target, highest IO first (default 1000)",
+    ),
     _flag("--log.level", default="info", choices=("debug", "info", "warning", "error")),
 )
 
@@ -256,7 +271,7 @@ def run(args: argparse.Namespace, cfg: configuration.Config) -> int:
     if args.once:
         # One collection: wait for every poll as long as its own timeout allows.
         try:
-            sys.stdout.write(exporter.scrape(timeout))
+            sys.stdout.write(exporter.scrape(timeout, wait_for_polls=True))
             sys.stdout.flush()
         finally:
             exporter.close()

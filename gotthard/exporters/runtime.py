@@ -48,7 +48,8 @@ class Collector(Protocol):
     def snapshot_errors(self, snapshot: Any) -> int:
         """Recoverable problems the snapshot carries (bad lines, unreadable files)."""
 
-    # Optional: ``close()`` releases the source (threads, libraries) at shutdown.
+    # Optional: ``close()`` releases the source (threads, libraries) at shutdown;
+    # ``poll_timeout`` (seconds) bounds one poll, and ``--once`` waits that long for it.
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,9 +204,16 @@ class Exporter:
         self._scrapes = 0
         self._lock = threading.Lock()
 
-    def scrape(self, timeout: float) -> str:
-        """Collect from every collector within *timeout* seconds; the exposition text."""
-        deadline = time.monotonic() + max(timeout, 0.0)
+    def scrape(self, timeout: float, *, wait_for_polls: bool = False) -> str:
+        """Collect from every collector within *timeout* seconds; the exposition text.
+
+        With *wait_for_polls* (``--once``: there is no later scrape to serve a slow poll's
+        result) a collector's poll is awaited up to its own ``poll_timeout`` when that is
+        longer than *timeout*, so a poll bounded by its command timeout reports what it
+        found (``slurm_up 0``, its errors and duration) instead of being cut off.
+        """
+        started = time.monotonic()
+        deadline = started + max(timeout, 0.0)
         with self._lock:
             self._scrapes += 1
         events = [(runner, runner.kick()) for runner in self.runners]
@@ -213,7 +221,11 @@ class Exporter:
         for runner, event in events:
             waited_out = False
             if event is not None:
-                waited_out = not event.wait(max(deadline - time.monotonic(), 0.0))
+                until = deadline
+                if wait_for_polls:
+                    own = float(getattr(runner.collector, "poll_timeout", 0.0) or 0.0)
+                    until = max(deadline, started + own)
+                waited_out = not event.wait(max(until - time.monotonic(), 0.0))
             states.append(runner.state(waited_out=waited_out))
         return self._compose(states)
 

@@ -75,6 +75,10 @@ class LustreExporterConfig(Strict):
     job_stats: bool = False
     #: At most this many jobs per target, highest IO first.
     job_stats_limit: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    #: Per-client IO from exports.<nid>.stats of OSTs and MDTs (opt-in: one set per client).
+    export_stats: bool = False
+    #: At most this many clients per target, highest IO first.
+    export_stats_limit: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     command_timeout_seconds: PositiveSeconds = 10.0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import shutil
 import sys
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,6 +225,30 @@ class Target:
     files_free: int
     ops: tuple[Op, ...] = ()
     jobs: tuple[Job, ...] = ()
+    #: recovery_status text (None: the default, complete with every client back)
+    recovery: str | None = None
+    evictions: int = 0
+    #: client NID -> its exports.<nid>.stats operations
+    exports: dict[str, tuple[Op, ...]] = field(default_factory=dict)
+
+
+def recovery_complete(clients: int, duration: int = 150) -> str:
+    """``recovery_status`` of a target whose recovery finished with all *clients* back."""
+    return (
+        f"status: COMPLETE\nrecovery_start: {NOW - 86_400}\nrecovery_duration: {duration}\n"
+        f"completed_clients: {clients}/{clients}\nreplayed_requests: 0\n"
+        f"last_transno: 4294967296\nVBR: DISABLED\nIR: ENABLED\n"
+    )
+
+
+def recovery_recovering(connected: int, total: int, remaining: int) -> str:
+    """``recovery_status`` of a target still waiting for clients (the 2.12+ form)."""
+    return (
+        f"status: RECOVERING\nrecovery_start: {NOW - 120}\ntime_remaining: {remaining}\n"
+        f"connected_clients: {connected}/{total}\nreq_replay_clients: 0\n"
+        f"lock_repay_clients: 0\ncompleted_clients: {connected}\nevicted_clients: 0\n"
+        f"replayed_requests: 0\nqueued_requests: 0\nnext_transno: 4294967297\n"
+    )
 
 
 @dataclass
@@ -252,6 +277,10 @@ class Node:
     mounts: dict[str, tuple[Op, ...]] = field(default_factory=dict)
     #: an MDS's server-side OSC devices (<fs>-OST0000-osc-MDT0000): must not count as client
     mds_oscs: list[ClientView] = field(default_factory=list)
+    #: health_check text
+    health: str = "healthy\n"
+    #: LNet counters: send_count, recv_count, drop_count, send/recv/drop bytes
+    lnet: tuple[int, int, int, int, int, int] = (0, 0, 0, 0, 0, 0)
 
 
 TIB = 1024**3  # KiB per TiB
@@ -356,7 +385,28 @@ def _client_ops(scale: int) -> tuple[Op, ...]:
         *_scaled(scale, table),
         Op("statfs", 12, 12 * 410),
         Op("inode_permission", 41_000 * scale, 41_000 * scale),
+        # 2.15 only (dropped for older versions): how long closed files had been open, and
+        # how often a file had been opened before; neither is an operation
+        Op("opencount", 3_100 * scale, 3_100 * scale * 2, unit="reqs"),
+        Op("openclosetime", 3_100 * scale, 3_100 * scale * 2_500_000, unit="usecs"),
     )
+
+
+NIDS = ("10.20.0.11@o2ib", "10.20.0.12@o2ib", "10.20.0.13@o2ib")
+
+
+def _exports(kind: str, scale: int) -> dict[str, tuple[Op, ...]]:
+    """Per-client export stats of an OST (IO) or MDT (metadata) for the NIDS."""
+    out = {}
+    for index, nid in enumerate(NIDS, start=1):
+        if kind == "ost":
+            table = (("read_bytes", 100 * index, 1_048_576), ("write_bytes", 50 * index, 4_194_304))
+            table += (("read", 100 * index, 700), ("write", 50 * index, 2_000))
+        else:
+            table = (("open", 400 * index, 40), ("close", 400 * index, 12))
+            table += (("getattr", 900 * index, 4),)
+        out[nid] = _scaled(scale, table)
+    return out
 
 
 def _jobs(kind: str, ids: Iterable[tuple[str, int]]) -> tuple[Job, ...]:
@@ -403,6 +453,7 @@ def _nodes() -> dict[str, Node]:
         mdcs=[_view(mdt, f"{mdt.name}-mdc-{mount}", md_ops=_mdt_ops(1)[:4]) for mdt in mdts]
         + [_view(scratch_mdt, f"{scratch_mdt.name}-mdc-{mount2}", md_ops=_mdt_ops(1)[:2])],
         mounts={f"{fs}-{mount}": _client_ops(3), f"scratch-{mount2}": _client_ops(1)},
+        lnet=(464_970, 464_963, 4, 261_865_376, 254_091_008, 4_832),
     )
     oss = Node(
         "oss",
@@ -418,7 +469,13 @@ def _nodes() -> dict[str, Node]:
             ),
             _ost(f"{fs}-OST0002", 0.58, ()),  # idle: no stats lines, empty job_stats
         ],
+        lnet=(101_719_323, 101_719_291, 11, 21_201_322_992, 53_029_565_353_720, 4_832),
     )
+    oss.osts[0].exports = _exports("ost", 3)
+    oss.osts[0].evictions = 2
+    oss.osts[1].exports = _exports("ost", 1)
+    # OST0002 was just failed over to this OSS: still waiting for 3 of its 12 clients
+    oss.osts[2].recovery = recovery_recovering(9, 12, 231)
     mgs = Target("MGS", 500_000, 480_000, 460_000, 32_768, 32_500)
     mds = Node(
         "mds",
@@ -432,7 +489,10 @@ def _nodes() -> dict[str, Node]:
             _mdt(f"{fs}-MDT0001", _mdt_ops(1), _jobs("mdt", [("4201337", 2)])),
         ],
         mds_oscs=[_view(ost, f"{ost.name}-osc-MDT0000") for ost in osts[:2]],
+        lnet=(52_011_873, 52_011_790, 0, 9_870_112_768, 12_504_332_416, 0),
     )
+    mds.mdts[0].exports = _exports("mdt", 2)
+    mds.mdts[0].evictions = 17
     small_ost = _ost("testfs-OST0000", 0.4, _ost_ops(1), _jobs("ost", [("1001", 2), ("1002", 1)]))
     small_mdt = _mdt("testfs-MDT0000", _mdt_ops(1), _jobs("mdt", [("1001", 1)]))
     combined = Node(
@@ -444,7 +504,10 @@ def _nodes() -> dict[str, Node]:
         mdcs=[_view(small_mdt, f"testfs-MDT0000-mdc-{mount}", md_ops=_mdt_ops(1)[:3])],
         mounts={f"testfs-{mount}": _client_ops(1)},
         mds_oscs=[_view(small_ost, "testfs-OST0000-osc-MDT0000")],
+        health="device testfs-OST0000 reported unhealthy\nNOT HEALTHY\n",
+        lnet=(180_076, 180_072, 4, 94_371_840, 94_360_512, 1_664),
     )
+    combined.osts[0].exports = _exports("ost", 1)
     return {node.name: node for node in (client, oss, mds, combined)}
 
 
@@ -509,7 +572,7 @@ def params(node: Node, version: str) -> list[Param]:
         else:
             out += _capacity(SYS, "osd-ldiskfs", ost.name, ost)
             out.append(Param(SYS, "osd-ldiskfs", ost.name, "fstype", "ldiskfs\n"))
-        out.append(Param(single, "obdfilter", ost.name, "num_exports", "12\n"))
+        out += _serving(old, "obdfilter", ost, 12)
         ops = ost.ops
         if old:  # 2.10 counts reads/writes only in read_bytes/write_bytes
             ops = _without_read_write(ops)
@@ -521,7 +584,7 @@ def params(node: Node, version: str) -> list[Param]:
         )
     for mdt in node.mdts:
         out += _capacity(PROC if old else SYS, "osd-ldiskfs", mdt.name, mdt)
-        out.append(Param(single, "mdt", mdt.name, "num_exports", "14\n"))
+        out += _serving(old, "mdt", mdt, 14)
         out.append(Param(PROC, "mdt", mdt.name, "md_stats", stats_text(mdt.ops, version)))
         out.append(
             Param(PROC, "mdt", mdt.name, "job_stats", job_stats_text(mdt.jobs, version, "mdt"))
@@ -547,10 +610,28 @@ def params(node: Node, version: str) -> list[Param]:
                     )
                 )
     for mount, ops in node.mounts.items():
+        if version != "2.15":  # openclosetime and opencount are new in 2.15
+            ops = tuple(op for op in ops if not op.name.startswith("open") or op.name == "open")
         if old:
             ops = _without_read_write(ops)
         out.append(Param(PROC if old else DEBUG, "llite", mount, "stats", stats_text(ops, version)))
         out.append(Param(single, "llite", mount, "blocksize", "4096\n"))
+    return out
+
+
+def _serving(old: bool, subsystem: str, target: Target, clients: int) -> list[Param]:
+    """num_exports, recovery_status, eviction_count (2.12+) and per-client export stats."""
+    version = "2.10" if old else "2.15"
+    single = PROC if old else SYS
+    out = [Param(single, subsystem, target.name, "num_exports", f"{clients}\n")]
+    recovery = target.recovery or recovery_complete(clients)
+    out.append(Param(PROC, subsystem, target.name, "recovery_status", recovery))
+    if not old:
+        out.append(Param(SYS, subsystem, target.name, "eviction_count", f"{target.evictions}\n"))
+    for nid, ops in target.exports.items():
+        device = f"{target.name}/exports/{nid}"
+        out.append(Param(PROC, subsystem, device, "stats", stats_text(ops, version)))
+        out.append(Param(PROC, subsystem, device, "uuid", f"{zlib.crc32(nid.encode()):08x}-uuid\n"))
     return out
 
 
@@ -566,15 +647,31 @@ def version_text(version: str) -> tuple[str, str]:
     return f"{SYS}/version", f"{full}\n"
 
 
+def health_text(node: Node, version: str) -> tuple[str, str]:
+    """(path, text) of health_check: /proc up to 2.10, /sys from 2.12."""
+    return f"{PROC if version == '2.10' else SYS}/health_check", node.health
+
+
+def lnet_stats_text(node: Node, version: str) -> tuple[str, str]:
+    """(path, text) of LNet's one-line stats: /proc/sys/lnet up to 2.10, debugfs from 2.12."""
+    send, recv, drop, send_bytes, recv_bytes, drop_bytes = node.lnet
+    fields = (0, 28, 0, send, recv, 0, drop, send_bytes, recv_bytes, 0, drop_bytes)
+    path = "proc/sys/lnet/stats" if version == "2.10" else "sys/kernel/debug/lnet/stats"
+    return path, " ".join(map(str, fields)) + "\n"
+
+
 def write_tree(root: Path, node: Node, version: str) -> Path:
     """Lay *node* out under *root* (``root/proc``, ``root/sys``); returns *root*."""
     for param in params(node, version):
         path = root / param.path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(param.text)
-    path_text = version_text(version)
-    (root / path_text[0]).parent.mkdir(parents=True, exist_ok=True)
-    (root / path_text[0]).write_text(path_text[1])
+    for path, text in (version_text(version), health_text(node, version)):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    lnet_path, lnet = lnet_stats_text(node, version)
+    (root / lnet_path).parent.mkdir(parents=True, exist_ok=True)
+    (root / lnet_path).write_text(lnet)
     # decoys the collector must skip: a file among the devices, an unrelated subsystem
     for where in (PROC, SYS):
         for subsystem in ("osc", "mdc", "obdfilter", "mdt"):
@@ -596,11 +693,15 @@ def lctl_text(node: Node, version: str) -> str:
     the lines for a multi-line value.
     """
     wanted = {"active", "kbytestotal", "kbytesfree", "kbytesavail", "filestotal", "filesfree"}
-    wanted |= {"stats", "md_stats", "job_stats", "num_exports"}
-    out = [f"version={FULL_VERSION[version]}"]
+    wanted |= {"stats", "md_stats", "job_stats", "num_exports", "recovery_status"}
+    wanted |= {"eviction_count"}
+    health = node.health.rstrip("\n")
+    out = [f"version={FULL_VERSION[version]}", f"health_check={health}"]
+    if "\n" in health:
+        out[-1:] = ["health_check=", health]
     items = []
     for param in params(node, version):
-        if param.name not in wanted or (param.name == "num_exports" and param.subsystem != "mgs"):
+        if param.name not in wanted:
             continue
         # lctl's osc.* also matches an MDS's OSP devices (<fs>-OST0000-osc-MDT0000)
         subsystem = "osc" if param.subsystem == "osp" else param.subsystem
@@ -608,7 +709,9 @@ def lctl_text(node: Node, version: str) -> str:
     items.sort()
     for subsystem, name, device, text in items:
         text = text.rstrip("\n")
-        lctl_name = f"{subsystem}.{device}.{name}"
+        # exports/<nid>/stats is printed as <target>.exports.<nid>.stats: the recordings
+        # hold them always, as lctl prints them for obdfilter.*.exports.*.stats
+        lctl_name = f"{subsystem}.{device.replace('/', '.')}.{name}"
         if "\n" in text:
             out.append(f"{lctl_name}=")
             out.append(text)

@@ -97,6 +97,52 @@ def test_missing_slurm_commands_do_not_crash_the_exporter(tmp_path: Path) -> Non
     assert "squeue" in result.stderr and "not found" in result.stderr
 
 
+def failing_slurm_bin(tmp_path: Path, seconds: float) -> Path:
+    """Slurm commands that answer like an unreachable controller, after *seconds*."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for command in ("squeue", "sinfo", "sdiag", "scontrol", "sbatch"):
+        script = bin_dir / command
+        script.write_text(
+            f"#!/bin/sh\nsleep {seconds}\n"
+            f'echo "{command}: error: Unable to contact slurm controller (connect failure)" >&2\n'
+            "exit 1\n"
+        )
+        script.chmod(0o755)
+    return bin_dir
+
+
+def test_once_with_an_unreachable_controller_reports_what_serving_reports(
+    tmp_path: Path,
+) -> None:
+    # The commands fail after 2 s, past the 1 s scrape timeout but within the command
+    # timeout: --once waits for its poll and reports the failure, like the served mode.
+    bin_dir = failing_slurm_bin(tmp_path, 2)
+    config = write_config(
+        tmp_path,
+        "[exporter]\nscrape_timeout_seconds = 1\n"
+        f'[exporter.slurm]\nbin_dir = "{bin_dir}"\ncommand_timeout_seconds = 8\n',
+    )
+    result = gotthard("--config", str(config), "exporter", "--once")
+    assert result.returncode == 0, result.stderr
+    found = samples(result.stdout)
+    assert found["slurm_up"] == 0
+    assert found['gotthard_collector_up{collector="slurm"}'] == 1
+    assert found['gotthard_collector_errors_total{collector="slurm"}'] >= 1
+    assert 2.0 <= found['gotthard_collector_duration_seconds{collector="slurm"}'] < 8
+    assert "Unable to contact slurm controller" in result.stderr
+
+
+def samples(text: str) -> dict[str, float]:
+    """``name{labels}`` -> value of every sample line of exposition *text*."""
+    found = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            found[name] = float(value)
+    return found
+
+
 def test_serves_metrics_and_healthz_and_stops_on_sigterm(tmp_path: Path) -> None:
     (port,) = free_ports(1)
     config = write_config(tmp_path, f'[exporter.slurm]\nbin_dir = "{RECORDED_BIN}"\n')

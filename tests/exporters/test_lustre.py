@@ -96,6 +96,11 @@ def series(parsed: Samples, name: str, **labels: str) -> list[dict[str, str]]:
     return found
 
 
+def ost(target: str) -> dict[str, str]:
+    """The labels of an OST target of the ``lustre`` file system as its server sees it."""
+    return {"fs": "lustre", "target": target, "component": "ost"}
+
+
 def kib(tree: str, path: str) -> int:
     return int((LUSTRE / tree / path).read_text()) * 1024
 
@@ -130,7 +135,10 @@ def test_once_output_matches_golden(tree: str) -> None:
 
 def test_once_output_with_job_stats_matches_golden() -> None:
     result = once(LUSTRE / "oss-2.15", "--lustre.job-stats", "--lustre.job-stats-limit", "2")
-    assert 'lustre_job_stats_truncated{target="lustre-OST0000"} 1' in result.stdout
+    assert (
+        'lustre_job_stats_truncated{fs="lustre",target="lustre-OST0000",component="ost"} 1'
+        in result.stdout
+    )
     check_golden("oss-2.15-job-stats", result.stdout)
 
 
@@ -140,6 +148,9 @@ def test_lctl_source_from_the_command_line_matches_procfs(tmp_path: Path) -> Non
     result = gotthard(
         "--config", str(site), "exporter", "--once", "--collectors", "lustre",
         "--lustre.source", "lctl",
+        # LNet counters are read from their file in both modes
+        "--path.procfs", str(LUSTRE / "oss-2.15" / "proc"),
+        "--path.sysfs", str(LUSTRE / "oss-2.15" / "sys"),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert mask(result.stdout) == (GOLDEN / "lustre-oss-2.15.prom").read_text()
@@ -463,20 +474,20 @@ def test_job_stats_on_oss_and_mds() -> None:
     snapshot, text = poll("oss-2.15", job_stats=True)
     assert snapshot.errors == 0
     parsed = samples(text)
-    key = {"fs": "lustre", "target": "lustre-OST0000", "job_id": "4201337"}
+    key = {"fs": "lustre", "target": "lustre-OST0000", "component": "ost", "job_id": "4201337"}
     assert value(parsed, "lustre_job_write_bytes_total", **key) == 9_000 * 4_194_304
     assert value(parsed, "lustre_job_read_bytes_total", **key) == 4_500 * 1_048_576
     assert value(parsed, "lustre_job_operations_total", **key, operation="write") == 9_000
     # zero counts are left out: 4201338 did not read, 4201337 did not punch
     assert not series(parsed, "lustre_job_read_bytes_total", job_id="4201338")
     assert not series(parsed, "lustre_job_operations_total", **key, operation="punch")
-    assert value(parsed, "lustre_job_stats_jobs", target="lustre-OST0000") == 3
-    assert value(parsed, "lustre_job_stats_jobs", target="lustre-OST0002") == 0
-    assert value(parsed, "lustre_job_stats_truncated", target="lustre-OST0002") == 0
+    assert value(parsed, "lustre_job_stats_jobs", **ost("lustre-OST0000")) == 3
+    assert value(parsed, "lustre_job_stats_jobs", **ost("lustre-OST0002")) == 0
+    assert value(parsed, "lustre_job_stats_truncated", **ost("lustre-OST0002")) == 0
 
     _, text = poll("mds-2.15", job_stats=True)
     parsed = samples(text)
-    key = {"fs": "lustre", "target": "lustre-MDT0000", "job_id": "4201338"}
+    key = {"fs": "lustre", "target": "lustre-MDT0000", "component": "mdt", "job_id": "4201338"}
     assert value(parsed, "lustre_job_operations_total", **key, operation="open") == 300 * 30
     assert not series(parsed, "lustre_job_read_bytes_total")
 
@@ -484,9 +495,9 @@ def test_job_stats_on_oss_and_mds() -> None:
 def test_job_stats_limit_keeps_the_highest_io() -> None:
     _, text = poll("oss-2.15", job_stats=True, job_stats_limit=1)
     parsed = samples(text)
-    assert value(parsed, "lustre_job_stats_truncated", target="lustre-OST0000") == 2
-    assert value(parsed, "lustre_job_stats_truncated", target="lustre-OST0001") == 1
-    assert value(parsed, "lustre_job_stats_jobs", target="lustre-OST0000") == 3
+    assert value(parsed, "lustre_job_stats_truncated", **ost("lustre-OST0000")) == 2
+    assert value(parsed, "lustre_job_stats_truncated", **ost("lustre-OST0001")) == 1
+    assert value(parsed, "lustre_job_stats_jobs", **ost("lustre-OST0000")) == 3
     jobs = {(s["target"], s["job_id"]) for s in series(parsed, "lustre_job_operations_total")}
     assert jobs == {("lustre-OST0000", "4201337"), ("lustre-OST0001", "4201337")}
 
@@ -607,10 +618,22 @@ def test_lctl_argv_is_a_list_with_named_parameters() -> None:
 
 @pytest.mark.parametrize("tree", ["client-2.15", "oss-2.15", "mds-2.15"])
 @pytest.mark.parametrize("job_stats", [False, True])
-def test_recorded_lctl_output_reads_as_the_tree(tree: str, job_stats: bool) -> None:
-    procfs = collector(tree, job_stats=job_stats)
+@pytest.mark.parametrize("export_stats", [False, True])
+def test_recorded_lctl_output_reads_as_the_tree(
+    tree: str, job_stats: bool, export_stats: bool
+) -> None:
+    # the recordings always hold the per-client exports.<nid>.stats lines: without
+    # --lustre.export-stats they must not turn into targets
+    procfs = collector(tree, job_stats=job_stats, export_stats=export_stats)
     lctl = LustreCollector(
-        config(source="lctl", lctl_path=str(RECORDED / tree / "lctl"), job_stats=job_stats)
+        config(
+            source="lctl",
+            lctl_path=str(RECORDED / tree / "lctl"),
+            job_stats=job_stats,
+            export_stats=export_stats,
+        ),
+        procfs=str(LUSTRE / tree / "proc"),
+        sysfs=str(LUSTRE / tree / "sys"),
     )
     expected = procfs.poll()
     got = lctl.poll()

@@ -83,6 +83,22 @@ def test_a_slow_collector_never_holds_the_scrape_past_its_timeout() -> None:
     assert value(text, "gotthard_collector_stale", collector="fast") == 0
 
 
+def test_a_one_shot_scrape_waits_for_the_poll_up_to_the_collectors_poll_timeout() -> None:
+    slow = CountingCollector("slow", delay=0.6)
+    slow.poll_timeout = 2.0  # type: ignore[attr-defined]
+    never = CountingCollector("never", delay=3.0)
+    never.poll_timeout = 0.8  # type: ignore[attr-defined]
+    exporter = Exporter([CollectorRunner(slow), CollectorRunner(never)])
+    started = time.monotonic()
+    text = exporter.scrape(timeout=0.1, wait_for_polls=True)
+    # the slow poll is awaited past the scrape timeout; the other only up to its own bound
+    assert 0.6 <= time.monotonic() - started < 1.5
+    assert value(text, "slow_polls") == 1
+    assert value(text, "gotthard_collector_up", collector="slow") == 1
+    assert value(text, "gotthard_collector_duration_seconds", collector="slow") >= 0.6
+    assert value(text, "gotthard_collector_up", collector="never") == 0
+
+
 def test_failed_poll_serves_last_good_data_marked_stale_until_too_old() -> None:
     source = CountingCollector("flaky")
     runner = CollectorRunner(source, max_stale_seconds=0.5)

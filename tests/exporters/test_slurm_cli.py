@@ -12,13 +12,22 @@ from gotthard.exporters.slurm.cli import (
     SQUEUE_FIELDS,
     CommandOutput,
     assemble,
+    parse_reservations,
     parse_sdiag,
     parse_sinfo_nodes,
     parse_sinfo_partitions,
     parse_squeue,
     squeue_argv,
 )
-from gotthard.exporters.slurm.snapshot import Node, PollOptions, gpus_from_tres, normalize_reason
+from gotthard.exporters.slurm.render import render
+from gotthard.exporters.slurm.snapshot import (
+    Node,
+    Partition,
+    PollOptions,
+    Reservation,
+    gpus_from_tres,
+    normalize_reason,
+)
 from gotthard.slurm_state import normalize
 
 DATA = Path(__file__).parent.parent / "fixtures" / "slurm-22.05"
@@ -230,3 +239,84 @@ def test_assemble_survives_garbage_everywhere(
 def test_truncated_sinfo_never_raises(cut: int) -> None:
     parsed = parse_sinfo_nodes(read("gotthard-sinfo-nodes.txt")[:cut])
     assert len(parsed.nodes) <= 1
+
+
+# --- robustness, zero series, partition totals, reservations, job counters -------------
+
+
+def test_an_infinite_sdiag_counter_is_one_error_not_a_failed_poll() -> None:
+    text = read("gotthard-sdiag.txt").replace("Server thread count:  3", "Server thread count: inf")
+    stats, errors = parse_sdiag(text)
+    assert errors == 1
+    assert stats.server_threads is None  # no series rather than a made-up value
+    assert stats.cycles_total == 114
+    snapshot = assemble(outputs(sdiag=text), OPTIONS)
+    assert snapshot.up and snapshot.scheduler is not None and snapshot.errors == 1
+
+
+def test_sdiag_job_counters_become_slurm_scheduler_jobs_total() -> None:
+    stats, errors = parse_sdiag(read("gotthard-sdiag.txt"))
+    assert errors == 0
+    assert (stats.jobs_submitted_total, stats.jobs_started_total) == (9, 2)
+    families = {f.name: f for f in render(assemble(outputs(), OPTIONS), OPTIONS)}
+    assert dict(
+        (labels[0], value) for labels, value in families["slurm_scheduler_jobs_total"].samples
+    ) == {"submitted": 9, "started": 2, "completed": 0, "canceled": 0, "failed": 0}
+
+
+def test_partition_totals_come_from_sinfo_partition_view() -> None:
+    partitions, errors = parse_sinfo_partitions(read("gotthard-sinfo-partitions.txt"))
+    assert errors == 0
+    assert partitions == (
+        Partition("debug", "up", True, total_cpus=2, total_nodes=1),
+        Partition("gpu", "up", False, total_cpus=2, total_nodes=1),
+    )
+    # rows sinfo splits by state add up; a row that is neither form is an error
+    split, errors = parse_sinfo_partitions("big*|up|3|1/2/0/3\nbig|up|2|0/0/2/2\nbad|up|x\n")
+    assert split == (Partition("big", "up", True, total_cpus=5, total_nodes=5),)
+    assert errors == 1
+
+
+def test_partition_totals_are_the_controllers_and_idle_memory_skips_drained_nodes() -> None:
+    # the record says 4 nodes / 512 CPUs while only one node is listed: the record wins
+    snapshot = assemble(outputs(partitions="debug*|up|4|2/0/510/512\ngpu|up|1|2/0/0/2\n"), OPTIONS)
+    samples = {
+        (f.name, labels): value for f in render(snapshot, OPTIONS) for labels, value in f.samples
+    }
+    assert samples[("slurm_partition_cpus", ("debug", "total"))] == 512
+    assert samples[("slurm_partition_nodes", ("debug",))] == 4
+    # the only node is allocated+drain: none of its free memory is idle
+    assert samples[("slurm_partition_memory_bytes", ("debug", "idle"))] == 0
+    assert samples[("slurm_partition_memory_bytes", ("debug", "total"))] > 0
+
+
+def test_an_idle_cluster_has_slurm_jobs_series_at_0_for_every_partition() -> None:
+    snapshot = assemble(outputs(squeue=""), OPTIONS)
+    families = {f.name: f for f in render(snapshot, OPTIONS)}
+    jobs = dict(families["slurm_jobs"].samples)
+    assert jobs[("running", "debug", "")] == 0
+    assert jobs[("pending", "gpu", "")] == 0
+    assert {labels[1] for labels in jobs} == {"debug", "gpu"}
+    assert set(jobs.values()) == {0}
+    # with jobs, a state that has them gets no extra empty row
+    busy = dict(
+        next(
+            f for f in render(assemble(outputs(), OPTIONS), OPTIONS) if f.name == "slurm_jobs"
+        ).samples
+    )
+    assert ("running", "gpu", "") in busy and busy[("running", "gpu", "")] == 2
+    assert busy[("completed", "gpu", "")] == 0
+
+
+def test_reservations_from_recorded_scontrol_output() -> None:
+    reservations, errors = parse_reservations(read("gotthard-scontrol-show-reservation.txt"))
+    assert errors == 0
+    assert reservations == (
+        Reservation("maint_window", "active", "", "maint,ignore_jobs,spec_nodes", 1),
+        Reservation("future_gpu", "inactive", "gpu", "overlap", 1),
+    )
+    assert parse_reservations(read("scontrol-show-reservation-none.txt")) == ((), 0)
+    assert parse_reservations("ReservationName=x NodeCnt=lots\n") == ((), 1)
+    none = assemble(outputs(reservations=read("scontrol-show-reservation-none.txt")), OPTIONS)
+    names = {f.name: f for f in render(none, OPTIONS)}
+    assert names["slurm_reservation_info"].samples == []

@@ -67,12 +67,15 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:
         time.sleep(0.2)
 
 
-def once(sandbox: Sandbox, *args: str) -> str:
+def once(sandbox: Sandbox, *args: str, config: str = "") -> str:
+    env = sandbox.env
+    if config:
+        env["GOTTHARD_CONFIG"] = config
     result = subprocess.run(
         [sys.executable, "-m", "gotthard", "exporter", "--once", *args],
         capture_output=True,
         text=True,
-        env=sandbox.env,
+        env=env,
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
@@ -186,6 +189,55 @@ def test_controller_down_shows_slurm_up_0_within_the_scrape_timeout(sandbox: San
         lambda: total(metrics(exporter.scrape(timeout=5)), "slurm_up") == 1,
         what="slurm_up back to 1",
     )
+
+
+def test_once_with_the_controller_stopped_reports_slurm_up_0_and_the_error(
+    sandbox: Sandbox, tmp_path
+) -> None:
+    # A scrape timeout shorter than the commands need to give up: --once still waits for
+    # its poll (up to the command timeout) and prints what the served mode would.
+    config = tmp_path / "site.toml"
+    config.write_text(
+        "[exporter]\nscrape_timeout_seconds = 0.5\n"
+        "[exporter.slurm]\ncommand_timeout_seconds = 20\nprobe = false\n"
+    )
+    sandbox.stop_controller()
+    found = metrics(once(sandbox, config=str(config)))
+    assert total(found, "slurm_up") == 0
+    assert "slurm_jobs" not in found
+    assert total(found, "gotthard_collector_up", collector="slurm") == 1
+    assert total(found, "gotthard_collector_errors_total", collector="slurm") >= 1
+    assert total(found, "gotthard_collector_duration_seconds", collector="slurm") > 0
+
+
+def test_reservations_are_exported_as_scontrol_shows_them(sandbox: Sandbox) -> None:
+    node = sandbox.node_name
+    sandbox.run_command(
+        [
+            "scontrol",
+            "create",
+            "reservation",
+            "reservationname=gotthard_maint",
+            "starttime=now+3600",
+            "duration=60",
+            f"nodes={node}",
+            "users=root",
+            "flags=maint",
+        ]
+    )
+    try:
+        found = metrics(once(sandbox))
+    finally:
+        sandbox.run_command(["scontrol", "delete", "reservation=gotthard_maint"])
+    (labels,) = [labels for labels, _ in found["slurm_reservation_info"]]
+    assert labels["reservation"] == "gotthard_maint"
+    assert labels["state"] == "inactive"
+    assert "maint" in labels["flags"].split(",")
+    assert total(found, "slurm_reservation_nodes", reservation="gotthard_maint") == 1
+    assert total(found, "slurm_scheduler_jobs_total", event="submitted") >= 0
+    # an idle cluster still has slurm_jobs series, at 0, for every partition
+    assert total(found, "slurm_jobs", state="running", partition="debug") == 0
+    assert {labels["partition"] for labels, _ in found["slurm_jobs"]} == {"debug", "gpu"}
 
 
 def _job_info_rpcs(sandbox: Sandbox) -> int:

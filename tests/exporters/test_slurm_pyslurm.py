@@ -170,7 +170,13 @@ NODE_DEFAULTS: dict[str, Any] = {
     "allocated_gres": {},
     "reason": None,
 }
-PARTITION_DEFAULTS: dict[str, Any] = {"name": "debug", "state": "UP", "is_default": True}
+PARTITION_DEFAULTS: dict[str, Any] = {
+    "name": "debug",
+    "state": "UP",
+    "is_default": True,
+    "total_cpus": 2,
+    "total_nodes": 1,
+}
 STATISTICS_DEFAULTS: dict[str, Any] = {
     "server_thread_count": 3,
     "agent_queue_size": 0,
@@ -186,6 +192,11 @@ STATISTICS_DEFAULTS: dict[str, Any] = {
     "backfill_mean_depth": 0,
     "backfill_queue_length": 0,
     "backfilled_jobs": 0,
+    "jobs_submitted": 9,
+    "jobs_started": 2,
+    "jobs_completed": 1,
+    "jobs_canceled": 0,
+    "jobs_failed": 0,
     "rpcs_by_type": {},
     "rpcs_by_user": {},
 }

@@ -29,6 +29,7 @@ from gotthard.exporters.slurm.rest import (
     map_node,
     map_partition,
     map_ping,
+    map_reservation,
     parse_url,
 )
 from gotthard.exporters.slurm.snapshot import (
@@ -38,6 +39,7 @@ from gotthard.exporters.slurm.snapshot import (
     Node,
     Partition,
     PollOptions,
+    Reservation,
     RpcStat,
     RunningJob,
     SlurmSnapshot,
@@ -59,7 +61,7 @@ def load(endpoint: str) -> JsonDict:
 
 
 def v38_documents() -> dict[str, JsonDict]:
-    return {name: load(name) for name in ("ping", "diag", *LISTINGS)}
+    return {name: load(name) for name in ("ping", "diag", "reservations", *LISTINGS)}
 
 
 def wrapped(number: int) -> JsonDict:
@@ -233,6 +235,7 @@ def v40_documents() -> dict[str, JsonDict]:
         "partitions": {"partitions": partitions},
         "diag": {"statistics": statistics},
         "ping": ping,
+        "reservations": {"reservations": []},
     }
     for document in docs.values():
         document["meta"] = copy.deepcopy(META_V40)
@@ -290,7 +293,11 @@ FIXTURE_NODE = node_of(
     memory_mib=(20000, 2000),
     gpus=(2, 1),
 )
-FIXTURE_PARTITIONS = (Partition("debug", "up", True), Partition("gpu", "up", False))
+#: The recorded partitions, with the controller's totals (one node of 2 CPUs each).
+FIXTURE_PARTITIONS = (
+    Partition("debug", "up", True, total_cpus=2, total_nodes=1),
+    Partition("gpu", "up", False, total_cpus=2, total_nodes=1),
+)
 
 
 # --- mappers on the real v0.0.38 fixture ------------------------------------------------------
@@ -463,7 +470,7 @@ def test_map_node_v38_flags() -> None:
 def test_map_partition_newer_shapes() -> None:
     gpu, cpu = map(map_partition, v40_documents()["partitions"]["partitions"])
     assert gpu == Partition("gpu", "up", False)
-    assert cpu == Partition("cpu", "drain", False)
+    assert cpu == Partition("cpu", "drain", False, total_cpus=96)
 
 
 def test_map_diag_newer_shapes() -> None:
@@ -789,7 +796,7 @@ def test_negotiates_the_newest_supported_version(serve: Callable[..., str]) -> N
     assert snapshot.version == "23.11.5"
     assert snapshot.errors == 0
     assert [node.name for node in snapshot.nodes] == ["n1", "n2", "n3"]
-    assert snapshot.partitions == (Partition("gpu", "up"), Partition("cpu", "drain"))
+    assert snapshot.partitions == (Partition("gpu", "up"), Partition("cpu", "drain", total_cpus=96))
     assert {job.job_id for job in snapshot.running_jobs} == {"10", "20_3", "32"}
     assert snapshot.probes[0].success
     assert snapshot.scheduler is not None and snapshot.scheduler.queue_length == 7
@@ -1065,11 +1072,14 @@ def check_against_cli(
     assert node.gpus_alloc == gpus_from_tres(gres_used) == 1
     assert set(node.partitions) == {"debug", "gpu"}
 
-    out = sandbox.run_command(["sinfo", "-h", "-o", "%P|%a"]).stdout
+    out = sandbox.run_command(["sinfo", "-h", "-o", "%P|%a|%D|%C"]).stdout
     partitions = []
     for line in out.splitlines():
-        name, state = line.split("|")
-        partitions.append(Partition(name.rstrip("*"), state, name.endswith("*")))
+        name, state, node_count, cpu_states = line.split("|")
+        total_cpus = int(cpu_states.split("/")[3])
+        partitions.append(
+            Partition(name.rstrip("*"), state, name.endswith("*"), total_cpus, int(node_count))
+        )
     assert sorted(snapshot.partitions, key=lambda p: p.name) == sorted(
         partitions, key=lambda p: p.name
     )
@@ -1147,3 +1157,24 @@ def test_real_slurmrestd_rejects_a_bad_token(
     # A token slurmctld cannot verify: slurmrestd 22.05 answers 500 with Slurm's error.
     with pytest.raises(SlurmUnavailable, match="HTTP 500"):
         RestBackend(url, token=token[:-4] + "AAAA", user="root").poll(PollOptions())
+
+
+def test_an_empty_diag_gives_no_scheduler_series_and_job_counters_are_read() -> None:
+    assert map_diag({}) is None
+    stats = map_diag(load("diag")["statistics"])
+    assert stats is not None
+    assert (stats.jobs_submitted_total, stats.jobs_started_total) == (9, 2)
+    partial = map_diag({"server_thread_count": 4})
+    assert partial is not None
+    assert partial.server_threads == 4 and partial.cycle_max_seconds is None
+
+
+def test_map_reservation_on_recorded_slurmrestd_answer() -> None:
+    records = load("reservations")["reservations"]
+    # recorded at 1796288667: the maintenance window had started, future_gpu had not
+    now = 1796288667
+    assert [map_reservation(record, now) for record in records] == [
+        Reservation("maint_window", "active", "", "maint,ignore_jobs,spec_nodes", 1),
+        Reservation("future_gpu", "inactive", "gpu", "overlap", 1),
+    ]
+    assert map_reservation(records[1], records[1]["start_time"]).state == "active"

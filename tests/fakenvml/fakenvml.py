@@ -24,6 +24,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,86 @@ def build(out_dir: Path, *, force: bool = False) -> Path:
         os.replace(tmp, so_path)
         stamp.write_text(wanted)
     return so_path
+
+
+def _object_command(out: Path, cc: str) -> list[str]:
+    """``compile_command`` stopped before linking: ``fake_nvml.o`` for the variants."""
+    link_only = {"-shared", f"-Wl,-soname,{SONAME}", "-lpthread"}
+    command = compile_command(out, cc)
+    return [command[0], "-c", *(flag for flag in command[1:] if flag not in link_only)]
+
+
+def _link_command(out: Path, obj: Path, script: Path, cc: str) -> list[str]:
+    return [
+        cc,
+        "-shared",
+        f"-Wl,-soname,{SONAME}",
+        f"-Wl,--version-script={script}",
+        *shlex.split(os.environ.get("FAKE_NVML_CFLAGS", "")),
+        "-o",
+        str(out),
+        str(obj),
+        "-lpthread",
+    ]
+
+
+def _run(command: list[str], what: str) -> None:
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise BuildError(f"{what} failed:\n{shlex.join(command)}\n{result.stderr}")
+
+
+def build_without(out_dir: Path, symbols: Iterable[str]) -> dict[str, Path]:
+    """One fake library per symbol, each lacking exactly that symbol; ``{symbol: path}``.
+
+    ``fake_nvml.c`` is compiled once to an object file; each variant is only a link of
+    that object with a linker version script that makes the one symbol local, so it is
+    missing from the library's dynamic symbol table. ``dlsym`` then fails for it and
+    pynvml's own lookup (``_nvmlGetFunctionPointer``) raises FunctionNotFound, as with a
+    driver that predates the function. Links run in parallel; a variant newer than the
+    object is reused. Each variant lives in its own directory as ``libnvidia-ml.so.1``,
+    so it is a distinct library (with its own state) when loaded by path.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cc = os.environ.get("CC", "gcc")
+    if shutil.which(cc) is None:
+        raise BuildError(f"C compiler {cc!r} not found (needed to build the fake NVML)")
+    obj, stamp = out_dir / "fake_nvml.o", out_dir / "fake_nvml.o.cmd"
+    wanted = shlex.join(_object_command(obj, cc))
+    with _build_lock:
+        fresh = (
+            obj.exists()
+            and obj.stat().st_mtime_ns >= SOURCE.stat().st_mtime_ns
+            and stamp.exists()
+            and stamp.read_text() == wanted
+        )
+        if not fresh:
+            tmp = out_dir / f".fake_nvml.{os.getpid()}.o"
+            _run(_object_command(tmp, cc), "compiling the fake NVML")
+            os.replace(tmp, obj)
+            stamp.write_text(wanted)
+
+    def link(symbol: str) -> Path:
+        if not re.fullmatch(r"\w+", symbol):
+            raise ValueError(f"not a symbol name: {symbol!r}")
+        where = out_dir / f"without-{symbol}"
+        where.mkdir(exist_ok=True)
+        so_path = where / SONAME
+        if so_path.exists() and so_path.stat().st_mtime_ns >= obj.stat().st_mtime_ns:
+            return so_path
+        script = where / "hide.map"
+        # an exact name wins over the wildcard: only this symbol becomes local
+        script.write_text(f"{{ global: *; local: {symbol}; }};\n")
+        tmp = where / f".{SONAME}.{os.getpid()}.tmp"
+        _run(_link_command(tmp, obj, script, cc), f"linking the fake NVML without {symbol}")
+        os.replace(tmp, so_path)
+        return so_path
+
+    wanted_symbols = sorted(set(symbols))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        paths = list(pool.map(link, wanted_symbols))
+    return dict(zip(wanted_symbols, paths, strict=True))
 
 
 # --------------------------------------------------------------------------------------
@@ -334,6 +415,24 @@ def h200_node(n: int = 8) -> dict[str, FixtureValue]:
         )
         for policy in (0, 1, 2, 3, 4, 5, 10, 11):
             lines[p + f"violation.{policy}"] = 0
+    return lines
+
+
+def with_traffic(lines: dict[str, FixtureValue], links: int) -> dict[str, FixtureValue]:
+    """``lines`` (e.g. ``h200_node``) with, on every GPU, ``links`` NVLinks with traffic
+    (tx ``1000 + link``, rx ``2000 + link`` KiB) and receive errors (``link % 2``), PCIe
+    byte counters (tx ``10000 + i``, rx ``20000 + i``) and GPM SM occupancy (40 %)."""
+    lines = dict(lines)
+    for i in range(int(lines.get("count", 0))):
+        p = f"{i}."
+        lines[p + f"field.{pynvml.NVML_FI_DEV_NVLINK_LINK_COUNT}"] = links
+        lines[p + f"field.{pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES}"] = 10_000 + i
+        lines[p + f"field.{pynvml.NVML_FI_DEV_PCIE_COUNT_RX_BYTES}"] = 20_000 + i
+        lines[p + f"gpm.{pynvml.NVML_GPM_METRIC_SM_OCCUPANCY}"] = 40.0
+        for link in range(links):
+            lines[p + f"field.{pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX}.{link}"] = 1000 + link
+            lines[p + f"field.{pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX}.{link}"] = 2000 + link
+            lines[p + f"field.{pynvml.NVML_FI_DEV_NVLINK_COUNT_RCV_ERRORS}.{link}"] = link % 2
     return lines
 
 

@@ -28,10 +28,14 @@ from gotthard.dashboards.thresholds import (
 )
 
 NAME = "Lustre storage"
-DESCRIPTION = "Lustre OST fill and imbalance, metadata operations and latency, per-job IO."
+DESCRIPTION = (
+    "Lustre OST fill and imbalance, metadata operations and latency, server health, "
+    "recovery, evictions, LNet traffic, per-job IO."
+)
 TAGS = ("lustre", "storage")
 
 FS = 'fs=~"$fs"'
+NOT_HEALTHY = 'state!="healthy"'
 #: Colours of an OST's fill, at the thresholds of the Lustre fill alerts.
 FILL_THRESHOLDS = ((LUSTRE_OST_FILL_WARNING, "orange"), (LUSTRE_OST_FILL_CRITICAL, "red"))
 #: Colour of the fill spread (fullest minus emptiest OST), at the imbalance alert's threshold.
@@ -75,6 +79,99 @@ def _top_jobs(
     jobs = agg("sum", "site, cluster, fs, job_id", rate(metric, FS, *matchers))
     return timeseries(
         title, unit, Query(f"topk(10, {jobs})", "{{fs}} {{job_id}}"), description=description
+    )
+
+
+def _per_target(title: str, expr: str, *, description: str = "") -> TimeSeries:
+    return timeseries(title, "short", Query(expr, "{{target}}"), description=description)
+
+
+def _lnet(direction: str, legend: str) -> Query:
+    metric = f"lustre_lnet_{direction}_total"
+    return Query(agg("sum", "site, cluster, instance", rate(metric)), legend)
+
+
+def _serving(board: Board) -> None:
+    """Health of the servers: health_check, recovery, evictions, clients, LNet."""
+    recovering = sel("lustre_target_recovery_status", FS, rx("status", "recovering|waiting"))
+    board.stats(
+        problem_stat(
+            "Nodes not healthy",
+            agg("sum", "", sel("lustre_health_check", NOT_HEALTHY)),
+            "nodes",
+            description="Nodes whose health_check reads NOT HEALTHY or LBUG.",
+        ),
+        problem_stat(
+            "Targets in recovery",
+            f"sum({recovering})",
+            "targets",
+            description="OSTs and MDTs whose recovery_status is RECOVERING or WAITING: "
+            "IO to them blocks until recovery ends.",
+        ),
+        problem_stat(
+            "Recent evictions",
+            f"sum({rate('lustre_target_evictions_total', FS, fn='increase')})",
+            "evictions",
+            description="Clients evicted by any target over the last rate interval "
+            "(eviction_count, Lustre 2.12 and later).",
+        ),
+        stat(
+            "LNet drops",
+            "short",
+            Query(f"sum({rate('lustre_lnet_drop_count_total')})", "messages/s"),
+        ),
+    )
+    board.row(
+        _per_target(
+            "Evictions by target",
+            agg(
+                "sum",
+                "site, cluster, fs, target",
+                rate("lustre_target_evictions_total", FS, fn="increase"),
+            ),
+            description="Clients evicted per rate interval (eviction_count, Lustre 2.12+).",
+        ),
+        _per_target(
+            "Connected clients by target",
+            agg("max", "site, cluster, fs, target", sel("lustre_target_connected_clients", FS)),
+            description="Exports of each server target (num_exports): clients and other servers.",
+        ),
+        timeseries(
+            "Recovery: clients back",
+            "percentunit",
+            Query(
+                agg(
+                    "max",
+                    "site, cluster, fs, target",
+                    sel("lustre_target_recovery_completed_clients", FS),
+                )
+                + " / "
+                + agg(
+                    "max",
+                    "site, cluster, fs, target",
+                    sel("lustre_target_recovery_clients", FS) + " > 0",
+                ),
+                "{{target}}",
+            ),
+            minimum=0,
+            maximum=1,
+            description="Clients that completed recovery over those the target expects "
+            "(recovery_status); 100% once recovery is complete.",
+        ),
+    )
+    board.row(
+        timeseries(
+            "LNet traffic",
+            "Bps",
+            _lnet("send_bytes", "{{instance}} sent"),
+            _lnet("receive_bytes", "{{instance}} received"),
+        ),
+        timeseries(
+            "LNet dropped messages",
+            "short",
+            _lnet("drop_count", "{{instance}}"),
+            description="Messages LNet dropped per second (no route, dead peer, no buffer).",
+        ),
     )
 
 
@@ -147,6 +244,7 @@ def lustre_storage() -> Dashboard:
         ),
         timeseries("OST operations by type", "ops", _operations("ost")),
     )
+    _serving(board)
     board.row(
         _top_jobs(
             "Top jobs by read",

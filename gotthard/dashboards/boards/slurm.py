@@ -180,6 +180,31 @@ def slurm_cluster() -> Dashboard:
             Query(f"sum({rate('slurm_scheduler_backfilled_jobs_total')})", "backfilled"),
         ),
     )
+    board.row(
+        timeseries(
+            "Job events",
+            "ops",
+            Query(
+                f"sum by (event) ({rate('slurm_scheduler_jobs_total')})",
+                "{{event}}",
+            ),
+            description="Jobs submitted, started, completed, canceled and failed per second, "
+            "from slurmctld's own counters.",
+        ),
+        table(
+            "Reservations",
+            "none",
+            Query(
+                f"max by (cluster, reservation) ({sel('slurm_reservation_nodes')})"
+                " * on(cluster, reservation) group_left(state, partition, flags) "
+                "max by (cluster, reservation, state, partition, flags) "
+                f"({sel('slurm_reservation_info')})",
+                name="nodes",
+            ),
+            description="Advance reservations (maintenance windows, reserved nodes): state, "
+            "partition, flags and, as the value, their node count.",
+        ),
+    )
     calls = f"sum by (type) ({rate('slurm_rpc_calls_total')})"
     board.row(
         timeseries("RPCs by type", "reqps", Query(calls, "{{type}}")),

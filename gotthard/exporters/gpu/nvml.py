@@ -1,13 +1,20 @@
 """The NVML source of the ``gpu`` collector, on nvidia-ml-py (``import pynvml``).
 
-* NVML is initialised once (retried on later polls while it fails, e.g. before the
-  driver loads) and shut down once, in :meth:`NvmlSource.close`.
-* A call that answers NotSupported, or a function the installed library lacks
-  (FunctionNotFound), is logged once per device and call and never made again for that
-  device: its metric is absent. Other unexpected NVML errors are counted.
+* Only ``nvmlInit``, ``nvmlDeviceGetCount`` and ``nvmlDeviceGetHandleByIndex`` are
+  required. Every other call is optional per device: NotSupported, NoPermission, or a
+  function the installed library lacks (FunctionNotFound) is logged once per device and
+  call and that call is never made again for the device: its metric (or label) is absent.
+  Other unexpected NVML errors are counted. Discovery never drops a GPU for one optional
+  call: without a UUID the GPU is keyed by its index, without a PCI bus id the label is
+  empty.
+* NVML is initialised once and shut down once, in :meth:`NvmlSource.close`. While init
+  fails, or while GPUs are missing (lost, or fewer than NVML ever listed), NVML is shut
+  down, initialised and enumerated again once every ``rediscover_every_polls`` polls
+  (:data:`REDISCOVER_EVERY_POLLS`), so a GPU that comes back, or a reloaded driver, is
+  picked up without a restart.
 * A device that answers GPU_IS_LOST is reported unhealthy; the others carry on.
-* XID events are counted by a background thread blocked in ``nvmlEventSetWait_v2``, so
-  a scrape never waits for events.
+* XID events are counted by a background thread (:mod:`.events`), so a scrape never
+  waits for events.
 * Hopper GPM metrics come from two GPM samples: the one taken at this poll and the one
   kept from the previous poll, so the ratios cover the poll interval and no poll sleeps.
 """
@@ -17,7 +24,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import struct
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -31,6 +37,7 @@ from gotthard.exporters.gpu.attribution import (
     PodResourcesError,
     owners_of,
 )
+from gotthard.exporters.gpu.events import XidState, XidWatcher
 from gotthard.exporters.gpu.snapshot import (
     DeviceReading,
     GpuSnapshot,
@@ -42,9 +49,13 @@ log = logging.getLogger("gotthard.exporter.gpu")
 
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
 FUNCTION_NOT_FOUND = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
+NO_PERMISSION = pynvml.NVML_ERROR_NO_PERMISSION
 GPU_IS_LOST = pynvml.NVML_ERROR_GPU_IS_LOST
-TIMEOUT = pynvml.NVML_ERROR_TIMEOUT
-_SKIP = (NOT_SUPPORTED, FUNCTION_NOT_FOUND)
+#: Answers that mean "this device cannot give this reading": logged once, never asked again.
+_SKIP = (NOT_SUPPORTED, FUNCTION_NOT_FOUND, NO_PERMISSION)
+#: While NVML init fails or GPUs are missing, NVML is re-initialised and the GPUs
+#: enumerated again once every this many polls (15 s polls: once a minute).
+REDISCOVER_EVERY_POLLS = 4
 #: gpuInstanceId of a process that is not in a MIG instance
 NO_INSTANCE = 0xFFFFFFFF
 
@@ -91,9 +102,6 @@ NVLINK_ERROR_FIELDS = {
     "effective": 219,
     "symbol": 221,
 }
-#: XIDs after which a GPU needs a reset or a reboot: unhealthy for xid_health_window.
-FATAL_XIDS = frozenset({48, 64, 74, 79, 92, 94, 95, 119, 120, 140})
-
 KUBELET_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 
@@ -212,72 +220,10 @@ class _Device:
     #: MIG instances: PIDs found on the parent's process list for this instance
     pids: tuple[int, ...] = ()
 
-
-class _XidWatcher(threading.Thread):
-    """Counts XID events in the background; a scrape only copies the counts."""
-
-    def __init__(self, devices: list[_Device], timeout_ms: int) -> None:
-        super().__init__(name="gpu-xid-events", daemon=True)
-        self.timeout_ms = timeout_ms
-        self.counts: dict[str, dict[int, int]] = {}
-        self.last: dict[str, tuple[int, float]] = {}
-        self.last_fatal: dict[str, tuple[int, float]] = {}
-        self.lock = threading.Lock()
-        self._stop_event = threading.Event()
-        self.event_set = pynvml.nvmlEventSetCreate()
-        self.by_handle: dict[int, str] = {}
-        for device in devices:
-            try:
-                pynvml.nvmlDeviceRegisterEvents(
-                    device.handle, pynvml.nvmlEventTypeXidCriticalError, self.event_set
-                )
-            except pynvml.NVMLError as err:
-                log.info("GPU %s: XID events unavailable (%s)", device.index, err)
-                continue
-            self.counts[device.uuid] = {}
-            self.by_handle[ctypes.cast(device.handle, ctypes.c_void_p).value or 0] = device.uuid
-
-    def run(self) -> None:
-        while not self._stop_event.is_set():
-            try:
-                data = pynvml.nvmlEventSetWait_v2(self.event_set, self.timeout_ms)
-            except pynvml.NVMLError as err:
-                if err.value != TIMEOUT:
-                    log.debug("nvmlEventSetWait_v2: %s", err)
-                    self._stop_event.wait(self.timeout_ms / 1000)
-                continue
-            if data.eventType != pynvml.nvmlEventTypeXidCriticalError:
-                continue
-            uuid = self.by_handle.get(ctypes.cast(data.device, ctypes.c_void_p).value or 0)
-            if uuid is None:
-                continue
-            xid = int(data.eventData)
-            with self.lock:
-                per_device = self.counts.setdefault(uuid, {})
-                per_device[xid] = per_device.get(xid, 0) + 1
-                self.last[uuid] = (xid, time.monotonic())
-                if xid in FATAL_XIDS:
-                    self.last_fatal[uuid] = (xid, time.monotonic())
-            log.warning("GPU %s: XID %d", uuid, xid)
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join(timeout=self.timeout_ms / 1000 + 2)
-        try:
-            pynvml.nvmlEventSetFree(self.event_set)
-        except pynvml.NVMLError as err:
-            log.debug("nvmlEventSetFree: %s", err)
-
-    def read(self, uuid: str) -> tuple[dict[int, int] | None, int | None, tuple[int, float] | None]:
-        """XID counts (None when events are unsupported), the last XID, the last fatal one."""
-        with self.lock:
-            counts = self.counts.get(uuid)
-            last = self.last.get(uuid)
-            return (
-                dict(counts) if counts is not None else None,
-                last[0] if last else None,
-                self.last_fatal.get(uuid),
-            )
+    @property
+    def key(self) -> str:
+        """What identifies the GPU across polls and re-discoveries: its UUID, else its index."""
+        return self.uuid or f"index-{self.index}"
 
 
 class NvmlSource:
@@ -292,6 +238,7 @@ class NvmlSource:
         xid_events: bool = True,
         event_timeout_ms: int = 500,
         xid_health_window_seconds: float = 3600.0,
+        rediscover_every_polls: int = REDISCOVER_EVERY_POLLS,
     ) -> None:
         self.procfs = Path(procfs)
         self.pod_resources = PodResources(kubelet_socket)
@@ -299,48 +246,116 @@ class NvmlSource:
         self.use_xid_events = xid_events
         self.event_timeout_ms = event_timeout_ms
         self.xid_health_window = xid_health_window_seconds
+        self.rediscover_every = max(1, rediscover_every_polls)
         self._initialised = False
         self._devices: list[_Device] = []
         self._driver = ""
         self._cuda = ""
-        self._unsupported: set[tuple[str, str]] = set()
-        self._watcher: _XidWatcher | None = None
+        #: (device key, gpu_instance, call) answered NotSupported/FunctionNotFound/NoPermission;
+        #: kept across re-discoveries, so each is logged once.
+        self._unsupported: set[tuple[str, str, str]] = set()
+        self._watcher: XidWatcher | None = None
+        self._xid_state = XidState()
         self._errors = 0
+        #: the most GPUs NVML ever listed: fewer later means some are missing
+        self._expected = 0
+        #: polls since the last init/discovery attempt, while one is pending
+        self._waited = 0
+        self._looking = False
+        self._failure = ""
+        #: stands for the host in calls that are not about one GPU (driver version...)
+        self._system = _Device("", "", None)
 
     # --- lifecycle ------------------------------------------------------------------------
 
-    def _ensure_init(self) -> None:
-        if self._initialised:
+    def _ensure_current(self) -> None:
+        """Initialise NVML and enumerate the GPUs; again, every N polls, while that failed
+        or GPUs are missing."""
+        if not self._initialised:
+            if self._failure and not self._due():
+                raise GpuUnavailable(self._failure)
+            self._start()
             return
+        if not self._missing():
+            self._waited, self._looking = 0, False
+        elif self._due():
+            # logged when the search starts, not on every attempt while a GPU stays gone
+            level = logging.DEBUG if self._looking else logging.INFO
+            log.log(level, "GPU(s) missing: re-initialising NVML to look for them again")
+            self._looking = True
+            self._shutdown()
+            self._start()
+
+    def _due(self) -> bool:
+        self._waited += 1
+        if self._waited < self.rediscover_every:
+            return False
+        self._waited = 0
+        return True
+
+    def _missing(self) -> bool:
+        if any(device.lost for device in self._devices):
+            return True
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        except pynvml.NVMLError:
+            return True
+        return count != len(self._devices) or count < self._expected
+
+    def _start(self) -> None:
         try:
             pynvml.nvmlInit()
         except pynvml.NVMLError as err:
-            raise GpuUnavailable(f"NVML unavailable: {err}") from None
+            self._failure = f"NVML unavailable: {err}"
+            raise GpuUnavailable(self._failure) from None
         self._initialised = True
         try:
             self._discover()
         except pynvml.NVMLError as err:
-            self.close()
-            raise GpuUnavailable(f"NVML device discovery failed: {err}") from None
+            self._shutdown()
+            self._failure = f"NVML device discovery failed: {err}"
+            raise GpuUnavailable(self._failure) from None
+        self._failure = ""
+        self._expected = max(self._expected, len(self._devices))
         if self.use_xid_events:
-            try:
-                self._watcher = _XidWatcher(self._all_devices(), self.event_timeout_ms)
-                self._watcher.start()
-            except pynvml.NVMLError as err:
+            self._watch_xids()
+
+    def _watch_xids(self) -> None:
+        try:
+            event_set = pynvml.nvmlEventSetCreate()
+        except pynvml.NVMLError as err:
+            if not self._is_unsupported(self._system, "xid_events"):
+                self._unsupported.add((self._system.key, "", "xid_events"))
                 log.info("XID events unavailable: %s", err)
-                self._watcher = None
+            return
+        watcher = XidWatcher(event_set, self.event_timeout_ms, self._xid_state)
+        for device in self._all_devices():
+            if device.lost or device.parent is not None:
+                continue
+            try:
+                registered = self._call(device, "xid_events", _register_xids, device, event_set)
+            except _Lost:
+                device.lost = True
+                continue
+            if registered:
+                watcher.watch(device.handle, device.key)
+        watcher.start()
+        self._watcher = watcher
 
     def close(self) -> None:
         """Stop the event thread, free GPM samples and shut NVML down (once)."""
+        self._shutdown()
+
+    def _shutdown(self) -> None:
         if not self._initialised:
             return
         if self._watcher is not None:
-            self._watcher.stop()
+            self._xid_state = self._watcher.stop()
             self._watcher = None
         for device in self._all_devices():
             if device.gpm_sample is not None:
                 try:
-                    pynvml.nvmlGpmSampleFree(device.gpm_sample)
+                    _free_sample(device.gpm_sample)
                 except pynvml.NVMLError as err:
                     log.debug("nvmlGpmSampleFree: %s", err)
                 device.gpm_sample = None
@@ -361,30 +376,23 @@ class NvmlSource:
     # --- discovery ------------------------------------------------------------------------
 
     def _discover(self) -> None:
-        self._driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        try:
-            cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-            self._cuda = f"{cuda // 1000}.{cuda % 1000 // 10}"
-        except pynvml.NVMLError:
-            self._cuda = ""
+        driver = self._call(self._system, "driver_version", pynvml.nvmlSystemGetDriverVersion)
+        self._driver = "" if driver is None else _text(driver)
+        cuda = self._call(self._system, "cuda_version", pynvml.nvmlSystemGetCudaDriverVersion)
+        self._cuda = "" if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}"
         devices = []
         for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            except pynvml.NVMLError as err:
+                log.error("GPU %d: no NVML handle (%s); reported lost", index, err)
+                devices.append(_Device(str(index), "", None, lost=True))
+                continue
             device = _Device(str(index), "", handle)
             try:
-                device.uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
-                device.name = _text(pynvml.nvmlDeviceGetName(handle))
-                device.pci_bus_id = _text(pynvml.nvmlDeviceGetPciInfo(handle).busId)
-            except pynvml.NVMLError as err:
-                if err.value != GPU_IS_LOST:
-                    raise
+                self._discover_device(device)
+            except _Lost:
                 device.lost = True
-                device.uuid = device.uuid or f"lost-gpu-{index}"
-                devices.append(device)
-                continue
-            self._discover_links(device)
-            self._discover_gpm(device)
-            self._discover_mig(device)
             devices.append(device)
         self._devices = devices
         log.info(
@@ -394,15 +402,27 @@ class NvmlSource:
             sum(len(d.mig) for d in devices),
         )
 
+    def _discover_device(self, device: _Device) -> None:
+        call, handle = self._call, device.handle
+        device.uuid = _text(call(device, "uuid", pynvml.nvmlDeviceGetUUID, handle) or "")
+        device.name = _text(call(device, "name", pynvml.nvmlDeviceGetName, handle) or "")
+        pci = call(device, "pci_info", pynvml.nvmlDeviceGetPciInfo, handle)
+        device.pci_bus_id = "" if pci is None else _text(pci.busId)
+        self._discover_links(device)
+        self._discover_gpm(device)
+        self._discover_mig(device)
+
     def _discover_links(self, device: _Device) -> None:
         links = 0
-        try:
-            (entry,) = pynvml.nvmlDeviceGetFieldValues(device.handle, [FIELD_NVLINK_LINK_COUNT])
-            if entry.nvmlReturn == pynvml.NVML_SUCCESS:
-                links = int(field_value(entry))
-        except pynvml.NVMLError as err:
-            if err.value not in _SKIP:
-                raise
+        found = self._call(
+            device,
+            "nvlink_count",
+            pynvml.nvmlDeviceGetFieldValues,
+            device.handle,
+            [FIELD_NVLINK_LINK_COUNT],
+        )
+        if found is not None and found[0].nvmlReturn == pynvml.NVML_SUCCESS:
+            links = int(field_value(found[0]))
         device.nvlink_links = links
         # The batch request, and for each entry (same order) where its value goes.
         ids: list[Any] = [FIELD_MEMORY_TEMP, FIELD_PCIE_TX_BYTES, FIELD_PCIE_RX_BYTES]
@@ -428,35 +448,36 @@ class NvmlSource:
     def _discover_gpm(self, device: _Device) -> None:
         if not self.use_gpm:
             return
-        try:
-            device.gpm = bool(pynvml.nvmlGpmQueryDeviceSupport(device.handle).isSupportedDevice)
-        except pynvml.NVMLError as err:
-            if err.value not in _SKIP:
-                raise
-            device.gpm = False
+        support = self._call(device, "gpm_support", pynvml.nvmlGpmQueryDeviceSupport, device.handle)
+        device.gpm = support is not None and bool(support.isSupportedDevice)
 
     def _discover_mig(self, device: _Device) -> None:
-        try:
-            current, _pending = pynvml.nvmlDeviceGetMigMode(device.handle)
-        except pynvml.NVMLError as err:
-            if err.value not in _SKIP:
-                raise
+        call, handle = self._call, device.handle
+        mode = call(device, "mig_mode", pynvml.nvmlDeviceGetMigMode, handle)
+        if mode is None or mode[0] != pynvml.NVML_DEVICE_MIG_ENABLE:
             return
-        if current != pynvml.NVML_DEVICE_MIG_ENABLE:
-            return
-        for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(device.handle)):
-            try:
-                handle = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(device.handle, slot)
-            except pynvml.NVMLError as err:
-                if err.value == pynvml.NVML_ERROR_NOT_FOUND:
-                    continue  # an empty slot
-                raise
-            instance = pynvml.nvmlDeviceGetGpuInstanceId(handle)
+        slots = call(device, "mig_slots", pynvml.nvmlDeviceGetMaxMigDeviceCount, handle) or 0
+        for slot in range(slots):
+            instance_handle = call(
+                device,
+                "mig_handle",
+                pynvml.nvmlDeviceGetMigDeviceHandleByIndex,
+                handle,
+                slot,
+                empty=pynvml.NVML_ERROR_NOT_FOUND,  # an empty slot
+            )
+            if instance_handle is None:
+                continue
+            instance = call(
+                device, "mig_instance_id", pynvml.nvmlDeviceGetGpuInstanceId, instance_handle
+            )
+            if instance is None:
+                continue  # without its GPU instance id a MIG device cannot be labelled
             device.mig.append(
                 _Device(
                     device.index,
                     device.uuid,
-                    handle,
+                    instance_handle,
                     name=device.name,
                     pci_bus_id=device.pci_bus_id,
                     gpu_instance=str(instance),
@@ -467,9 +488,18 @@ class NvmlSource:
 
     # --- reading --------------------------------------------------------------------------
 
-    def _call(self, device: _Device, key: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """One NVML call; None when unsupported (remembered) or failed (counted)."""
-        if (device.uuid, device.gpu_instance, key) in self._unsupported:
+    def _call(
+        self,
+        device: _Device,
+        key: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        empty: int | None = None,
+    ) -> Any:
+        """One optional NVML call; None when unsupported (remembered and logged once),
+        when it answers ``empty`` (nothing there), or when it failed (counted).
+        Raises :class:`_Lost` when the device answers GPU_IS_LOST."""
+        if self._is_unsupported(device, key):
             return None
         try:
             return fn(*args)
@@ -477,23 +507,28 @@ class NvmlSource:
             code = err.value
             if code == GPU_IS_LOST:
                 raise _Lost from None
+            if code == empty:
+                return None
             if code in _SKIP:
-                self._unsupported.add((device.uuid, device.gpu_instance, key))
+                self._unsupported.add((device.key, device.gpu_instance, key))
                 log.info(
-                    "GPU %s%s: %s not supported (%s); metric left out",
-                    device.index,
-                    f"/{device.gpu_instance}" if device.gpu_instance else "",
+                    "%s: %s not supported (%s: %s); left out",
+                    _where(device),
                     key,
+                    getattr(fn, "__name__", "NVML"),
                     err,
                 )
                 return None
             self._errors += 1
-            log.debug("GPU %s: %s failed: %s", device.index, key, err)
+            log.debug("%s: %s failed: %s", _where(device), key, err)
             return None
 
+    def _is_unsupported(self, device: _Device, key: str) -> bool:
+        return (device.key, device.gpu_instance, key) in self._unsupported
+
     def poll(self) -> GpuSnapshot:
-        self._ensure_init()
         self._errors = 0
+        self._ensure_current()
         readings: list[DeviceReading] = []
         for device in self._devices:
             readings.append(self._read_device(device))
@@ -559,7 +594,7 @@ class NvmlSource:
             handle,
             pynvml.NVML_TEMPERATURE_GPU,
         )
-        if temp is None and (device.uuid, "", "temperature_v") in self._unsupported:
+        if temp is None and self._is_unsupported(device, "temperature_v"):
             # drivers before nvmlDeviceGetTemperatureV: the deprecated call
             temp = call(
                 device,
@@ -617,7 +652,9 @@ class NvmlSource:
         )
         self._read_fields(device, reading)
         self._read_gpm(device, reading)
-        procs = call(device, "processes", pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
+        # the versioned call: pynvml's unversioned wrapper turns FunctionNotFound into
+        # NVMLLibraryMismatchError, which is not an NVMLError
+        procs = call(device, "processes", pynvml.nvmlDeviceGetComputeRunningProcesses_v3, handle)
         by_instance: dict[str, list[int]] = {}
         for process in procs or ():
             instance = process.gpuInstanceId
@@ -670,14 +707,11 @@ class NvmlSource:
     def _read_gpm(self, device: _Device, reading: DeviceReading) -> None:
         if not device.gpm:
             return
-        parent = device.parent
-        try:
-            sample = pynvml.nvmlGpmSampleAlloc()
-        except pynvml.NVMLError as err:
-            if err.value == GPU_IS_LOST:
-                raise _Lost from None
-            self._errors += 1
+        sample = self._call(device, "gpm_sample_alloc", pynvml.nvmlGpmSampleAlloc)
+        if sample is None:
+            device.gpm = not self._is_unsupported(device, "gpm_sample_alloc")
             return
+        parent = device.parent
         if parent is None:
             taken = self._call(device, "gpm_sample", pynvml.nvmlGpmSampleGet, device.handle, sample)
         else:
@@ -690,8 +724,8 @@ class NvmlSource:
                 sample,
             )
         if taken is None:
-            pynvml.nvmlGpmSampleFree(sample)
-            if (device.uuid, device.gpu_instance, "gpm_sample") in self._unsupported:
+            self._free_gpm(device, sample)
+            if self._is_unsupported(device, "gpm_sample"):
                 device.gpm = False
             return
         previous, device.gpm_sample = device.gpm_sample, sample
@@ -707,13 +741,21 @@ class NvmlSource:
         try:
             result = self._call(device, "gpm_metrics", pynvml.nvmlGpmMetricsGet, request)
         finally:
-            pynvml.nvmlGpmSampleFree(previous)
-        if result is None:
+            freed = self._free_gpm(device, previous)
+        if result is None or not freed:
             return
         for slot, label in enumerate(GPM_METRICS):
             metric = result.metrics[slot]
             if metric.nvmlReturn == pynvml.NVML_SUCCESS:
                 reading.gpm[label] = metric.value / 100
+
+    def _free_gpm(self, device: _Device, sample: Any) -> bool:
+        """Free a GPM sample; if samples cannot be freed, stop taking them (no leak per poll)."""
+        if self._call(device, "gpm_sample_free", _free_sample, sample) is not None:
+            return True
+        if self._is_unsupported(device, "gpm_sample_free"):
+            device.gpm = False
+        return False
 
     def _read_mig(self, instance: _Device) -> DeviceReading:
         reading = DeviceReading(
@@ -734,7 +776,7 @@ class NvmlSource:
     def _read_xids(self, device: _Device, reading: DeviceReading) -> None:
         if self._watcher is None:
             return
-        counts, last, fatal = self._watcher.read(device.uuid)
+        counts, last, fatal = self._watcher.read(device.key)
         if counts is None:
             return  # XID events unsupported on this device: no XID series
         reading.xid_counts = counts
@@ -794,6 +836,26 @@ class NvmlSource:
 
 def _order(item: JobAttribution | PodAttribution) -> tuple[str, ...]:
     return tuple(str(getattr(item, each.name)) for each in fields(item))
+
+
+def _where(device: _Device) -> str:
+    if device.handle is None and not device.index:
+        return "NVML"
+    return (
+        f"GPU {device.index}/{device.gpu_instance}"
+        if device.gpu_instance
+        else f"GPU {device.index}"
+    )
+
+
+def _register_xids(device: _Device, event_set: Any) -> bool:
+    pynvml.nvmlDeviceRegisterEvents(device.handle, pynvml.nvmlEventTypeXidCriticalError, event_set)
+    return True
+
+
+def _free_sample(sample: Any) -> bool:
+    pynvml.nvmlGpmSampleFree(sample)
+    return True
 
 
 def _text(value: bytes | str) -> str:

@@ -2,11 +2,13 @@
 
 Error policy:
 
-* Value parsers (:func:`parse_int`, :func:`parse_version`) raise :class:`ValueError` when
-  the text is not a value of that kind; the caller counts it as one error.
-* Block parsers (:func:`parse_stats`, :func:`parse_job_stats`, :func:`parse_lctl_output`)
-  never raise on any ``str``: they return what they understood plus ``errors``, the number
-  of non-blank lines they could not place.
+* Value parsers (:func:`parse_int`, :func:`parse_version`, :func:`parse_health_check`)
+  raise :class:`ValueError` when the text is not a value of that kind; the caller counts
+  it as one error.
+* Block parsers (:func:`parse_stats`, :func:`parse_job_stats`, :func:`parse_lctl_output`,
+  :func:`parse_recovery_status`, :func:`parse_lnet_stats`) never raise on any ``str``: they
+  return what they understood plus ``errors``, the number of non-blank lines they could
+  not place.
 * Name helpers (:func:`parse_target_name`, :func:`client_device`, :func:`llite_fs`) never
   raise; a name they do not recognise comes back as itself with an empty ``fs``.
 
@@ -123,6 +125,12 @@ _STATS_HEADERS = frozenset(
     )
 )
 _LATENCY_UNITS = frozenset(("usec", "usecs"))
+#: client llite lines that are not operations: ``openclosetime`` samples how long each
+#: closed file had been open (a sum of open times, not a service time); ``opencount``
+#: samples how often a file had been opened when it is opened again (its count repeats
+#: ``open``, its sum is no count of anything)
+_OPEN_TIME = "openclosetime"
+_NOT_OPERATIONS = frozenset((_OPEN_TIME, "opencount"))
 #: byte-counting lines -> the operation their sample count stands for when the block has no
 #: line of that name (2.10 obdfilter stats: write_bytes but no write)
 _BYTES_LINES = {"read_bytes": "read", "write_bytes": "write"}
@@ -136,6 +144,9 @@ class StatsBlock:
     latency_usecs: dict[str, int] = field(default_factory=dict)
     read_bytes: int | None = None
     write_bytes: int | None = None
+    #: ``openclosetime``: closes measured and the summed time those files were open
+    open_closes: int | None = None
+    open_time_usecs: int | None = None
     errors: int = 0
 
 
@@ -147,7 +158,9 @@ def parse_stats(text: str) -> StatsBlock:
     * ``[usec]``/``[usecs]`` lines with a sum add the sum to ``latency_usecs[name]``;
     * ``read_bytes``/``write_bytes`` ``[bytes]`` lines give ``read_bytes``/``write_bytes``
       from their sum and count as operations ``read``/``write`` unless the block has its
-      own ``read``/``write`` line (2.12+), so counts mean the same in every version.
+      own ``read``/``write`` line (2.12+), so counts mean the same in every version;
+    * ``openclosetime`` (client, 2.15) gives ``open_closes`` and ``open_time_usecs``;
+      ``opencount`` is skipped: neither is an operation nor a latency.
     """
     block = StatsBlock()
     operations = block.operations
@@ -163,6 +176,11 @@ def parse_stats(text: str) -> StatsBlock:
         name, samples_text, unit, _min, _max, total, _sumsq = match.groups()
         samples = int(samples_text)
         unit = unit.lower()
+        if name in _NOT_OPERATIONS:
+            if name == _OPEN_TIME and unit in _LATENCY_UNITS:
+                block.open_closes = (block.open_closes or 0) + samples
+                block.open_time_usecs = (block.open_time_usecs or 0) + int(total or 0)
+            continue
         as_op = _BYTES_LINES.get(name) if unit == "bytes" else None
         if as_op is not None:
             fallback[as_op] = fallback.get(as_op, 0) + samples
@@ -329,4 +347,142 @@ def parse_lctl_output(text: str) -> LctlOutput:
         if value.startswith("\n"):
             value = value[1:]
         params[name] = value
+    return result
+
+
+# --- health_check ------------------------------------------------------------------------
+
+#: the states ``lustre_health_check`` reports, in that order
+HEALTH_STATES = ("healthy", "sick", "lbug")
+
+
+def parse_health_check(text: str) -> str:
+    """``healthy``, ``sick`` or ``lbug`` from the ``health_check`` parameter.
+
+    Lustre prints ``healthy``; ``NOT HEALTHY`` (older: ``device <name> reported unhealthy``
+    lines, then ``NOT HEALTHY``) when a target or service is unhealthy; ``LBUG`` after a
+    kernel assertion (the node needs a reboot). Anything else raises ValueError.
+    """
+    if "LBUG" in text:
+        return "lbug"
+    stripped = text.strip()
+    if stripped == "healthy":
+        return "healthy"
+    if "NOT HEALTHY" in text or "unhealthy" in text:
+        return "sick"
+    raise ValueError(f"not a health_check value: {text[:40]!r}")
+
+
+# --- recovery_status ---------------------------------------------------------------------
+
+#: recovery states as Lustre prints them (``status:``), lower-cased; others are ``other``
+RECOVERY_STATES = ("complete", "recovering", "waiting", "inactive", "other")
+_RECOVERY_LINE = re.compile(r"[ \t]*([A-Za-z_]+):[ \t]*(\S[^\n]*?)?[ \t]*", re.ASCII)
+_CLIENTS = re.compile(r"([0-9]+)(?:/([0-9]+))?", re.ASCII)
+
+
+@dataclass(slots=True)
+class RecoveryStatus:
+    """One target's ``recovery_status``."""
+
+    #: one of RECOVERY_STATES; "" when the text has no ``status:`` line
+    status: str = ""
+    #: clients that finished recovery (``completed_clients: 4/8`` -> 4)
+    completed_clients: int | None = None
+    #: clients the target expects to recover (the ``/8`` of completed or connected clients)
+    total_clients: int | None = None
+    #: clients reconnected so far, while recovering (``connected_clients: 3/7`` -> 3)
+    connected_clients: int | None = None
+    #: seconds left of the recovery window, while recovering
+    time_remaining_seconds: int | None = None
+    errors: int = 0
+
+
+def parse_recovery_status(text: str) -> RecoveryStatus:
+    """Parse an OST's or MDT's ``recovery_status``; never raises.
+
+    ``key: value`` lines (2.10 to 2.15): ``status`` (COMPLETE, RECOVERING, WAITING,
+    INACTIVE, ...), ``completed_clients: A/B`` when complete, ``connected_clients: A/B``,
+    ``completed_clients: A`` and ``time_remaining: S`` while recovering. Other keys
+    (``recovery_start``, ``VBR``, ...) are understood and ignored; a line that is not
+    ``key: value`` counts one error, as does a client count that is not a number.
+    """
+    result = RecoveryStatus()
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = _RECOVERY_LINE.fullmatch(line)
+        if match is None:
+            result.errors += 1
+            continue
+        key, value = match[1], match[2] or ""
+        if key == "status":
+            status = value.lower()
+            result.status = status if status in RECOVERY_STATES else "other"
+        elif key in ("completed_clients", "connected_clients"):
+            clients = _CLIENTS.fullmatch(value)
+            if clients is None:
+                result.errors += 1
+                continue
+            if key == "completed_clients":
+                result.completed_clients = int(clients[1])
+            else:
+                result.connected_clients = int(clients[1])
+            if clients[2] is not None:
+                result.total_clients = int(clients[2])
+        elif key == "time_remaining":
+            try:
+                result.time_remaining_seconds = parse_int(value)
+            except ValueError:
+                result.errors += 1
+    return result
+
+
+# --- LNet statistics ---------------------------------------------------------------------
+
+#: the fields of ``/proc/sys/lnet/stats`` (debugfs ``lnet/stats`` from 2.12), in order
+_LNET_FIELDS = (
+    "msgs_alloc",
+    "msgs_max",
+    "errors",
+    "send_count",
+    "recv_count",
+    "route_count",
+    "drop_count",
+    "send_length",
+    "recv_length",
+    "route_length",
+    "drop_length",
+)
+_LNET_YAML = re.compile(r"^[ \t]*([a-z_]+):[ \t]*([0-9]+)[ \t]*$", re.M | re.ASCII)
+
+
+@dataclass(slots=True)
+class LnetStats:
+    """Node-wide LNet message counters; the names of ``lnetctl stats show``."""
+
+    values: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+
+
+def parse_lnet_stats(text: str) -> LnetStats:
+    """Parse LNet's ``stats`` file or ``lnetctl stats show`` output; never raises.
+
+    The file is one line of 11 numbers (``msgs_alloc msgs_max errors send_count recv_count
+    route_count drop_count send_length recv_length route_length drop_length``); lnetctl
+    prints the same counters as ``name: value`` YAML under ``statistics:``. A file line
+    that is not 11 numbers counts one error.
+    """
+    result = LnetStats()
+    if ":" in text:
+        result.values = {key: int(value) for key, value in _LNET_YAML.findall(text)}
+        return result
+    for line in text.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != len(_LNET_FIELDS) or not all(f.isascii() and f.isdigit() for f in fields):
+            result.errors += 1
+            continue
+        result.values = dict(zip(_LNET_FIELDS, map(int, fields), strict=True))
     return result

@@ -53,6 +53,9 @@ class OperationStats(TargetView):
     latency_usecs: dict[str, int] = field(default_factory=dict)
     read_bytes: int | None = None
     write_bytes: int | None = None
+    #: client ``openclosetime``: closes measured and the summed time those files were open
+    open_closes: int | None = None
+    open_time_usecs: int | None = None
 
 
 @dataclass(slots=True)
@@ -78,6 +81,35 @@ class TargetJobStats(TargetView):
 
 
 @dataclass(slots=True)
+class ExportStat:
+    """One client's ``exports.<nid>.stats`` on a server target."""
+
+    nid: str
+    read_bytes: int = 0
+    write_bytes: int = 0
+    #: operation -> samples
+    operations: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TargetExportStats(TargetView):
+    """All client exports one server target lists."""
+
+    exports: list[ExportStat] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Recovery(TargetView):
+    """A server target's ``recovery_status``."""
+
+    status: str = ""
+    completed_clients: int | None = None
+    total_clients: int | None = None
+    connected_clients: int | None = None
+    time_remaining_seconds: int | None = None
+
+
+@dataclass(slots=True)
 class LustreSnapshot:
     """Everything one poll read; empty on a node without Lustre."""
 
@@ -91,5 +123,16 @@ class LustreSnapshot:
     stats: list[OperationStats] = field(default_factory=list)
     #: None when job stats are off; a list (maybe empty) when on
     job_stats: list[TargetJobStats] | None = None
+    #: None when export stats are off; a list (maybe empty) when on
+    export_stats: list[TargetExportStats] | None = None
+    #: ``healthy``/``sick``/``lbug`` from health_check; "" when the node has none
+    health: str = ""
+    recovery: list[Recovery] = field(default_factory=list)
+    #: (fs, target, component) -> eviction_count of a server target
+    evictions: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    #: (fs, target, component) -> num_exports of a server target
+    connected_clients: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    #: node-wide LNet counters (names as ``lnetctl stats show``); empty when not read
+    lnet: dict[str, int] = field(default_factory=dict)
     #: recoverable problems: unreadable files, unparsable values and lines
     errors: int = 0

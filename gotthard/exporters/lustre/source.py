@@ -25,9 +25,12 @@ from gotthard.exporters.lustre.parse import (
     SERVER_COMPONENT,
     client_device,
     llite_fs,
+    parse_health_check,
     parse_int,
     parse_job_stats,
     parse_lctl_output,
+    parse_lnet_stats,
+    parse_recovery_status,
     parse_stats,
     parse_target_name,
     parse_version,
@@ -35,20 +38,25 @@ from gotthard.exporters.lustre.parse import (
 from gotthard.exporters.lustre.snapshot import (
     ROLES,
     Capacity,
+    ExportStat,
     LustreSnapshot,
     OperationStats,
+    Recovery,
+    TargetExportStats,
     TargetJobStats,
 )
 
 log = logging.getLogger("gotthard.exporter.lustre")
 
 CAPACITY = ("kbytestotal", "kbytesfree", "kbytesavail", "filestotal", "filesfree")
+#: what a server target (OST, MDT) says about its clients: recovery, evictions, exports
+SERVING = ("recovery_status", "eviction_count", "num_exports")
 #: subsystem -> parameters read from each of its devices ("osd" stands for every osd-*).
 #: osc/mdc read ``active`` first and skip the rest of an inactive device.
 WANTED: dict[str, tuple[str, ...]] = {
     "osd": CAPACITY,
-    "obdfilter": (*CAPACITY, "stats"),
-    "mdt": (*CAPACITY, "md_stats"),
+    "obdfilter": (*CAPACITY, "stats", *SERVING),
+    "mdt": (*CAPACITY, "md_stats", *SERVING),
     "mgs": (),
     "osc": ("active", *CAPACITY),
     "mdc": ("active", *CAPACITY, "md_stats"),
@@ -56,6 +64,12 @@ WANTED: dict[str, tuple[str, ...]] = {
 }
 #: extra parameters with --lustre.job-stats
 JOB_STATS = {"obdfilter": ("job_stats",), "mdt": ("job_stats",)}
+#: subsystems whose devices list per-client ``exports/<nid>/stats`` (--lustre.export-stats)
+EXPORTS = ("obdfilter", "mdt")
+#: node-wide parameters (no subsystem) read from the first Lustre root that has them
+TOP = ("version", "health_check")
+#: LNet's counters, relative to procfs (up to 2.10) and sysfs (debugfs, 2.12 and later)
+LNET_STATS = (("procfs", "sys/lnet/stats"), ("sysfs", "kernel/debug/lnet/stats"))
 
 
 def wanted(subsystem: str, job_stats: bool) -> tuple[str, ...]:
@@ -78,7 +92,35 @@ class ParamTree:
     params: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     #: text of the ``version`` parameter, None when absent
     version: str | None = None
+    #: text of the ``health_check`` parameter, None when absent
+    health_check: str | None = None
+    #: subsystem -> device -> client NID -> text of ``exports.<nid>.stats``
+    exports: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    #: text of LNet's ``stats``, None when absent
+    lnet_stats: str | None = None
     errors: int = 0
+
+
+def read_lnet_stats(tree: ParamTree, procfs: str, sysfs: str) -> None:
+    """Fill ``tree.lnet_stats`` from the first LNet ``stats`` file that exists.
+
+    LNet's counters are no ``lctl get_param`` parameter, so both sources read this file.
+    """
+    roots = {"procfs": procfs, "sysfs": sysfs}
+    for root, relative in LNET_STATS:
+        path = os.path.join(roots[root], relative)
+        try:
+            with open(path, "rb") as handle:
+                tree.lnet_stats = handle.read().decode("utf-8", "replace")
+                return
+        except FileNotFoundError:
+            continue
+        except PermissionError:
+            continue  # debugfs is root-only: as for llite stats, not an error each poll
+        except OSError as err:
+            tree.errors += 1
+            log.debug("lustre: cannot read %s: %s", path, err)
+            return
 
 
 # --- procfs / sysfs / debugfs ------------------------------------------------------------
@@ -92,6 +134,8 @@ class ProcfsSource:
         self.procfs_root = os.path.join(procfs, "fs", "lustre")
         self.debugfs_root = os.path.join(sysfs, "kernel", "debug", "lustre")
         self.roots = (self.sysfs_root, self.procfs_root, self.debugfs_root)
+        self.procfs = procfs
+        self.sysfs = sysfs
         self._warned: set[str] = set()
 
     def _listdir(self, path: str, tree: ParamTree, *, dirs: bool) -> list[str]:
@@ -138,13 +182,17 @@ class ProcfsSource:
             log.debug("lustre: cannot read %s: %s", path, err)
             return None
 
-    def read(self, *, job_stats: bool) -> ParamTree:
+    def read(self, *, job_stats: bool, export_stats: bool = False) -> ParamTree:
         tree = ParamTree()
-        for root in (self.sysfs_root, self.procfs_root):
-            text = self._read(os.path.join(root, "version"), tree)
-            if text is not None:
-                tree.version = text
-                break
+        for name in TOP:
+            for root in (self.sysfs_root, self.procfs_root):
+                text = self._read(os.path.join(root, name), tree)
+                if text is not None:
+                    setattr(tree, name, text)
+                    break
+        read_lnet_stats(tree, self.procfs, self.sysfs)
+        if export_stats:
+            self._read_exports(tree)
         # subsystem -> device -> {param: directory holding it}, first root wins per param
         located: dict[str, dict[str, dict[str, str]]] = {}
         for root in self.roots:
@@ -185,6 +233,22 @@ class ProcfsSource:
             tree.params[subsystem] = out
         return tree
 
+    def _read_exports(self, tree: ParamTree) -> None:
+        """``<subsystem>/<device>/exports/<nid>/stats`` of every server target, first root wins."""
+        for subsystem in EXPORTS:
+            devices = tree.exports.setdefault(subsystem, {})
+            for root in (self.procfs_root, self.sysfs_root):
+                base = os.path.join(root, subsystem)
+                for device in self._listdir(base, tree, dirs=True):
+                    folder = os.path.join(base, device, "exports")
+                    nids = devices.setdefault(device, {})
+                    for nid in self._listdir(folder, tree, dirs=True):
+                        if nid in nids:
+                            continue
+                        text = self._read(os.path.join(folder, nid, "stats"), tree)
+                        if text is not None:
+                            nids[nid] = text
+
 
 def _inactive(text: str) -> bool:
     try:
@@ -203,26 +267,37 @@ class LctlError(RuntimeError):
 class LctlSource:
     """Runs one ``lctl get_param`` for all parameters and parses its output."""
 
-    def __init__(self, lctl_path: str = "lctl", timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        lctl_path: str = "lctl",
+        timeout: float = 10.0,
+        *,
+        procfs: str = "/proc",
+        sysfs: str = "/sys",
+    ) -> None:
         self.lctl_path = lctl_path
         self.timeout = timeout
+        self.procfs = procfs
+        self.sysfs = sysfs
         self._last_complaint = ""
 
-    def argv(self, *, job_stats: bool) -> list[str]:
+    def argv(self, *, job_stats: bool, export_stats: bool = False) -> list[str]:
         """The exact command: ``lctl get_param <param>...``.
 
         No ``-n``: the output must name each parameter. Every parameter is spelled out (no
         ``kbytes*``), one argv list, never a shell.
         """
-        patterns = ["version"]
+        patterns = list(TOP)
         for subsystem in WANTED:
             glob = "osd-*" if subsystem == "osd" else subsystem
             params = wanted(glob, job_stats) or ("num_exports",)  # mgs: presence only
             patterns.extend(f"{glob}.*.{param}" for param in params)
+        if export_stats:
+            patterns.extend(f"{subsystem}.*.exports.*.stats" for subsystem in EXPORTS)
         return [self.lctl_path, "get_param", *patterns]
 
-    def read(self, *, job_stats: bool) -> ParamTree:
-        argv = self.argv(job_stats=job_stats)
+    def read(self, *, job_stats: bool, export_stats: bool = False) -> ParamTree:
+        argv = self.argv(job_stats=job_stats, export_stats=export_stats)
         try:
             done = subprocess.run(
                 argv,
@@ -239,7 +314,8 @@ class LctlSource:
             raise LctlError(f"cannot run {self.lctl_path}: {err.strerror or err}") from None
         stdout = done.stdout.decode("utf-8", "replace")
         stderr = done.stderr.decode("utf-8", "replace")
-        tree = tree_from_lctl(stdout, job_stats=job_stats)
+        tree = tree_from_lctl(stdout, job_stats=job_stats, export_stats=export_stats)
+        read_lnet_stats(tree, self.procfs, self.sysfs)
         # lctl exits non-zero when any pattern matches nothing (a client has no
         # obdfilter.*): that is the normal case, not an error; nor are complaints about
         # a deactivated OSC/MDC (its statfs fails). Anything else is.
@@ -265,20 +341,32 @@ class LctlSource:
         return tree
 
 
-def tree_from_lctl(text: str, *, job_stats: bool) -> ParamTree:
-    """A :class:`ParamTree` from ``lctl get_param`` output; unrequested params are ignored."""
+def tree_from_lctl(text: str, *, job_stats: bool, export_stats: bool = False) -> ParamTree:
+    """A :class:`ParamTree` from ``lctl get_param`` output.
+
+    Only the parameters :meth:`LctlSource.argv` asks for are taken: ``<subsystem>.<device>.
+    <param>`` with a device name without dots (Lustre device names have none), and, with
+    *export_stats*, ``<obdfilter|mdt>.<device>.exports.<nid>.stats`` (NIDs have dots:
+    ``10.0.0.1@o2ib``). Anything else a pattern matched (a per-client ``exports`` entry
+    without *export_stats*, a deeper parameter) is ignored, never taken for a target.
+    """
     output = parse_lctl_output(text)
     tree = ParamTree(errors=output.errors)
     for name, value in output.params.items():
-        if name == "version":
-            tree.version = value
+        if name in TOP:
+            setattr(tree, name, value)
             continue
         subsystem, _, rest = name.partition(".")
-        device, _, param = rest.rpartition(".")
-        if not device or not is_wanted_subsystem(subsystem):
+        device, _, param = rest.partition(".")
+        if not device or not param or not is_wanted_subsystem(subsystem):
             continue
-        devices = tree.params.setdefault(subsystem, {})
-        texts = devices.setdefault(device, {})
+        texts = tree.params.setdefault(subsystem, {}).setdefault(device, {})
+        if param.startswith("exports.") and param.endswith(".stats"):
+            nid = param[len("exports.") : -len(".stats")]
+            if export_stats and subsystem in EXPORTS and nid:
+                nids = tree.exports.setdefault(subsystem, {}).setdefault(device, {})
+                nids[nid] = value
+            continue
         if param in wanted(subsystem, job_stats):
             texts[param] = value
     return tree
@@ -328,7 +416,12 @@ def _add_stats(
         return
     block = parse_stats(text)
     errors[0] += block.errors
-    if not block.operations and block.read_bytes is None and block.write_bytes is None:
+    if (
+        not block.operations
+        and block.read_bytes is None
+        and block.write_bytes is None
+        and block.open_closes is None
+    ):
         return
     entry = stats.get(key)
     if entry is None:
@@ -338,6 +431,8 @@ def _add_stats(
             latency_usecs=block.latency_usecs,
             read_bytes=block.read_bytes,
             write_bytes=block.write_bytes,
+            open_closes=block.open_closes,
+            open_time_usecs=block.open_time_usecs,
         )
         return
     # a second mount of the same file system on a client: add its counters
@@ -349,9 +444,76 @@ def _add_stats(
         entry.read_bytes = (entry.read_bytes or 0) + block.read_bytes
     if block.write_bytes is not None:
         entry.write_bytes = (entry.write_bytes or 0) + block.write_bytes
+    if block.open_closes is not None:
+        entry.open_closes = (entry.open_closes or 0) + block.open_closes
+        entry.open_time_usecs = (entry.open_time_usecs or 0) + (block.open_time_usecs or 0)
 
 
-def assemble(tree: ParamTree, *, job_stats: bool) -> LustreSnapshot:
+def _serving(
+    params: dict[str, dict[str, dict[str, str]]], snapshot: LustreSnapshot, errors: list[int]
+) -> None:
+    """Recovery, evictions and connected clients of every OST and MDT."""
+    for subsystem, component in (("obdfilter", "ost"), ("mdt", "mdt")):
+        for device, texts in sorted(params.get(subsystem, {}).items()):
+            fs, target, _, _ = parse_target_name(device)
+            key = (fs, target, component)
+            for param, into in (
+                ("eviction_count", snapshot.evictions),
+                ("num_exports", snapshot.connected_clients),
+            ):
+                text = texts.get(param)
+                if text is None:
+                    continue
+                try:
+                    into[key] = parse_int(text)
+                except ValueError:
+                    errors[0] += 1
+            text = texts.get("recovery_status")
+            if text is None:
+                continue
+            status = parse_recovery_status(text)
+            errors[0] += status.errors
+            if not status.status:
+                errors[0] += 1
+                continue
+            snapshot.recovery.append(
+                Recovery(
+                    *key,
+                    status=status.status,
+                    completed_clients=status.completed_clients,
+                    total_clients=status.total_clients,
+                    connected_clients=status.connected_clients,
+                    time_remaining_seconds=status.time_remaining_seconds,
+                )
+            )
+
+
+def _export_stats(
+    exports: dict[str, dict[str, dict[str, str]]], errors: list[int]
+) -> list[TargetExportStats]:
+    out: list[TargetExportStats] = []
+    for subsystem, component in (("obdfilter", "ost"), ("mdt", "mdt")):
+        for device, nids in sorted(exports.get(subsystem, {}).items()):
+            if not nids:
+                continue  # lctl prints nothing for a target without exports: neither do we
+            fs, target, _, _ = parse_target_name(device)
+            entry = TargetExportStats(fs, target, component)
+            for nid, text in sorted(nids.items()):
+                block = parse_stats(text)
+                errors[0] += block.errors
+                entry.exports.append(
+                    ExportStat(
+                        nid,
+                        read_bytes=block.read_bytes or 0,
+                        write_bytes=block.write_bytes or 0,
+                        operations=block.operations,
+                    )
+                )
+            out.append(entry)
+    return out
+
+
+def assemble(tree: ParamTree, *, job_stats: bool, export_stats: bool = False) -> LustreSnapshot:
     """Parse a :class:`ParamTree` into a snapshot: roles, deduplicated targets, stats, jobs."""
     errors = [tree.errors]
     version = ""
@@ -447,12 +609,25 @@ def assemble(tree: ParamTree, *, job_stats: bool) -> LustreSnapshot:
                 errors[0] += result.errors
                 jobs.append(TargetJobStats(fs, target, component, result.jobs))
 
-    return LustreSnapshot(
+    snapshot = LustreSnapshot(
         roles=tuple(role for role in ROLES if role in roles),
         version=version,
         capacity=list(capacity.values()),
         active=active,
         stats=list(stats.values()),
         job_stats=jobs,
-        errors=errors[0],
     )
+    _serving(params, snapshot, errors)
+    if export_stats:
+        snapshot.export_stats = _export_stats(tree.exports, errors)
+    if tree.health_check is not None:
+        try:
+            snapshot.health = parse_health_check(tree.health_check)
+        except ValueError:
+            errors[0] += 1
+    if tree.lnet_stats is not None:
+        lnet = parse_lnet_stats(tree.lnet_stats)
+        errors[0] += lnet.errors
+        snapshot.lnet = lnet.values
+    snapshot.errors = errors[0]
+    return snapshot

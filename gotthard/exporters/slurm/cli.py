@@ -12,6 +12,7 @@ fuzzed, and benchmarked without Slurm.
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import re
@@ -29,6 +30,7 @@ from gotthard.exporters.slurm.snapshot import (
     Partition,
     PollOptions,
     ProbeResult,
+    Reservation,
     RunningJob,
     SchedulerStats,
     SlurmSnapshot,
@@ -68,7 +70,9 @@ SINFO_NODE_FIELDS = (
     "GresUsed",
     "Reason",
 )
-SINFO_PARTITION_FORMAT = "%P|%a"
+#: Partition view: name, availability, node count and CPUs alloc/idle/other/total. sinfo
+#: groups rows by the fields printed, and %D/%C are sums, so a partition is one row.
+SINFO_PARTITION_FORMAT = "%P|%a|%D|%C"
 
 _N_JOB = len(SQUEUE_FIELDS)
 _N_NODE = len(SINFO_NODE_FIELDS)
@@ -92,6 +96,11 @@ def sinfo_nodes_argv(sinfo: str = "sinfo") -> list[str]:
 
 def sinfo_partitions_argv(sinfo: str = "sinfo") -> list[str]:
     return [sinfo, "-a", "-h", "-o", SINFO_PARTITION_FORMAT]
+
+
+def reservations_argv(scontrol: str = "scontrol") -> list[str]:
+    # -o: one reservation per line, KEY=VALUE words
+    return [scontrol, "show", "reservation", "-o"]
 
 
 #: Slurm's NO_VAL/INFINITE sentinels (0xfffffffe, 0xffffffff) print as huge numbers.
@@ -146,7 +155,7 @@ def parse_squeue(text: str, options: PollOptions) -> ParsedJobs:
         try:
             gpus = _gpus(fields, gpu_cache)
             cpus = _int(fields[3])
-        except ValueError:
+        except (ValueError, ArithmeticError):
             errors += count
             continue
         tally.add_group(
@@ -249,7 +258,7 @@ def _node_values(rest: str) -> tuple | None:
         alloc, idle, other, total = _cpu_states(fields[1])
         memory = _int(fields[2]) * MIB
         memory_alloc = _int(fields[3]) * MIB
-    except ValueError:
+    except (ValueError, ArithmeticError):
         return None
     reason = _null(fields[6].rstrip(SEP).strip())
     gpus_total, gpus_alloc = gpus_from_tres(fields[4]), gpus_from_tres(fields[5])
@@ -269,20 +278,70 @@ def _node_values(rest: str) -> tuple | None:
 
 
 def parse_sinfo_partitions(text: str) -> tuple[tuple[Partition, ...], int]:
+    """Parse :func:`sinfo_partitions_argv` output (``%P|%a`` rows are read too, totals unset).
+
+    Should sinfo split a partition over several rows, their node and CPU counts add up.
+    """
     partitions: dict[str, Partition] = {}
     errors = 0
     for line in text.splitlines():
         if not line:
             continue
-        name, sep, availability = line.partition(SEP)
-        name = name.strip()
-        if not sep or not name:
+        fields = line.split(SEP)
+        name = fields[0].strip()
+        if len(fields) not in (2, 4) or not name:
             errors += 1
             continue
         default = name.endswith("*")
         name = name.rstrip("*")
-        partitions[name] = Partition(name, availability.strip().lower() or "unknown", default)
+        total_nodes = total_cpus = None
+        if len(fields) == 4:
+            try:
+                total_nodes = _int(fields[2])
+                total_cpus = _cpu_states(fields[3])[3]
+            except (ValueError, ArithmeticError):
+                errors += 1
+                continue
+            seen = partitions.get(name)
+            if seen is not None:
+                total_nodes += seen.total_nodes or 0
+                total_cpus += seen.total_cpus or 0
+                default = default or seen.is_default
+        availability = fields[1].strip().lower() or "unknown"
+        partitions[name] = Partition(name, availability, default, total_cpus, total_nodes)
     return tuple(partitions.values()), errors
+
+
+def parse_reservations(text: str) -> tuple[tuple[Reservation, ...], int]:
+    """Parse ``scontrol show reservation -o``: one ``KEY=VALUE ...`` line per reservation.
+
+    ``No reservations in the system`` is an empty result, not an error.
+    """
+    reservations: list[Reservation] = []
+    errors = 0
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("No reservations"):
+            continue
+        fields = dict(word.partition("=")[::2] for word in line.split())
+        name = fields.get("ReservationName", "")
+        try:
+            nodes = _int(fields.get("NodeCnt", "0"))
+        except (ValueError, ArithmeticError):
+            nodes = -1
+        if not name or nodes < 0:
+            errors += 1
+            continue
+        reservations.append(
+            Reservation(
+                name,
+                fields.get("State", "").lower() or "unknown",
+                _null(fields.get("PartitionName", "")),
+                _null(fields.get("Flags", "")).lower(),
+                nodes,
+            )
+        )
+    return tuple(reservations), errors
 
 
 _SDIAG_RPC = re.compile(
@@ -346,6 +405,9 @@ def parse_sdiag(text: str) -> tuple[SchedulerStats, int]:
             number = float(value.split()[0])
         except (IndexError, ValueError):
             errors += 1
+            continue
+        if not math.isfinite(number):
+            errors += 1  # "inf", "nan": a counter no integer can hold
             continue
         values[field] = number
     if not values:
@@ -453,6 +515,8 @@ class CliBackend:
         }
         if self.paths["sdiag"]:
             runs["sdiag"] = self._start([self.paths["sdiag"] or "sdiag"], env)
+        if self.paths["scontrol"]:
+            runs["reservations"] = self._start(reservations_argv(self.paths["scontrol"]), env)
         if options.probe and self.paths["scontrol"]:
             runs["ping"] = self._start([self.paths["scontrol"] or "scontrol", "ping"], env)
         if options.probe and self.paths["sbatch"]:
@@ -496,8 +560,8 @@ def assemble(
 ) -> SlurmSnapshot:
     """Build a snapshot from the outputs of one poll's commands.
 
-    Keys: ``squeue``, ``nodes``, ``partitions`` (required), ``sdiag``, ``ping`` and
-    ``submit`` (optional). Malformed output is counted in ``errors``, never raised.
+    Keys: ``squeue``, ``nodes``, ``partitions`` (required), ``sdiag``, ``reservations``,
+    ``ping`` and ``submit`` (optional). Malformed output is counted in ``errors``, never raised.
     """
     jobs = parse_squeue(outputs["squeue"].stdout, options)
     nodes = parse_sinfo_nodes(outputs["nodes"].stdout)
@@ -511,8 +575,15 @@ def assemble(
         try:
             scheduler, sdiag_errors = parse_sdiag(sdiag.stdout)
             errors += sdiag_errors
-        except ValueError:
+        except (ValueError, ArithmeticError):
             errors += 1
+    reservations = None
+    listing = outputs.get("reservations")
+    if listing is not None and listing.error:
+        errors += 1
+    elif listing is not None:
+        reservations, reservation_errors = parse_reservations(listing.stdout)
+        errors += reservation_errors
     probes = []
     ping = outputs.get("ping")
     if ping is not None:
@@ -532,4 +603,5 @@ def assemble(
         errors=errors,
         backend=backend,
         version=version,
+        reservations=reservations,
     )

@@ -15,6 +15,7 @@ from gotthard.exporters.slurm.snapshot import (
     SlurmBackend,
     SlurmSnapshot,
     SlurmUnavailable,
+    partition_total_mismatches,
 )
 
 log = logging.getLogger("gotthard.exporter.slurm")
@@ -77,6 +78,9 @@ class SlurmCollector:
 
     def __init__(self, config: SlurmExporterConfig, backend: SlurmBackend | None = None) -> None:
         self.poll_interval = config.poll_interval_seconds
+        # A poll's commands (or requests) end by the command timeout; the margin covers
+        # parsing and the rest backend's few sequential requests.
+        self.poll_timeout = config.command_timeout_seconds + 5.0
         self.options = PollOptions(
             per_user=config.per_user, job_info=config.job_info, probe=config.probe
         )
@@ -84,11 +88,14 @@ class SlurmCollector:
 
     def poll(self) -> SlurmSnapshot:
         try:
-            return self.backend.poll(self.options)
+            snapshot = self.backend.poll(self.options)
         except SlurmUnavailable as err:
             # A down controller is data (slurm_up 0), not a collector failure.
             log.warning("Slurm controller unavailable via %s: %s", self.backend.name, err)
             return SlurmSnapshot(up=False, errors=1, backend=self.backend.name)
+        for mismatch in partition_total_mismatches(snapshot):
+            log.info("%s; exporting the partition record's", mismatch)
+        return snapshot
 
     def render(self, snapshot: SlurmSnapshot) -> list[MetricFamily]:
         return render(snapshot, self.options)

@@ -107,7 +107,7 @@ NODE_ATTRIBUTES = (
     "reason",
 )
 #: ``pyslurm.Partition``
-PARTITION_ATTRIBUTES = ("name", "state", "is_default")
+PARTITION_ATTRIBUTES = ("name", "state", "is_default", "total_cpus", "total_nodes")
 #: ``pyslurm.slurmctld.Statistics``: the scheduler counters, then the RPC tables
 STATISTICS_ATTRIBUTES = (
     *(counter.pyslurm_attribute for counter in snapshot.SCHEDULER_COUNTERS),
@@ -392,6 +392,8 @@ def _map_partition(partition: Any) -> snapshot.Partition:
         name=_text(partition.name),
         state=_text(partition.state).lower() or "unknown",
         is_default=bool(partition.is_default),
+        total_cpus=_int(partition.total_cpus),
+        total_nodes=_int(partition.total_nodes),
     )
 
 

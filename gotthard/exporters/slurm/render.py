@@ -13,11 +13,14 @@ from collections.abc import Sequence
 
 from gotthard.exporters.families import MetricFamily, counter, gauge
 from gotthard.exporters.slurm.snapshot import (
+    JOB_EVENTS,
+    JOB_STATES,
     Node,
     PollOptions,
     RpcStat,
     SlurmSnapshot,
     partition_names,
+    partition_sums,
 )
 
 
@@ -38,6 +41,7 @@ def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
     families += _partitions(snapshot)
     families += _scheduler(snapshot, options)
     families += _probes(snapshot)
+    families += _reservations(snapshot)
     return families
 
 
@@ -70,6 +74,14 @@ def _jobs(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
             if options.per_user:
                 pkey = (*pkey, group.user)
             pending_totals[pkey] += group.count
+    # Known partitions report every job state, at 0 when empty: an idle cluster still has
+    # slurm_jobs series, and a panel shows 0 rather than "No data".
+    seen = {(group.state, group.partition) for group in snapshot.job_groups}
+    no_account = ("", "") if options.per_user else ("",)
+    for partition in partition_names(snapshot.nodes, snapshot.partitions):
+        for state in JOB_STATES:
+            if (state, partition) not in seen:
+                totals[(state, partition, *no_account)] = [0, 0, 0]
     for key, (count, n_cpus, n_gpus) in sorted(totals.items()):
         jobs.add(key, count)
         cpus.add(key, n_cpus)
@@ -196,33 +208,26 @@ def _partitions(snapshot: SlurmSnapshot) -> list[MetricFamily]:
         "state",
         "default",
     )
-    sums: dict[str, list[int]] = {
-        name: [0] * 10 for name in partition_names(snapshot.nodes, snapshot.partitions)
-    }
-    for node in snapshot.nodes:
-        for partition in node.partitions:
-            row = sums[partition]
-            row[0] += node.cpus_alloc
-            row[1] += node.cpus_idle
-            row[2] += node.cpus_other
-            row[3] += node.cpus_total
-            row[4] += node.gpus_alloc
-            row[5] += node.gpus_total
-            row[6] += node.memory_alloc_bytes
-            row[7] += node.memory_total_bytes
-            row[8] += 1
-    for name, row in sums.items():
-        cpus.add((name, "alloc"), row[0])
-        cpus.add((name, "idle"), row[1])
-        cpus.add((name, "other"), row[2])
-        cpus.add((name, "total"), row[3])
-        gpus.add((name, "alloc"), row[4])
-        gpus.add((name, "idle"), max(row[5] - row[4], 0))
-        gpus.add((name, "total"), row[5])
-        memory.add((name, "alloc"), row[6])
-        memory.add((name, "idle"), max(row[7] - row[6], 0))
-        memory.add((name, "total"), row[7])
-        node_count.add((name,), row[8])
+    records = {partition.name: partition for partition in snapshot.partitions}
+    for name, row in partition_sums(snapshot).items():
+        record = records.get(name)
+        total_cpus = row.cpus_total
+        total_nodes = row.nodes
+        if record is not None and record.total_cpus is not None:
+            total_cpus = record.total_cpus
+        if record is not None and record.total_nodes is not None:
+            total_nodes = record.total_nodes
+        cpus.add((name, "alloc"), row.cpus_alloc)
+        cpus.add((name, "idle"), row.cpus_idle)
+        cpus.add((name, "other"), row.cpus_other)
+        cpus.add((name, "total"), total_cpus)
+        gpus.add((name, "alloc"), row.gpus_alloc)
+        gpus.add((name, "idle"), max(row.gpus_total - row.gpus_alloc, 0))
+        gpus.add((name, "total"), row.gpus_total)
+        memory.add((name, "alloc"), row.memory_alloc)
+        memory.add((name, "idle"), row.memory_idle)
+        memory.add((name, "total"), row.memory_total)
+        node_count.add((name,), total_nodes)
     for partition in snapshot.partitions:
         info.add((partition.name, partition.state, "true" if partition.is_default else "false"), 1)
     return [cpus, gpus, memory, node_count, info]
@@ -232,7 +237,7 @@ def _scheduler(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFami
     stats = snapshot.scheduler
     if stats is None:
         return []
-    simple: list[tuple[str, str, float, bool]] = [
+    simple: list[tuple[str, str, float | None, bool]] = [
         ("slurm_scheduler_threads", "slurmctld server threads.", stats.server_threads, False),
         (
             "slurm_scheduler_agent_queue_size",
@@ -303,9 +308,22 @@ def _scheduler(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFami
     ]
     families: list[MetricFamily] = []
     for name, help_text, value, is_counter in simple:
+        if value is None:
+            continue  # not reported by this source: no series rather than a false 0
         family = counter(name, help_text) if is_counter else gauge(name, help_text)
         family.add((), value)
         families.append(family)
+    jobs = counter(
+        "slurm_scheduler_jobs_total",
+        "Jobs slurmctld counted since its statistics were reset, by event.",
+        "event",
+    )
+    for event in JOB_EVENTS:
+        value = getattr(stats, f"jobs_{event}_total")
+        if value is not None:
+            jobs.add((event,), value)
+    if jobs.samples:
+        families.append(jobs)
     families += _rpc_families(
         stats.rpc_by_type,
         "type",
@@ -343,3 +361,21 @@ def _probes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
         success.add((probe.op,), 1 if probe.success else 0)
         duration.add((probe.op,), probe.duration_seconds)
     return [success, duration]
+
+
+def _reservations(snapshot: SlurmSnapshot) -> list[MetricFamily]:
+    if snapshot.reservations is None:
+        return []  # the backend could not read them: absent, not "no reservations"
+    info = gauge(
+        "slurm_reservation_info",
+        "One series per advance reservation: state (active, inactive), partition, flags. Always 1.",
+        "reservation",
+        "state",
+        "partition",
+        "flags",
+    )
+    nodes = gauge("slurm_reservation_nodes", "Nodes in the reservation.", "reservation")
+    for reservation in sorted(snapshot.reservations, key=operator.attrgetter("name")):
+        info.add((reservation.name, reservation.state, reservation.partition, reservation.flags), 1)
+        nodes.add((reservation.name,), reservation.nodes)
+    return [info, nodes]

@@ -42,6 +42,7 @@ from gotthard.exporters.slurm.rest_mapping import (
     map_node,
     map_partition,
     map_ping,
+    map_reservation,
 )
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "map_node",
     "map_partition",
     "map_ping",
+    "map_reservation",
     "parse_url",
 ]
 
@@ -510,6 +512,7 @@ class RestBackend:
         nodes, node_errors = self._mapped(nodes_listing, map_node)
         partitions_listing, _ = self._listing(version, "partitions")
         partitions, partition_errors = self._mapped(partitions_listing, map_partition)
+        reservations, reservation_errors = self._reservations(version)
 
         return snapshot.SlurmSnapshot(
             up=True,
@@ -519,9 +522,28 @@ class RestBackend:
             partitions=partitions,
             scheduler=scheduler,
             probes=probes,
-            errors=errors + job_errors + node_errors + partition_errors,
+            errors=errors + job_errors + node_errors + partition_errors + reservation_errors,
             backend=self.name,
             version=_release(diag_document),
+            reservations=reservations,
+        )
+
+    def _reservations(self, version: str) -> tuple[tuple[snapshot.Reservation, ...] | None, int]:
+        """``/reservations``, read whole each poll (their state follows the clock).
+
+        A failure here costs one error and the reservation series, not the poll.
+        """
+        path = f"/slurm/{version}/reservations"
+        try:
+            document, _ = self._get_json(path)
+        except (snapshot.SlurmUnavailable, _VersionGone):
+            return None, 1
+        records = document.get("reservations")
+        if not isinstance(records, list):
+            return None, 1
+        now = time.time() + (self._clock_offset or 0.0)
+        return snapshot.map_each(
+            records, lambda record: map_reservation(record, now), RECORD_ERRORS
         )
 
     def _update_time(self, since: float) -> int:

@@ -320,8 +320,40 @@ def map_partition(record: Mapping[str, Any]) -> snapshot.Partition:
     is_default = "default" in flags or record.get("default") is True
     if isinstance(nested, Mapping) and nested.get("default") is True:
         is_default = True
+    # v0.0.38: total_cpus/total_nodes; v0.0.40+: cpus.total/nodes.total
+    cpus = record.get("cpus")
+    nodes = record.get("nodes")
+    total_cpus = _num(cpus.get("total") if isinstance(cpus, Mapping) else record.get("total_cpus"))
+    total_nodes = _num(
+        nodes.get("total") if isinstance(nodes, Mapping) else record.get("total_nodes")
+    )
     return snapshot.Partition(
-        name=name, state=states[0] if states else "unknown", is_default=is_default
+        name=name,
+        state=states[0] if states else "unknown",
+        is_default=is_default,
+        total_cpus=None if total_cpus is None else int(total_cpus),
+        total_nodes=None if total_nodes is None else int(total_nodes),
+    )
+
+
+def map_reservation(record: Mapping[str, Any], now: float) -> snapshot.Reservation:
+    """Map one element of ``/reservations``' ``reservations`` list.
+
+    slurmrestd gives no state: a reservation is ``active`` between its start and end
+    time, as scontrol shows it, else ``inactive``.
+    """
+    name = _str(record["name"])
+    if not name:
+        raise ValueError("reservation without a name")
+    start = _num(record.get("start_time"))
+    end = _num(record.get("end_time"))
+    active = start is not None and start <= now and (end is None or now < end)
+    return snapshot.Reservation(
+        name=name,
+        state="active" if active else "inactive",
+        partition=_str(record.get("partition")),
+        flags=",".join(flag.lower() for flag in _str_list(record.get("flags"))),
+        nodes=_int(record.get("node_count")),
     )
 
 
@@ -340,16 +372,22 @@ def _rpc_stats(entries: Any, key: str, fallback_key: str) -> dict[str, tuple[int
     return stats
 
 
-def map_diag(statistics: Mapping[str, Any]) -> snapshot.SchedulerStats:
-    """Map ``/diag``'s ``statistics`` object; durations arrive in microseconds."""
-    return snapshot.SchedulerStats.from_counters(
-        {
-            counter.field: _num(statistics.get(counter.rest_key)) or 0.0
-            for counter in snapshot.SCHEDULER_COUNTERS
-        },
+def map_diag(statistics: Mapping[str, Any]) -> snapshot.SchedulerStats | None:
+    """Map ``/diag``'s ``statistics`` object; durations arrive in microseconds.
+
+    A counter the object lacks is left unset (no series); ``{}`` maps to None.
+    """
+    counters = {}
+    for counter in snapshot.SCHEDULER_COUNTERS:
+        number = _num(statistics.get(counter.rest_key))
+        if number is not None:
+            counters[counter.field] = number
+    stats = snapshot.SchedulerStats.from_counters(
+        counters,
         rpc_by_type=_rpc_stats(statistics.get("rpcs_by_message_type"), "message_type", "type_id"),
         rpc_by_user=_rpc_stats(statistics.get("rpcs_by_user"), "user", "user_id"),
     )
+    return None if stats.empty else stats
 
 
 def map_ping(document: Mapping[str, Any]) -> tuple[bool, str]:

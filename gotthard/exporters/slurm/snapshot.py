@@ -9,6 +9,7 @@ one, for ``slurm_job_info``. Nodes and partitions are kept whole.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -85,6 +86,22 @@ class Partition:
     name: str
     state: str = "up"
     is_default: bool = False
+    #: The controller's own totals for the partition; None when the backend has none.
+    total_cpus: int | None = None
+    total_nodes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """One advance reservation (``scontrol show reservation``, ``/reservations``)."""
+
+    name: str
+    #: ``active`` or ``inactive`` (not started yet), as scontrol prints it, lower-case.
+    state: str
+    partition: str = ""
+    #: Flags, lower-case, comma-separated in Slurm's order (``maint,spec_nodes``).
+    flags: str = ""
+    nodes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,20 +112,27 @@ class RpcStat:
 
 @dataclass(frozen=True, slots=True)
 class SchedulerStats:
-    server_threads: int = 0
-    agent_queue_size: int = 0
-    dbd_agent_queue_size: int = 0
-    queue_length: int = 0
-    cycles_total: int = 0
-    cycle_last_seconds: float = 0.0
-    cycle_max_seconds: float = 0.0
-    cycle_mean_seconds: float = 0.0
-    backfill_cycles_total: int = 0
-    backfill_cycle_last_seconds: float = 0.0
-    backfill_cycle_mean_seconds: float = 0.0
-    backfill_depth_mean: float = 0.0
-    backfill_queue_length: int = 0
-    backfilled_jobs_total: int = 0
+    """slurmctld's statistics; a counter the source did not report is None (no series)."""
+
+    server_threads: int | None = None
+    agent_queue_size: int | None = None
+    dbd_agent_queue_size: int | None = None
+    queue_length: int | None = None
+    cycles_total: int | None = None
+    cycle_last_seconds: float | None = None
+    cycle_max_seconds: float | None = None
+    cycle_mean_seconds: float | None = None
+    backfill_cycles_total: int | None = None
+    backfill_cycle_last_seconds: float | None = None
+    backfill_cycle_mean_seconds: float | None = None
+    backfill_depth_mean: float | None = None
+    backfill_queue_length: int | None = None
+    backfilled_jobs_total: int | None = None
+    jobs_submitted_total: int | None = None
+    jobs_started_total: int | None = None
+    jobs_completed_total: int | None = None
+    jobs_canceled_total: int | None = None
+    jobs_failed_total: int | None = None
     rpc_by_type: dict[str, RpcStat] = field(default_factory=dict)
     rpc_by_user: dict[str, RpcStat] = field(default_factory=dict)
 
@@ -121,12 +145,17 @@ class SchedulerStats:
     ) -> SchedulerStats:
         """Statistics from slurmctld's counters as it keeps them: durations in microseconds.
 
+        Raises ValueError on a non-finite counter; with no counters at all it returns
+        None-valued statistics, which :attr:`empty` tells apart.
+
         *counters* are keyed by field name: ``*_seconds`` fields are converted to seconds,
         ``backfill_depth_mean`` stays a float, every other field becomes an int. The RPC
         tables map a message type or user to ``(count, total microseconds)``.
         """
         fields: dict[str, Any] = {}
         for name, number in counters.items():
+            if not math.isfinite(number):
+                raise ValueError(f"{name}: not a finite number: {number}")
             if name.endswith("_seconds"):
                 fields[name] = number / _USEC
             elif name == "backfill_depth_mean":
@@ -137,6 +166,15 @@ class SchedulerStats:
             **fields,
             rpc_by_type=_rpc_table(rpc_by_type),
             rpc_by_user=_rpc_table(rpc_by_user),
+        )
+
+    @property
+    def empty(self) -> bool:
+        """True when the source reported no statistics at all (``{}``)."""
+        return (
+            not self.rpc_by_type
+            and not self.rpc_by_user
+            and all(getattr(self, counter.field) is None for counter in SCHEDULER_COUNTERS)
         )
 
 
@@ -156,6 +194,9 @@ class SchedulerCounter(NamedTuple):
     #: Attribute of ``pyslurm.slurmctld.Statistics``.
     pyslurm_attribute: str
 
+
+#: The job events of slurmctld's counters, as ``slurm_scheduler_jobs_total{event}`` shows them.
+JOB_EVENTS = ("submitted", "started", "completed", "canceled", "failed")
 
 #: The scheduler counters every backend reads, defined once.
 SCHEDULER_COUNTERS = (
@@ -229,6 +270,29 @@ SCHEDULER_COUNTERS = (
         "bf_backfilled_jobs",
         "backfilled_jobs",
     ),
+    # sdiag "Jobs submitted:", slurmrestd and pyslurm "jobs_submitted", ...
+    *(
+        SchedulerCounter(
+            f"jobs_{event}_total", "", f"Jobs {event}", f"jobs_{event}", f"jobs_{event}"
+        )
+        for event in JOB_EVENTS
+    ),
+)
+
+#: Job states every known partition reports, at 0 when empty, so an idle cluster still has
+#: ``slurm_jobs`` series (dashboards show 0, not "No data").
+JOB_STATES = (
+    "pending",
+    "running",
+    "suspended",
+    "completing",
+    "completed",
+    "cancelled",
+    "failed",
+    "timeout",
+    "node_fail",
+    "preempted",
+    "out_of_memory",
 )
 
 
@@ -256,6 +320,8 @@ class SlurmSnapshot:
     backend: str = ""
     #: Slurm release as the backend saw it (``22.05.8``), when known.
     version: str = ""
+    #: Advance reservations; None when the backend could not read them (no series).
+    reservations: tuple[Reservation, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,3 +535,66 @@ def partition_names(nodes: Iterable[Node], partitions: Iterable[Partition]) -> l
     for node in nodes:
         names.update(node.partitions)
     return sorted(names)
+
+
+@dataclass(slots=True)
+class PartitionSums:
+    """A partition's resources summed over its nodes."""
+
+    nodes: int = 0
+    cpus_alloc: int = 0
+    cpus_idle: int = 0
+    cpus_other: int = 0
+    cpus_total: int = 0
+    gpus_alloc: int = 0
+    gpus_total: int = 0
+    memory_alloc: int = 0
+    #: Free memory of nodes that can run jobs: a down or drained node's memory is not idle.
+    memory_idle: int = 0
+    memory_total: int = 0
+
+
+def partition_sums(snapshot: SlurmSnapshot) -> dict[str, PartitionSums]:
+    """Every known partition (sorted by name) with its nodes' resources summed."""
+    sums = {name: PartitionSums() for name in partition_names(snapshot.nodes, snapshot.partitions)}
+    for node in snapshot.nodes:
+        available = not slurm_state.is_unavailable(node.state, node.flags)
+        free_memory = max(node.memory_total_bytes - node.memory_alloc_bytes, 0)
+        for partition in node.partitions:
+            row = sums[partition]
+            row.nodes += 1
+            row.cpus_alloc += node.cpus_alloc
+            row.cpus_idle += node.cpus_idle
+            row.cpus_other += node.cpus_other
+            row.cpus_total += node.cpus_total
+            row.gpus_alloc += node.gpus_alloc
+            row.gpus_total += node.gpus_total
+            row.memory_alloc += node.memory_alloc_bytes
+            row.memory_total += node.memory_total_bytes
+            if available:
+                row.memory_idle += free_memory
+    return sums
+
+
+def partition_total_mismatches(snapshot: SlurmSnapshot) -> list[str]:
+    """Partitions whose controller totals differ from the sum over their nodes, described.
+
+    The exported totals are the controller's; a difference means the node listing and the
+    partition record disagree (nodes listed in no partition, a stale read) and is logged.
+    """
+    sums = partition_sums(snapshot)
+    found = []
+    for partition in snapshot.partitions:
+        row = sums.get(partition.name)
+        if row is None:
+            continue
+        for what, reported, summed in (
+            ("nodes", partition.total_nodes, row.nodes),
+            ("cpus", partition.total_cpus, row.cpus_total),
+        ):
+            if reported is not None and reported != summed:
+                found.append(
+                    f"partition {partition.name}: {reported} {what} by its record, "
+                    f"{summed} summed over its nodes"
+                )
+    return found

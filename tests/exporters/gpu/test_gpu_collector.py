@@ -7,7 +7,6 @@ import os
 import time
 from pathlib import Path
 
-import pynvml
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -27,9 +26,6 @@ from tests.exporters.gpu.fakekubelet import (
 from tests.fakenvml import fakenvml
 from tests.support.cli import gotthard
 from tests.support.monitoring import promtool_check_metrics
-
-NVLINK_TX, NVLINK_RX = 138, 139
-
 
 #: ``gotthard`` arguments: one scrape of the GPU collector.
 GPU_ONCE = ("exporter", "--once", "--collectors", "gpu")
@@ -60,15 +56,7 @@ def value(found: dict, name: str, **labels: str) -> float | None:
 
 
 def h200_with_links() -> dict:
-    lines = fakenvml.h200_node(8)
-    for i in range(8):
-        lines[f"{i}.field.197"] = 10_000 + i
-        lines[f"{i}.field.198"] = 20_000 + i
-        lines[f"{i}.gpm.{pynvml.NVML_GPM_METRIC_SM_OCCUPANCY}"] = 40.0
-        for link in range(18):
-            lines[f"{i}.field.{NVLINK_TX}.{link}"] = 1000 + link
-            lines[f"{i}.field.{NVLINK_RX}.{link}"] = 2000 + link
-            lines[f"{i}.field.208.{link}"] = link % 2
+    lines = fakenvml.with_traffic(fakenvml.h200_node(8), links=18)
     lines["5.clocks_event_reasons"] = hex(0x4 | 0x40)
     lines["5.violation.0"] = 2_500_000_000
     lines["6.ecc.corrected"] = 17

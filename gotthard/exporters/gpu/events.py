@@ -1,0 +1,112 @@
+"""XID event counting for the ``gpu`` collector, in a background thread.
+
+The thread blocks in ``nvmlEventSetWait_v2`` so a scrape never waits for events; a scrape
+only copies the counts. Counts are kept per device key (the UUID, or the NVML index when
+the UUID is unreadable) and survive a re-discovery: the next watcher starts from the
+previous one's :class:`XidState`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pynvml
+
+log = logging.getLogger("gotthard.exporter.gpu")
+
+TIMEOUT = pynvml.NVML_ERROR_TIMEOUT
+#: Errors after which waiting again cannot succeed: the thread ends (logged once).
+_FINAL = (
+    pynvml.NVML_ERROR_NOT_SUPPORTED,
+    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+    pynvml.NVML_ERROR_NO_PERMISSION,
+    pynvml.NVML_ERROR_UNINITIALIZED,
+)
+#: XIDs after which a GPU needs a reset or a reboot: unhealthy for xid_health_window.
+FATAL_XIDS = frozenset({48, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+
+
+@dataclass
+class XidState:
+    """XID counts, the last XID and the last fatal XID (with its monotonic time), by key."""
+
+    counts: dict[str, dict[int, int]] = field(default_factory=dict)
+    last: dict[str, tuple[int, float]] = field(default_factory=dict)
+    last_fatal: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+
+def _address(handle: Any) -> int:
+    return ctypes.cast(handle, ctypes.c_void_p).value or 0
+
+
+class XidWatcher(threading.Thread):
+    """Counts XID events of the devices registered with :meth:`watch`."""
+
+    def __init__(self, event_set: Any, timeout_ms: int, state: XidState | None = None) -> None:
+        super().__init__(name="gpu-xid-events", daemon=True)
+        self.event_set = event_set
+        self.timeout_ms = timeout_ms
+        self.state = state or XidState()
+        self.lock = threading.Lock()
+        self._stop_event = threading.Event()
+        self._by_handle: dict[int, str] = {}
+        self._watched: set[str] = set()
+
+    def watch(self, handle: Any, key: str) -> None:
+        """Count the XIDs of the device ``handle`` (already registered on the set) as ``key``."""
+        with self.lock:
+            self._by_handle[_address(handle)] = key
+            self._watched.add(key)
+            self.state.counts.setdefault(key, {})
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            try:
+                data = pynvml.nvmlEventSetWait_v2(self.event_set, self.timeout_ms)
+            except pynvml.NVMLError as err:
+                if err.value == TIMEOUT:
+                    continue
+                if err.value in _FINAL:
+                    log.info("XID events stop: nvmlEventSetWait_v2: %s", err)
+                    return
+                log.debug("nvmlEventSetWait_v2: %s", err)
+                self._stop_event.wait(self.timeout_ms / 1000)
+                continue
+            if data.eventType != pynvml.nvmlEventTypeXidCriticalError:
+                continue
+            key = self._by_handle.get(_address(data.device))
+            if key is None:
+                continue
+            xid = int(data.eventData)
+            with self.lock:
+                per_device = self.state.counts.setdefault(key, {})
+                per_device[xid] = per_device.get(xid, 0) + 1
+                self.state.last[key] = (xid, time.monotonic())
+                if xid in FATAL_XIDS:
+                    self.state.last_fatal[key] = (xid, time.monotonic())
+            log.warning("GPU %s: XID %d", key, xid)
+
+    def stop(self) -> XidState:
+        """End the thread, free the event set; the counts, for the next watcher."""
+        self._stop_event.set()
+        if self.is_alive():
+            self.join(timeout=self.timeout_ms / 1000 + 2)
+        try:
+            pynvml.nvmlEventSetFree(self.event_set)
+        except pynvml.NVMLError as err:
+            log.debug("nvmlEventSetFree: %s", err)
+        return self.state
+
+    def read(self, key: str) -> tuple[dict[int, int] | None, int | None, tuple[int, float] | None]:
+        """XID counts (None when the device is not watched), the last XID, the last fatal one."""
+        with self.lock:
+            if key not in self._watched:
+                return None, None, None
+            counts = self.state.counts.get(key, {})
+            last = self.state.last.get(key)
+            return dict(counts), last[0] if last else None, self.state.last_fatal.get(key)
