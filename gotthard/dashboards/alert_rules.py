@@ -35,9 +35,13 @@ from gotthard.dashboards.thresholds import (
 
 #: Where an alert fires: every series carries the site and cluster target labels.
 _AT = "{{ $labels.site }}/{{ $labels.cluster }}"
-#: The subject of a GPU alert and of a Slingshot NIC alert.
-_GPU = "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on {{ $labels.instance }} in " + _AT
-_LINK = "{{ $labels.device }} on {{ $labels.instance }} in " + _AT
+#: The subjects descriptions start from: a host, a GPU, a Slingshot NIC, a Lustre file
+#: system and one of its targets.
+_HOST = "{{ $labels.instance }} in " + _AT
+_GPU = "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on " + _HOST
+_LINK = "{{ $labels.device }} on " + _HOST
+_FS = "{{ $labels.fs }} in " + _AT
+_TARGET = "{{ $labels.target }} of " + _FS
 
 _XIDS = "|".join(str(xid) for xid in GPU_PAGING_XIDS)
 _GPU_KEY = "site, cluster, instance, gpu, uuid"
@@ -87,8 +91,8 @@ def _ost_fill(
         for_=for_,
         severity=severity,
         summary=f"A Lustre OST is more than {threshold:.0%} full.",
-        description="OST {{ $labels.target }} of {{ $labels.fs }} in "
-        + _AT
+        description="OST "
+        + _TARGET
         + " is {{ $value | humanizePercentage }} full"
         + consequence
         + ".",
@@ -361,11 +365,9 @@ ALERTS: tuple[AlertRule, ...] = (
         for_="1h",
         severity="warning",
         summary="Lustre OSTs are unevenly filled.",
-        description=(
-            "The fullest and the emptiest OST of {{ $labels.fs }} in "
-            "{{ $labels.site }}/{{ $labels.cluster }} differ by "
-            "{{ $value | humanizePercentage }} of their capacity."
-        ),
+        description="The fullest and the emptiest OST of "
+        + _FS
+        + " differ by {{ $value | humanizePercentage }} of their capacity.",
         expr_summary=(
             f"max - min OST used fraction per file system > {num(LUSTRE_OST_FILL_SPREAD)}"
         ),
@@ -379,11 +381,9 @@ ALERTS: tuple[AlertRule, ...] = (
         for_="15m",
         severity="warning",
         summary="Lustre metadata operations are slow.",
-        description=(
-            "Metadata operations on {{ $labels.target }} of {{ $labels.fs }} in "
-            "{{ $labels.site }}/{{ $labels.cluster }} take {{ $value | humanizeDuration }} on "
-            "average."
-        ),
+        description="Metadata operations on "
+        + _TARGET
+        + " take {{ $value | humanizeDuration }} on average.",
         expr_summary=f"mean MDT operation latency > {LUSTRE_MDT_LATENCY_SECONDS * 1000:g} ms",
     ),
     _lustre(
@@ -392,10 +392,9 @@ ALERTS: tuple[AlertRule, ...] = (
         for_="5m",
         severity="critical",
         summary="A Lustre server or client reports itself unhealthy.",
-        description=(
-            "health_check of {{ $labels.instance }} in {{ $labels.site }}/{{ $labels.cluster }} "
-            "has read {{ $labels.state }} (not healthy) for 5 minutes."
-        ),
+        description="health_check of "
+        + _HOST
+        + " has read {{ $labels.state }} (not healthy) for 5 minutes.",
         expr_summary="health_check is `NOT HEALTHY` or `LBUG`",
     ),
     _lustre(
@@ -404,11 +403,10 @@ ALERTS: tuple[AlertRule, ...] = (
         for_=LUSTRE_RECOVERY_STUCK_FOR,
         severity="critical",
         summary="A Lustre target has been in recovery for too long.",
-        description=(
-            "{{ $labels.target }} of {{ $labels.fs }} on {{ $labels.instance }} in "
-            "{{ $labels.site }}/{{ $labels.cluster }} has been in recovery for "
-            f"{LUSTRE_RECOVERY_STUCK_FOR.removesuffix('m')} minutes; IO to it is blocked."
-        ),
+        description="{{ $labels.target }} of {{ $labels.fs }} on "
+        + _HOST
+        + f" has been in recovery for {LUSTRE_RECOVERY_STUCK_FOR.removesuffix('m')} minutes;"
+        " IO to it is blocked.",
         expr_summary=f"recovery_status RECOVERING or WAITING for {LUSTRE_RECOVERY_STUCK_FOR}",
     ),
     _lustre(
@@ -417,10 +415,7 @@ ALERTS: tuple[AlertRule, ...] = (
         for_="2m",
         severity="warning",
         summary="A Lustre target is evicting many clients.",
-        description=(
-            "{{ $labels.target }} of {{ $labels.fs }} in {{ $labels.site }}/{{ $labels.cluster }} "
-            "evicted {{ $value | humanize }} clients in the last 10 minutes."
-        ),
+        description=_TARGET + " evicted {{ $value | humanize }} clients in the last 10 minutes.",
         expr_summary=f"more than {LUSTRE_EVICTIONS_10M} evictions from one target in 10 minutes",
     ),
     _lustre(
@@ -429,10 +424,7 @@ ALERTS: tuple[AlertRule, ...] = (
         for_="15m",
         severity="warning",
         summary="LNet is dropping messages.",
-        description=(
-            "LNet on {{ $labels.instance }} in {{ $labels.site }}/{{ $labels.cluster }} drops "
-            "{{ $value | humanize }} messages per second."
-        ),
+        description="LNet on " + _HOST + " drops {{ $value | humanize }} messages per second.",
         expr_summary=f"LNet drops > {num(LUSTRE_LNET_DROPS_PER_SECOND)}/s (5-minute rate)",
     ),
     # DR.

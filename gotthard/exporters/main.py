@@ -194,6 +194,36 @@ FLAGS: tuple[_Flag, ...] = (
         metavar="N",
         help="at most N client NIDs per target, highest IO first (default 1000)",
     ),
+    _flag(
+        "--lustre.lnet-health",
+        "lustre.lnet_health",
+        action="store_true",
+        default=None,
+        help="export LNet interface health and status from `lnetctl net show -v 4` "
+        "(runs lnetctl each poll)",
+    ),
+    _flag(
+        "--lustre.quota",
+        "lustre.quota",
+        action="store_true",
+        default=None,
+        help="export space and inodes per user, group and project of each target "
+        "(quota_slave.acct_*)",
+    ),
+    _flag(
+        "--lustre.quota-limit",
+        "lustre.quota_limit",
+        type=int,
+        metavar="N",
+        help="at most N ids per target and quota type, most space first (default 1000)",
+    ),
+    _flag(
+        "--lustre.brw-stats",
+        "lustre.brw_stats",
+        action="store_true",
+        default=None,
+        help="export bulk RPC and disk I/O size distributions from brw_stats",
+    ),
     _flag("--log.level", default="info", choices=("debug", "info", "warning", "error")),
 )
 

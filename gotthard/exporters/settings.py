@@ -79,6 +79,15 @@ class LustreExporterConfig(Strict):
     export_stats: bool = False
     #: At most this many clients per target, highest IO first.
     export_stats_limit: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    #: Health of the LNet interfaces from `lnetctl net show -v 4` (opt-in: a second command).
+    lnet_health: bool = False
+    lnetctl_path: str = "lnetctl"
+    #: Space and inodes per user, group and project of each target (opt-in).
+    quota: bool = False
+    #: At most this many ids per target and quota type, most space first.
+    quota_limit: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    #: Bulk RPC and disk I/O size distributions from brw_stats (opt-in).
+    brw_stats: bool = False
     command_timeout_seconds: PositiveSeconds = 10.0
 
 

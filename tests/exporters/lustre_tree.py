@@ -573,6 +573,7 @@ def params(node: Node, version: str) -> list[Param]:
             out += _capacity(SYS, "osd-ldiskfs", ost.name, ost)
             out.append(Param(SYS, "osd-ldiskfs", ost.name, "fstype", "ldiskfs\n"))
         out += _serving(old, "obdfilter", ost, 12)
+        out += _optin(old, version, ost, len(ost.ops) and 1 + len(ost.jobs))
         ops = ost.ops
         if old:  # 2.10 counts reads/writes only in read_bytes/write_bytes
             ops = _without_read_write(ops)
@@ -585,6 +586,7 @@ def params(node: Node, version: str) -> list[Param]:
     for mdt in node.mdts:
         out += _capacity(PROC if old else SYS, "osd-ldiskfs", mdt.name, mdt)
         out += _serving(old, "mdt", mdt, 14)
+        out += _optin(old, version, mdt, 1 + len(mdt.jobs))
         out.append(Param(PROC, "mdt", mdt.name, "md_stats", stats_text(mdt.ops, version)))
         out.append(
             Param(PROC, "mdt", mdt.name, "job_stats", job_stats_text(mdt.jobs, version, "mdt"))
@@ -632,6 +634,101 @@ def _serving(old: bool, subsystem: str, target: Target, clients: int) -> list[Pa
         device = f"{target.name}/exports/{nid}"
         out.append(Param(PROC, subsystem, device, "stats", stats_text(ops, version)))
         out.append(Param(PROC, subsystem, device, "uuid", f"{zlib.crc32(nid.encode()):08x}-uuid\n"))
+    return out
+
+
+#: quota type -> (file, first line); ids with (kbytes, inodes) per target, scaled by target
+QUOTA = {
+    "user": (
+        "acct_user",
+        "usr_accounting:",
+        (("0", 138_926_301, 251), ("1001", 52_428_800, 9_120)),
+    ),
+    "group": (
+        "acct_group",
+        "grp_accounting:",
+        (("0", 138_926_301, 251), ("500", 52_430_000, 9_125)),
+    ),
+    "project": ("acct_project", "prj_accounting:", (("0", 191_355_101, 9_371),)),
+}
+
+
+def quota_text(kind: str, scale: int) -> str:
+    """``quota_slave.acct_<kind>`` as 2.10 to 2.15 print it (the HPE and lustrefs captures)."""
+    _, header, ids = QUOTA[kind]
+    lines = [header]
+    for ident, kbytes, inodes in ids:
+        lines.append(f"- id:      {ident}")
+        lines.append(f"  usage:   {{ inodes: {inodes * scale:>20}, kbytes: {kbytes * scale:>20} }}")
+    return "\n".join(lines) + "\n"
+
+
+#: brw_stats tables: title, count column, reads and writes per bucket (index i: 2**i)
+BRW = (
+    (
+        "pages per bulk r/w",
+        "rpcs",
+        {0: (13, 153), 1: (10, 157), 8: (2_210, 58_945), 10: (0, 4_059)},
+    ),
+    ("discontiguous pages", "rpcs", {0: (2_233, 63_297), 1: (0, 17)}),
+    ("disk I/Os in flight", "ios", {0: (2_233, 60_740), 1: (0, 2_574)}),
+    ("I/O time (1/1000s)", "ios", {0: (2_100, 58_000), 3: (133, 5_314)}),
+    ("disk I/O size", "ios", {12: (23, 310), 13: (10, 157), 20: (2_200, 62_847)}),
+)
+
+
+def _bucket(index: int) -> str:
+    value, suffix = 1 << index, ""
+    for unit in ("K", "M", "G"):
+        if value >= 1024:
+            value, suffix = value // 1024, unit
+    return f"{value}{suffix}:"
+
+
+def brw_stats_text(version: str, scale: int) -> str:
+    """A target's ``brw_stats``: ``(secs.nsecs)`` headers up to 2.12; 2.15 adds start and
+    elapsed times. Rows run from the first to the last non-zero bucket, as Lustre prints."""
+    if version == "2.15":
+        lines = [
+            f"snapshot_time:            {NOW}.482011935 secs.nsecs",
+            f"start_time:               {NOW - 86_400}.000170512 secs.nsecs",
+            "elapsed_time:             86400.481841423 secs.nsecs",
+        ]
+    else:
+        lines = [f"snapshot_time:         {NOW}.797216394 (secs.nsecs)"]
+    for title, unit, buckets in BRW:
+        lines += ["", "                           read      |     write"]
+        lines.append(f"{title:<22} {unit}  % cum % |  {unit}        % cum %")
+        reads = sum(r for r, _ in buckets.values()) * scale
+        writes = sum(w for _, w in buckets.values()) * scale
+        read_cum = write_cum = 0
+        for index in range(min(buckets) if scale else 0, (max(buckets) + 1) if scale else 0):
+            read, write = (count * scale for count in buckets.get(index, (0, 0)))
+            read_cum, write_cum = read_cum + read, write_cum + write
+            pct = [
+                count * 100 // total if total else 0
+                for count, total in (
+                    (read, reads),
+                    (read_cum, reads),
+                    (write, writes),
+                    (write_cum, writes),
+                )
+            ]
+            label = _bucket(index)
+            head = f"{label:<18}{read:>8}" if version == "2.15" else f"{label}\t\t{read:>10}"
+            lines.append(f"{head} {pct[0]:>3} {pct[1]:>3}   | {write:>4} {pct[2]:>3} {pct[3]:>3}")
+    return "\n".join(lines) + "\n"
+
+
+def _optin(old: bool, version: str, target: Target, scale: int) -> list[Param]:
+    """quota_slave.acct_* of an OST or MDT and brw_stats of an OST (obdfilter up to 2.10)."""
+    out = [
+        Param(PROC, "osd-ldiskfs", target.name, f"quota_slave/{name}", quota_text(kind, scale))
+        for kind, (name, _, _) in QUOTA.items()
+    ]
+    if "-OST" in target.name:
+        where = "obdfilter" if old else "osd-ldiskfs"
+        out.append(Param(PROC, where, target.name, "brw_stats", brw_stats_text(version, scale)))
     return out
 
 
@@ -694,7 +791,8 @@ def lctl_text(node: Node, version: str) -> str:
     """
     wanted = {"active", "kbytestotal", "kbytesfree", "kbytesavail", "filestotal", "filesfree"}
     wanted |= {"stats", "md_stats", "job_stats", "num_exports", "recovery_status"}
-    wanted |= {"eviction_count"}
+    wanted |= {"eviction_count", "brw_stats"}
+    wanted |= {f"quota_slave/{name}" for name, _, _ in QUOTA.values()}
     health = node.health.rstrip("\n")
     out = [f"version={FULL_VERSION[version]}", f"health_check={health}"]
     if "\n" in health:
@@ -711,7 +809,7 @@ def lctl_text(node: Node, version: str) -> str:
         text = text.rstrip("\n")
         # exports/<nid>/stats is printed as <target>.exports.<nid>.stats: the recordings
         # hold them always, as lctl prints them for obdfilter.*.exports.*.stats
-        lctl_name = f"{subsystem}.{device.replace('/', '.')}.{name}"
+        lctl_name = f"{subsystem}.{device.replace('/', '.')}.{name.replace('/', '.')}"
         if "\n" in text:
             out.append(f"{lctl_name}=")
             out.append(text)

@@ -21,7 +21,7 @@ from gotthard.exporters.families import render_text
 from gotthard.exporters.lustre import parse
 from gotthard.exporters.lustre.collector import LustreCollector
 from gotthard.exporters.lustre.render import render, render_job_stats, top_jobs
-from gotthard.exporters.lustre.snapshot import JobStat, LustreSnapshot, TargetJobStats
+from gotthard.exporters.lustre.snapshot import ClientIO, LustreSnapshot, TargetJobStats
 from gotthard.exporters.lustre.source import (
     LctlError,
     LctlSource,
@@ -504,16 +504,16 @@ def test_job_stats_limit_keeps_the_highest_io() -> None:
 
 def test_top_jobs_orders_by_io_then_operations() -> None:
     jobs = [
-        JobStat("a", 10, 0, {"write": 1}),
-        JobStat("b", 0, 30, {"write": 1}),
-        JobStat("c", 0, 0, {"open": 500}),
-        JobStat("d", 0, 0, {"open": 5}),
-        JobStat("e", 20, 10, {"read": 9}),
+        ClientIO("a", 10, 0, {"write": 1}),
+        ClientIO("b", 0, 30, {"write": 1}),
+        ClientIO("c", 0, 0, {"open": 500}),
+        ClientIO("d", 0, 0, {"open": 5}),
+        ClientIO("e", 20, 10, {"read": 9}),
     ]
     kept, dropped = top_jobs(jobs, 3)
-    assert [job.job_id for job in kept] == ["e", "b", "a"] and dropped == 2
+    assert [job.name for job in kept] == ["e", "b", "a"] and dropped == 2
     kept, dropped = top_jobs(jobs, 4)
-    assert [job.job_id for job in kept][-1] == "c"
+    assert [job.name for job in kept][-1] == "c"
     assert top_jobs(jobs, 10) == (jobs, 0)
 
 
@@ -531,7 +531,7 @@ def test_parse_job_stats_2_10_and_2_15_forms() -> None:
     )  # fmt: skip
     result = parse.parse_job_stats(old)
     assert result.errors == 0
-    assert [(j.job_id, j.read_bytes, j.write_bytes, j.operations) for j in result.jobs] == [
+    assert [(j.name, j.read_bytes, j.write_bytes, j.operations) for j in result.jobs] == [
         ("24", 0, 215147593728, {"punch": 1, "write": 64575})
     ]
     new = (
@@ -552,12 +552,12 @@ def test_parse_job_stats_2_10_and_2_15_forms() -> None:
     result = parse.parse_job_stats(new)
     assert result.errors == 0
     first, second = result.jobs
-    assert (first.job_id, first.write_bytes, first.operations) == (
+    assert (first.name, first.write_bytes, first.operations) == (
         "SLURM_JOB10",
         5468160,
         {"write": 52},
     )
-    assert second.job_id == 'say "hi" \\ bye' and second.operations == {"open": 3}
+    assert second.name == 'say "hi" \\ bye' and second.operations == {"open": 3}
 
 
 def test_parse_job_stats_edge_cases() -> None:
@@ -571,7 +571,7 @@ def test_parse_job_stats_edge_cases() -> None:
     )
     result = parse.parse_job_stats(text)
     assert result.errors == 0
-    assert [(j.job_id, j.operations) for j in result.jobs] == [("7", {"open": 5, "close": 1})]
+    assert [(j.name, j.operations) for j in result.jobs] == [("7", {"open": 5, "close": 1})]
     # unplaced lines are counted, the rest still parsed
     text = "job_stats:\nnoise\n- job_id: 1\n  open: { samples: 2, unit: reqs }\nmore noise\n\n"
     result = parse.parse_job_stats(text)
@@ -585,7 +585,7 @@ def test_job_stats_builder_round_trips(version: str, kind: str) -> None:
     text = job_stats_text([Job("1", ops), Job("x.0", {})], version, kind)
     result = parse.parse_job_stats(text)
     assert result.errors == 0
-    assert [j.job_id for j in result.jobs] == ["1", "x.0"]
+    assert [j.name for j in result.jobs] == ["1", "x.0"]
     if kind == "ost":
         assert result.jobs[0].write_bytes == 8192
         assert result.jobs[0].operations == {"punch": 1, "write": 2}
@@ -829,7 +829,7 @@ def test_block_parsers_never_raise(text: str) -> None:
     block = parse.parse_stats(text)
     assert block.errors >= 0 and all(v >= 0 for v in block.operations.values())
     jobs = parse.parse_job_stats(text)
-    assert jobs.errors >= 0 and len({j.job_id for j in jobs.jobs}) == len(jobs.jobs)
+    assert jobs.errors >= 0 and len({j.name for j in jobs.jobs}) == len(jobs.jobs)
     output = parse.parse_lctl_output(text)
     assert output.errors >= 0
     tree = tree_from_lctl(text, job_stats=True)

@@ -320,3 +320,12 @@ def test_reservations_from_recorded_scontrol_output() -> None:
     none = assemble(outputs(reservations=read("scontrol-show-reservation-none.txt")), OPTIONS)
     names = {f.name: f for f in render(none, OPTIONS)}
     assert names["slurm_reservation_info"].samples == []
+
+
+def test_reservation_flag_values_do_not_reach_the_label() -> None:
+    # scontrol prints PURGE_COMP with its time; the label keeps the flag only, so a
+    # changed purge time is not a new series.
+    line = "ReservationName=r NodeCnt=2 State=ACTIVE Flags=MAINT,PURGE_COMP=00:05:00,MAGNETIC\n"
+    (reservation,), errors = parse_reservations(line)
+    assert errors == 0
+    assert reservation.flags == "maint,purge_comp,magnetic"

@@ -1,34 +1,22 @@
-"""pyslurm backend: contract against the pyslurm 25.11.2 sources, mapping on strict fakes.
+"""pyslurm backend: the mapping, run on strict fakes.
 
 pyslurm 25.11 cannot be built here (Debian 12 ships Slurm 22.05 and pyslurm refuses any
-other major release), so nothing in this file talks to a live pyslurm:
-
-* the **contract** tests download the 25.11.2 sdist from PyPI (cached under
-  ``~/.cache/gotthard/pyslurm``) and check that every entry point and attribute the
-  backend declares in its ``*_ATTRIBUTES``/entry-point constants exists, on the right
-  class, with the shape (types, units, parsing) the mapping assumes;
-* the **mapping** tests run the backend on fakes built from those same constants. The
-  fakes use ``__slots__`` and record reads, so reading anything undeclared fails, and a
-  test checks that the declared lists are exactly what the mapping reads.
+other major release), so nothing here talks to a live pyslurm. The backend runs on fakes
+built from the constants that declare what it reads; the fakes use ``__slots__`` and record
+reads, so reading anything undeclared fails, and a test checks that the declared lists are
+exactly what the mapping reads. ``test_slurm_pyslurm_contract.py`` checks those constants
+against the pyslurm 25.11.2 sources.
 """
 
 from __future__ import annotations
 
-import ast
-import hashlib
+import enum
 import importlib
 import importlib.util
-import os
 import re
-import shutil
-import subprocess
-import sys
-import tarfile
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -48,15 +36,20 @@ from gotthard.exporters.slurm.pyslurm_backend import (
     PARTITION_ATTRIBUTES,
     PARTITIONS_LOAD,
     PING,
+    RESERVATION_ATTRIBUTES,
+    RESERVATION_FLAG_NAMES,
+    RESERVATIONS_LOAD,
     RPC_ATTRIBUTES,
     STATISTICS_ATTRIBUTES,
     STATISTICS_LOAD,
     TRES_ATTRIBUTES,
+    UNREADABLE_FLAGS,
     PyslurmBackend,
 )
 from gotthard.exporters.slurm.snapshot import (
     JobGroup,
     PollOptions,
+    Reservation,
     RpcStat,
     RunningJob,
     SlurmBackend,
@@ -108,6 +101,22 @@ FakeRpc = _strict_class("FakeRpc", RPC_ATTRIBUTES)
 FakeGPU = _strict_class("FakeGPU", GPU_ATTRIBUTES)
 FakeTres = _strict_class("FakeTres", TRES_ATTRIBUTES)
 FakeConfig = _strict_class("FakeConfig", CONFIG_ATTRIBUTES)
+FakeReservation = _strict_class("FakeReservation", RESERVATION_ATTRIBUTES)
+#: ``pyslurm.ReservationFlags``: an ``enum.Flag`` with pyslurm's member names.
+FakeReservationFlags = enum.Flag("ReservationFlags", list(RESERVATION_FLAG_NAMES))  # type: ignore[misc]
+
+
+class FakeReoccurrence(enum.StrEnum):
+    """``pyslurm.ReservationReoccurrence``: a ``str`` enum whose ``str()`` is its value."""
+
+    NO = "NO"
+    DAILY = "DAILY"
+    HOURLY = "HOURLY"
+    WEEKLY = "WEEKLY"
+    WEEKDAY = "WEEKDAY"
+    WEEKEND = "WEEKEND"
+
+
 ALL_FAKES = (
     FakeJob,
     FakeNode,
@@ -117,6 +126,7 @@ ALL_FAKES = (
     FakeGPU,
     FakeTres,
     FakeConfig,
+    FakeReservation,
 )
 
 
@@ -200,6 +210,14 @@ STATISTICS_DEFAULTS: dict[str, Any] = {
     "rpcs_by_type": {},
     "rpcs_by_user": {},
 }
+RESERVATION_DEFAULTS: dict[str, Any] = {
+    "name": "maint_window",
+    "is_active": True,
+    "partition": None,
+    "flags": FakeReservationFlags(0),
+    "reoccurrence": FakeReoccurrence.NO,
+    "node_count": 1,
+}
 
 
 def _build(cls: type, defaults: dict[str, Any], omit: tuple[str, ...], values: Any) -> Any:
@@ -225,6 +243,10 @@ def fake_statistics(**values: Any) -> Any:
     return _build(FakeStatistics, STATISTICS_DEFAULTS, (), values)
 
 
+def fake_reservation(omit: tuple[str, ...] = (), **values: Any) -> Any:
+    return _build(FakeReservation, RESERVATION_DEFAULTS, omit, values)
+
+
 @dataclass
 class FakePyslurm:
     """A ``pyslurm`` module that has only the declared entry points and ``RPCError``."""
@@ -233,6 +255,7 @@ class FakePyslurm:
     nodes: list[Any] = field(default_factory=list)
     partitions: list[Any] = field(default_factory=list)
     statistics: Any = None
+    reservations: list[Any] = field(default_factory=list)
     slurm_version: str = "25.11.0"
     overrides: dict[str, Callable[[], Any]] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
@@ -243,6 +266,7 @@ class FakePyslurm:
             NODES_LOAD: lambda: FakeCollection(self.nodes),
             PARTITIONS_LOAD: lambda: FakeCollection(self.partitions),
             STATISTICS_LOAD: lambda: self.statistics or fake_statistics(),
+            RESERVATIONS_LOAD: lambda: FakeCollection(self.reservations),
             PING: lambda: None,
             CONFIG_LOAD: lambda: FakeConfig(version=self.slurm_version),
         }
@@ -718,6 +742,81 @@ def test_broken_statistics_are_counted_not_fatal() -> None:
     assert snapshot.errors == 1
 
 
+# --- reservations -----------------------------------------------------------------------
+
+
+def test_reservations_read_like_scontrol_prints_them() -> None:
+    """The same labels as the cli backend on the recorded ``scontrol show reservation``."""
+    flags = FakeReservationFlags
+    fake = FakePyslurm(
+        reservations=[
+            fake_reservation(
+                name="maint_window",
+                flags=flags.SPECIFIC_NODES | flags.IGNORE_RUNNING_JOBS | flags.MAINTENANCE,
+            ),
+            fake_reservation(
+                name="future_gpu", is_active=False, partition="gpu", flags=flags.OVERLAP
+            ),
+        ]
+    )
+    snapshot = fake.poll()
+    assert snapshot.errors == 0
+    # sorted by name, as the rest backend and the rendered series are
+    assert snapshot.reservations == (
+        Reservation("future_gpu", "inactive", "gpu", "overlap", 1),
+        Reservation("maint_window", "active", "", "maint,ignore_jobs,spec_nodes", 1),
+    )
+
+
+def test_reservation_flags_take_scontrol_names_and_the_reoccurrence() -> None:
+    flags = FakeReservationFlags
+    reservation = fake_reservation(
+        flags=flags.NO_JOB_HOLD_AFTER_END | flags.PURGE | flags.STATIC_NODES | flags.FLEX,
+        reoccurrence=FakeReoccurrence.WEEKLY,
+        node_count=None,
+    )
+    (mapped,) = FakePyslurm(reservations=[reservation]).poll().reservations or ()
+    # pyslurm takes the reoccurrence bit out of flags; scontrol lists it among them
+    assert mapped.flags == "flex,weekly,static,purge_comp,no_hold_jobs_after_end"
+    assert mapped.nodes == 0  # NO_VAL reads as None
+
+
+class _UnreadableFlagsReservation(FakeReservation):  # type: ignore[valid-type,misc]
+    """pyslurm's strict ``ReservationFlags`` refusing a bit it has no member for."""
+
+    __slots__ = ()
+
+    @property
+    def flags(self) -> Any:
+        raise ValueError("<flag 'ReservationFlags'> invalid value 16777217")
+
+
+def test_flags_pyslurm_cannot_build_leave_the_reservation_with_unknown_flags() -> None:
+    values = {k: v for k, v in RESERVATION_DEFAULTS.items() if k != "flags"}
+    snapshot = FakePyslurm(reservations=[_UnreadableFlagsReservation(**values)]).poll()
+    assert snapshot.errors == 0
+    assert snapshot.reservations == (
+        Reservation("maint_window", "active", "", UNREADABLE_FLAGS, 1),
+    )
+
+
+def test_reservations_that_cannot_be_loaded_cost_an_error_and_their_series_only() -> None:
+    fake = FakePyslurm(
+        jobs=[fake_job()], overrides={RESERVATIONS_LOAD: _raise(FakeRPCError("timeout"))}
+    )
+    snapshot = fake.poll()
+    assert snapshot.up and snapshot.errors == 1
+    assert snapshot.reservations is None  # absent, not "no reservations"
+    assert FakePyslurm().poll().reservations == ()
+
+
+def test_a_reservation_without_a_name_is_counted_and_the_rest_kept() -> None:
+    fake = FakePyslurm(reservations=[fake_reservation(name=None), fake_reservation(name="ok")])
+    snapshot = fake.poll()
+    assert snapshot.errors == 1
+    assert [r.name for r in snapshot.reservations or ()] == ["ok"]
+
+
 # --- the declared lists are exactly what the mapping reads -------------------------------
 
 
@@ -738,6 +837,7 @@ def test_mapping_reads_exactly_the_declared_attributes() -> None:
             rpcs_by_type={"REQUEST_PING": FakeRpc(count=1, time=1)},
             rpcs_by_user={"root": FakeRpc(count=1, time=1)},
         ),
+        reservations=[fake_reservation(flags=FakeReservationFlags.MAINTENANCE)],
     )
     snapshot = fake.poll(PollOptions(per_user=True, job_info=True, probe=True))
     assert snapshot.errors == 0
@@ -750,6 +850,7 @@ def test_mapping_reads_exactly_the_declared_attributes() -> None:
         (FakeGPU, GPU_ATTRIBUTES),
         (FakeTres, TRES_ATTRIBUTES),
         (FakeConfig, CONFIG_ATTRIBUTES),
+        (FakeReservation, RESERVATION_ATTRIBUTES),
     ]:
         assert fake_class.reads == set(declared), fake_class.__name__  # type: ignore[attr-defined]
     assert set(fake.calls) == set(ENTRY_POINTS)
@@ -760,6 +861,7 @@ def test_fake_defaults_cover_the_declared_lists() -> None:
     assert set(NODE_DEFAULTS) == set(NODE_ATTRIBUTES)
     assert set(PARTITION_DEFAULTS) == set(PARTITION_ATTRIBUTES)
     assert set(STATISTICS_DEFAULTS) == set(STATISTICS_ATTRIBUTES)
+    assert set(RESERVATION_DEFAULTS) == set(RESERVATION_ATTRIBUTES)
 
 
 def test_strict_fakes_refuse_undeclared_attributes() -> None:
@@ -770,463 +872,3 @@ def test_strict_fakes_refuse_undeclared_attributes() -> None:
         fake_job(qos="normal")
     with pytest.raises(AttributeError):
         _ = fake_job(omit=("state",)).state
-
-
-# --- contract against the pyslurm 25.11.2 sources ----------------------------------------
-
-PYSLURM_SDIST_VERSION = "25.11.2"
-#: sha256 of pyslurm-25.11.2.tar.gz as published on PyPI (PyPI files never change).
-PYSLURM_SDIST_SHA256 = "6e0e4bc639ea3177591b102b77c1dd8df55a9e411ac42ef339a4adb3908cca34"
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gotthard" / "pyslurm"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _download_sdist(cache: Path) -> Path:
-    sdist = cache / f"pyslurm-{PYSLURM_SDIST_VERSION}.tar.gz"
-    if sdist.exists() and _sha256(sdist) == PYSLURM_SDIST_SHA256:
-        return sdist
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        # --no-binary pyslurm (not :all:): pip still prepares the sdist's metadata, and
-        # :all: would also build setuptools and Cython from source for that (minutes).
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--no-binary",
-            "pyslurm",
-            "--disable-pip-version-check",
-            f"pyslurm=={PYSLURM_SDIST_VERSION}",
-            "-d",
-            tmp,
-        ]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=900)
-        if result.returncode != 0:
-            pytest.fail(f"pip download failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
-        (downloaded,) = Path(tmp).glob("pyslurm-*.tar.gz")
-        os.replace(downloaded, sdist)
-    actual = _sha256(sdist)
-    if actual != PYSLURM_SDIST_SHA256:
-        pytest.fail(f"{sdist} has sha256 {actual}, expected {PYSLURM_SDIST_SHA256}")
-    return sdist
-
-
-def _extract(sdist: Path, cache: Path) -> Path:
-    tree = cache / f"pyslurm-{PYSLURM_SDIST_VERSION}"
-    marker = tree / ".gotthard-extracted"
-    if marker.exists():
-        return tree
-    with tempfile.TemporaryDirectory(dir=cache) as tmp, tarfile.open(sdist) as archive:
-        if hasattr(tarfile, "data_filter"):
-            archive.extractall(tmp, filter="data")
-        else:  # Python < 3.11.4
-            for member in archive.getmembers():
-                if member.name.startswith("/") or ".." in Path(member.name).parts:
-                    raise RuntimeError(f"unsafe path in {sdist}: {member.name}")
-            archive.extractall(tmp)  # members checked above
-        shutil.rmtree(tree, ignore_errors=True)
-        os.replace(Path(tmp) / tree.name, tree)
-    marker.write_text(f"{PYSLURM_SDIST_SHA256}\n")
-    return tree
-
-
-@dataclass
-class SourceClass:
-    """A class as its .pyx/.pxd sources define it."""
-
-    name: str
-    bases: tuple[str, ...] = ()
-    #: member name -> kinds: property, staticmethod, method, public (cdef public attribute)
-    members: dict[str, set[str]] = field(default_factory=dict)
-    #: member name -> source of its def(s), decorators and signature included
-    bodies: dict[str, str] = field(default_factory=dict)
-    #: class-level text of every file that defines it (docstrings of the .pxd included)
-    text: str = ""
-
-
-@dataclass
-class SourceModule:
-    classes: dict[str, SourceClass] = field(default_factory=dict)
-    #: top-level function name -> its source
-    functions: dict[str, str] = field(default_factory=dict)
-    text: str = ""
-
-
-_BUILTIN_BASES: dict[str, type] = {"object": object, "dict": dict, "list": list}
-_CLASS_LINE = re.compile(r"^(?:cdef\s+)?class\s+(\w+)\s*(?:\(([^)]*)\))?\s*:")
-_DEF_LINE = re.compile(r"^(?:async\s+)?(?:cpdef|cdef|def)\s+(?:[\w.*\[\]]+\s+)*?\**(\w+)\s*\(")
-_PUBLIC_BLOCK = re.compile(r"^cdef\s+(?:public|readonly)\s*:\s*$")
-_PUBLIC_LINE = re.compile(r"^cdef\s+(?:public|readonly)\s+(.+)$")
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
-
-
-def _block(lines: list[str], start: int, indent: int) -> tuple[str, int]:
-    """Lines from ``start`` to the next non-blank line indented at most ``indent``."""
-    end = start + 1
-    while end < len(lines):
-        line = lines[end]
-        stripped = line.strip()
-        # comments may sit at any column inside a body (commented-out properties do)
-        if stripped and not stripped.startswith("#") and _indent(line) <= indent:
-            break
-        end += 1
-    return "\n".join(lines[start:end]), end
-
-
-def _parse_source(text: str, module: SourceModule) -> None:
-    module.text += text + "\n"
-    lines = text.splitlines()
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if not line.strip() or line.lstrip().startswith("#") or _indent(line) > 0:
-            index += 1
-            continue
-        class_match = _CLASS_LINE.match(line)
-        def_match = None if class_match else _DEF_LINE.match(line)
-        if def_match:
-            body, index = _block(lines, index, 0)
-            module.functions[def_match.group(1)] = body
-            continue
-        if not class_match:
-            index += 1
-            continue
-        name = class_match.group(1)
-        bases = tuple(b.strip() for b in (class_match.group(2) or "").split(",") if b.strip())
-        cls = module.classes.setdefault(name, SourceClass(name))
-        cls.bases = cls.bases or bases
-        body, end = _block(lines, index, 0)
-        cls.text += body + "\n"
-        _parse_class_body(lines[index + 1 : end], cls)
-        index = end
-
-
-def _parse_class_body(lines: list[str], cls: SourceClass) -> None:
-    body_lines = [line for line in lines if line.strip()]
-    if not body_lines:
-        return
-    member_indent = _indent(body_lines[0])
-    decorators: list[str] = []
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#") or _indent(line) != member_indent:
-            index += 1
-            continue
-        if stripped.startswith("@"):
-            decorators.append(stripped[1:].split("(")[0])
-            index += 1
-            continue
-        if _PUBLIC_BLOCK.match(stripped):
-            block, index = _block(lines, index, member_indent)
-            for attr_line in block.splitlines()[1:]:
-                words = re.findall(r"\w+", attr_line.split("#", 1)[0])
-                if words:
-                    cls.members.setdefault(words[-1], set()).add("public")
-            continue
-        public = _PUBLIC_LINE.match(stripped)
-        if public:
-            cls.members.setdefault(re.findall(r"\w+", public.group(1))[-1], set()).add("public")
-            index += 1
-            continue
-        def_match = _DEF_LINE.match(stripped)
-        if def_match:
-            name = def_match.group(1)
-            block, index = _block(lines, index, member_indent)
-            kinds = cls.members.setdefault(name, set())
-            if "property" in decorators:
-                kinds.add("property")
-            elif "staticmethod" in decorators:
-                kinds.add("staticmethod")
-            elif not any(d.endswith((".setter", ".deleter")) for d in decorators):
-                kinds.add("method")
-            prefix = "".join(f"@{d}\n" for d in decorators)
-            cls.bodies[name] = cls.bodies.get(name, "") + prefix + block + "\n"
-            decorators = []
-            continue
-        decorators = []
-        index += 1
-
-
-@dataclass
-class PyslurmSource:
-    """The pyslurm package in the sdist, resolved the way ``import pyslurm`` resolves names."""
-
-    package: Path
-    _modules: dict[Path, SourceModule] = field(default_factory=dict)
-
-    def module(self, stem: Path) -> SourceModule:
-        if stem not in self._modules:
-            module = SourceModule()
-            for suffix in (".pxd", ".pyx", ".py"):
-                path = stem.with_suffix(suffix)
-                if path.exists():
-                    _parse_source(path.read_text(encoding="utf-8"), module)
-            self._modules[stem] = module
-        return self._modules[stem]
-
-    def _export(self, package: Path, name: str) -> tuple[bool, Path, str]:
-        """Where ``package``'s ``__init__.py`` gets ``name`` from: (is_package, path, name)."""
-        tree = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
-        for node in tree.body:
-            if not isinstance(node, ast.ImportFrom):
-                continue
-            for alias in node.names:
-                if (alias.asname or alias.name) != name:
-                    continue
-                if node.level:
-                    base = package
-                    for _ in range(node.level - 1):
-                        base = base.parent
-                else:
-                    base = self.package.parent
-                target = base.joinpath(*(node.module or "").split(".")) if node.module else base
-                if (target / alias.name / "__init__.py").exists():
-                    return True, target / alias.name, alias.name
-                if (target / "__init__.py").exists():
-                    return self._export(target, alias.name)
-                if any(target.with_suffix(s).exists() for s in (".pyx", ".py", ".pxd")):
-                    return False, target, alias.name
-        raise LookupError(f"{package.relative_to(self.package.parent)} does not export {name}")
-
-    def resolve(self, dotted: str) -> tuple[SourceModule, str, list[str]]:
-        """``pyslurm.<dotted>`` → (module that defines it, its name there, the rest)."""
-        parts = dotted.split(".")
-        is_package, where, name = True, self.package, ""
-        while is_package:
-            if not parts:
-                raise LookupError(f"pyslurm.{dotted} is a package")
-            is_package, where, name = self._export(where, parts.pop(0))
-        return self.module(where), name, parts
-
-    def cls(self, dotted: str) -> SourceClass:
-        module, name, rest = self.resolve(dotted)
-        assert not rest, f"pyslurm.{dotted} is not a class"
-        assert name in module.classes, f"pyslurm.{dotted}: no class {name} in its module"
-        return module.classes[name]
-
-    def find_class(self, name: str) -> SourceClass:
-        found = []
-        for path in self.package.rglob("*.p[yx][xd]"):
-            if "slurm" in path.relative_to(self.package).parts[:1]:
-                continue
-            module = self.module(path.with_suffix(""))
-            if name in module.classes:
-                found.append(module.classes[name])
-        unique = {id(c): c for c in found}
-        assert len(unique) == 1, f"class {name} defined {len(unique)} times"
-        return next(iter(unique.values()))
-
-    def has_member(self, cls: SourceClass, member: str) -> bool:
-        if member in cls.members:
-            return True
-        for base in cls.bases:
-            builtin = _BUILTIN_BASES.get(base)
-            if builtin is not None:
-                if hasattr(builtin, member):
-                    return True
-            elif self.has_member(self.find_class(base), member):
-                return True
-        return False
-
-
-@pytest.fixture(scope="module")
-def pyslurm_source() -> PyslurmSource:
-    cache = _cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
-    tree = _extract(_download_sdist(cache), cache)
-    return PyslurmSource(tree / "pyslurm")
-
-
-#: Which pyslurm class each ``*_ATTRIBUTES`` list of the backend is read from.
-ATTRIBUTE_CONTRACT: dict[str, tuple[str, ...]] = {
-    "JOB_ATTRIBUTES": ("Job",),
-    "NODE_ATTRIBUTES": ("Node",),
-    "PARTITION_ATTRIBUTES": ("Partition",),
-    "STATISTICS_ATTRIBUTES": ("slurmctld.Statistics",),
-    "RPC_ATTRIBUTES": ("slurmctld.RPCType", "slurmctld.RPCUser"),
-    "GPU_ATTRIBUTES": ("db.GPU",),
-    "TRES_ATTRIBUTES": ("db.TrackableResources",),
-    "CONFIG_ATTRIBUTES": ("slurmctld.Config",),
-}
-
-#: What the mapping assumes about each value, as the 25.11.2 source spells it.
-SHAPES: list[tuple[str, str, str]] = [
-    # (class, member, regex its source must match)
-    ("Job", "id", r"return self\.ptr\.job_id"),
-    ("Job", "state", r"slurm_job_state_string\("),
-    ("Job", "state_reason", r"state_desc[\s\S]*slurm_job_state_reason_string"),
-    ("Job", "user_name", r"uid_to_name\(self\.ptr\.user_id"),
-    ("Job", "cpus", r"u32_parse\(self\.ptr\.num_cpus, on_noval=1\)"),
-    ("Job", "num_nodes", r"u32_parse\(self\.ptr\.num_nodes\)"),
-    ("Job", "ntasks", r"u32_parse\(self\.ptr\.num_tasks, on_noval=1\)"),
-    ("Job", "array_id", r"u32_parse\(self\.ptr\.array_job_id\)"),
-    # u32_parse's zero_is_noval default: task 0 reads as None
-    ("Job", "array_task_id", r"u32_parse\(self\.ptr\.array_task_id\)"),
-    ("Job", "array_tasks_waiting", r"array_task_str[\s\S]*rindex\(\"%\"\)"),
-    ("Job", "gpus", r"isinstance\(v, GPU\)"),
-    ("Job", "gres_per_node", r"to_gres_dict\(self\.ptr\.tres_per_node\)"),
-    ("Job", "tres_per_job", r"TrackableResources\.from_cstr\(self\.ptr\.tres_per_job\)"),
-    ("Job", "tres_per_task", r"TrackableResources\.from_cstr\(self\.ptr\.tres_per_task\)"),
-    ("Job", "tres_per_socket", r"TrackableResources\.from_cstr\(self\.ptr\.tres_per_socket\)"),
-    ("Node", "state", r"slurm_node_state_string_complete\("),
-    ("Node", "total_cpus", r"u16_parse\(self\.info\.cpus, on_noval=0\)"),
-    ("Node", "allocated_cpus", r"u16_parse\(self\.info\.alloc_cpus, on_noval=0\)"),
-    ("Node", "idle_cpus", r"self\.effective_cpus - self\.allocated_cpus"),
-    ("Node", "real_memory", r"u64_parse\(self\.info\.real_memory\)"),
-    ("Node", "allocated_memory", r"u64_parse\(self\.info\.alloc_memory, on_noval=0\)"),
-    ("Node", "configured_gres", r"to_gres_dict\(self\.info\.gres\)"),
-    ("Node", "allocated_gres", r"gres_from_tres_dict\(self\.allocated_tres\)"),
-    ("Node", "partitions", r"to_list\(self\.info\.partitions\)"),
-    ("Partition", "state", r"_partition_state_int_to_str\("),
-    ("Partition", "is_default", r"PART_FLAG_DEFAULT"),
-    ("slurmctld.Config", "version", r"to_unicode\(self\.ptr\.version\)"),
-]
-
-#: Units and containers, from the class docstrings and parse_response().
-STATISTICS_SHAPES: list[tuple[str, str]] = [
-    *(
-        (name, rf"{name} \(int\):\s+(?:Time|Mean time|Maximum time)[^:]*microseconds")
-        for name in (
-            "schedule_cycle_last",
-            "schedule_cycle_max",
-            "schedule_cycle_mean",
-            "backfill_cycle_mean",
-        )
-    ),
-    ("backfill_cycle_last", r"backfill_cycle_last \(int\):\s+Time in microseconds"),
-    ("rpcs_by_type", r"out\.rpcs_by_type = RPCTypeStatistics\.from_ptr"),
-    ("rpcs_by_user", r"out\.rpcs_by_user = RPCUserStatistics\.from_ptr"),
-    ("schedule_cycle_mean", r"out\.schedule_cycle_mean = int\(ptr\.schedule_cycle_sum / "),
-    ("backfill_mean_depth", r"out\.backfill_mean_depth = int\(ptr\.bf_depth_sum / "),
-]
-
-
-@pytest.mark.network
-class TestContractWithPyslurm25112:
-    def test_the_sdist_is_the_series_the_backend_targets(
-        self, pyslurm_source: PyslurmSource
-    ) -> None:
-        module, _, _ = pyslurm_source.resolve("__version__")
-        assert re.search(rf'__version__ = "{re.escape(PYSLURM_SDIST_VERSION)}"', module.text)
-        assert PYSLURM_SDIST_VERSION.startswith(backend.PYSLURM_SERIES + ".")
-
-    @pytest.mark.parametrize("path", ENTRY_POINTS)
-    def test_entry_point_exists_and_takes_no_required_argument(
-        self, pyslurm_source: PyslurmSource, path: str
-    ) -> None:
-        module, name, rest = pyslurm_source.resolve(path)
-        if rest:
-            assert rest == ["load"], path
-            cls = module.classes[name]
-            assert "staticmethod" in cls.members.get("load", set()), f"{path} not a staticmethod"
-            source = cls.bodies["load"]
-        else:
-            assert name in module.functions, f"{path} is not a module-level function"
-            source = module.functions[name]
-        signature = re.search(r"def\s+\w+\s*\(([^)]*)\)", source)
-        assert signature is not None
-        params = [p.strip() for p in signature.group(1).split(",") if p.strip()]
-        required = [p for p in params if "=" not in p and not p.startswith("*")]
-        assert required == [], f"{path} requires {required}"
-
-    def test_rpc_error_is_the_exception_the_loads_raise(
-        self, pyslurm_source: PyslurmSource
-    ) -> None:
-        module, name, rest = pyslurm_source.resolve(backend.ERROR_CLASS)
-        assert (name, rest) == ("RPCError", [])
-        assert re.search(r"^class RPCError\(PyslurmError\):", module.text, re.MULTILINE)
-        assert re.search(r"^class PyslurmError\(Exception\):", module.text, re.MULTILINE)
-        assert re.search(r"raise RPCError\(errno\)", module.functions["verify_rpc"])
-        for path in (JOBS_LOAD, NODES_LOAD, PARTITIONS_LOAD, STATISTICS_LOAD):
-            load_module, cls_name, _ = pyslurm_source.resolve(path)
-            assert "verify_rpc(" in load_module.classes[cls_name].bodies["load"], path
-        for attribute in backend.MODULE_ATTRIBUTES:
-            pyslurm_source.resolve(attribute)
-
-    @pytest.mark.parametrize("path", [JOBS_LOAD, NODES_LOAD, PARTITIONS_LOAD])
-    def test_collections_are_read_through_values(
-        self, pyslurm_source: PyslurmSource, path: str
-    ) -> None:
-        cls = pyslurm_source.cls(path.rsplit(".", 1)[0])
-        assert "MultiClusterMap" in cls.bases
-        assert pyslurm_source.has_member(cls, backend.COLLECTION_METHOD)
-
-    def test_every_attribute_list_has_a_contract(self) -> None:
-        declared = {name for name in dir(backend) if name.endswith("_ATTRIBUTES")}
-        assert declared - {"MODULE_ATTRIBUTES"} == set(ATTRIBUTE_CONTRACT)
-
-    @pytest.mark.parametrize(
-        ("constant", "class_path"),
-        [(c, p) for c, paths in ATTRIBUTE_CONTRACT.items() for p in paths],
-    )
-    def test_attributes_are_readable_on_the_right_class(
-        self, pyslurm_source: PyslurmSource, constant: str, class_path: str
-    ) -> None:
-        cls = pyslurm_source.cls(class_path)
-        missing = []
-        for attribute in getattr(backend, constant):
-            kinds = cls.members.get(attribute, set())
-            if not kinds & {"property", "public"}:
-                missing.append(f"{attribute} ({', '.join(sorted(kinds)) or 'absent'})")
-        assert missing == [], f"pyslurm.{class_path} lacks readable {missing}"
-
-    @pytest.mark.parametrize(("class_path", "member", "pattern"), SHAPES)
-    def test_value_shapes(
-        self, pyslurm_source: PyslurmSource, class_path: str, member: str, pattern: str
-    ) -> None:
-        body = pyslurm_source.cls(class_path).bodies[member]
-        assert re.search(pattern, body), f"pyslurm.{class_path}.{member}:\n{body}"
-
-    @pytest.mark.parametrize(("member", "pattern"), STATISTICS_SHAPES)
-    def test_statistics_units_and_containers(
-        self, pyslurm_source: PyslurmSource, member: str, pattern: str
-    ) -> None:
-        module, _, _ = pyslurm_source.resolve("slurmctld.Statistics")
-        assert member in STATISTICS_ATTRIBUTES
-        assert re.search(pattern, module.text), f"{member}: {pattern}"
-
-    def test_rpc_dicts_are_keyed_by_name_with_microsecond_totals(
-        self, pyslurm_source: PyslurmSource
-    ) -> None:
-        by_type = pyslurm_source.cls("slurmctld.RPCTypeStatistics")
-        by_user = pyslurm_source.cls("slurmctld.RPCUserStatistics")
-        assert by_type.bases == ("dict",)
-        assert by_user.bases == ("dict",)
-        assert "out[stats.name] = stats" in by_type.bodies["from_ptr"]
-        assert "out[key] = stats" in by_user.bodies["from_ptr"]
-        for cls_path in ("slurmctld.RPCType", "slurmctld.RPCUser"):
-            text = pyslurm_source.cls(cls_path).text
-            assert re.search(r"time \(int\):[^:]*unit is\s+microseconds", text), cls_path
-
-    def test_gres_helpers_give_the_dict_keys_the_mapping_expects(
-        self, pyslurm_source: PyslurmSource
-    ) -> None:
-        cstr = pyslurm_source.module(pyslurm_source.package / "utils" / "cstr")
-        to_gres_dict = cstr.functions["to_gres_dict"]
-        assert 'gres_delim = "gres:"' in to_gres_dict  # only "gres:" is stripped
-        assert 'name_and_typ = f"{name}:{typ}" if typ else name' in to_gres_dict
-        assert '"count": int(cnt)' in to_gres_dict  # IDX form: {"count", "indexes"}
-        helpers = pyslurm_source.module(pyslurm_source.package / "utils" / "helpers")
-        assert 'gres_prefix = "gres/"' in helpers.functions["gres_from_tres_dict"]
-        tres = pyslurm_source.cls("db.TrackableResources")
-        assert re.search(r'tres\.name == "gpu" or tres\.name\.startswith\("gpu:"\)', tres.text)
-        assert "self.gres[gres.name] = gres" in tres.text
-        gpu = pyslurm_source.cls("db.GPU")
-        assert 'f"gpu:{self.type}" if self.type else "gpu"' in gpu.bodies["name"]

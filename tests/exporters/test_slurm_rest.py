@@ -1178,3 +1178,10 @@ def test_map_reservation_on_recorded_slurmrestd_answer() -> None:
         Reservation("future_gpu", "inactive", "gpu", "overlap", 1),
     ]
     assert map_reservation(records[1], records[1]["start_time"]).state == "active"
+
+
+def test_reservation_flags_follow_scontrol_order_whatever_order_slurmrestd_lists() -> None:
+    # Newer slurmrestd lists flags in its own table's order (DAILY before IGNORE_JOBS);
+    # the label is the same as the cli backend's, with flags it does not know last.
+    record = {"name": "r", "flags": ["DAILY", "IGNORE_JOBS", "REOCCURRING", "MAINT"]}
+    assert map_reservation(record, 0).flags == "maint,ignore_jobs,daily,reoccurring"

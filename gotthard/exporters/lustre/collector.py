@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from gotthard.exporters.families import MetricFamily
 from gotthard.exporters.lustre.render import render
+from gotthard.exporters.lustre.render_optin import render_optin
 from gotthard.exporters.lustre.snapshot import LustreSnapshot
-from gotthard.exporters.lustre.source import LctlSource, ProcfsSource, assemble
+from gotthard.exporters.lustre.source import LctlSource, LnetctlReader, ProcfsSource, assemble
 from gotthard.exporters.settings import LustreExporterConfig
 
 
@@ -20,25 +21,37 @@ class LustreCollector:
         self.job_stats_limit = config.job_stats_limit
         self.export_stats = config.export_stats
         self.export_stats_limit = config.export_stats_limit
-        self.source: LctlSource | ProcfsSource
+        self.quota_limit = config.quota_limit
+        #: opt-in parameters read from the targets (see source.OPTIONAL)
+        self.extras = tuple(
+            name for name, on in (("quota", config.quota), ("brw_stats", config.brw_stats)) if on
+        )
+        self.lnetctl = (
+            LnetctlReader(config.lnetctl_path, config.command_timeout_seconds)
+            if config.lnet_health
+            else None
+        )
+        files = ProcfsSource(procfs=procfs, sysfs=sysfs)
+        self.source: LctlSource | ProcfsSource = files
         if config.source == "lctl":
-            self.source = LctlSource(
-                config.lctl_path, config.command_timeout_seconds, procfs=procfs, sysfs=sysfs
-            )
-        else:
-            self.source = ProcfsSource(procfs=procfs, sysfs=sysfs)
+            # lctl has no parameter for LNet's counters: those still come from the files
+            self.source = LctlSource(config.lctl_path, config.command_timeout_seconds, files)
 
     def poll(self) -> LustreSnapshot:
         """Read the source; raises only when lctl cannot be run (procfs never raises)."""
-        tree = self.source.read(job_stats=self.job_stats, export_stats=self.export_stats)
-        return assemble(tree, job_stats=self.job_stats, export_stats=self.export_stats)
+        options = {"job_stats": self.job_stats, "export_stats": self.export_stats}
+        tree = self.source.read(**options, extras=self.extras)
+        if self.lnetctl is not None:
+            self.lnetctl.read(tree)
+        return assemble(tree, **options, extras=self.extras)
 
     def render(self, snapshot: LustreSnapshot) -> list[MetricFamily]:
-        return render(
+        families = render(
             snapshot,
             job_stats_limit=self.job_stats_limit,
             export_stats_limit=self.export_stats_limit,
         )
+        return families + render_optin(snapshot, quota_limit=self.quota_limit)
 
     def snapshot_errors(self, snapshot: LustreSnapshot) -> int:
         return snapshot.errors

@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gotthard.exporters.lustre.snapshot import JobStat
+from gotthard.exporters.lustre.snapshot import ClientIO, RecoveryProgress, StatCounters
 
 # --- names -------------------------------------------------------------------------------
 
@@ -87,6 +87,22 @@ def llite_fs(name: str) -> str:
 
 # --- single values -----------------------------------------------------------------------
 
+
+def matching_lines(text: str, pattern: re.Pattern[str]) -> tuple[list[re.Match[str]], int]:
+    """The full match of *pattern* on each non-blank line, and how many lines had none."""
+    matches = []
+    misses = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        match = pattern.fullmatch(line)
+        if match is None:
+            misses += 1
+        else:
+            matches.append(match)
+    return matches, misses
+
+
 _INT = re.compile(r"\s*([0-9]+)\s*", re.ASCII)
 _VERSION = re.compile(r"\s*(?:lustre:\s*)?v?([0-9]+\.[0-9]+[0-9A-Za-z_.+\-]*)", re.ASCII)
 
@@ -137,16 +153,9 @@ _BYTES_LINES = {"read_bytes": "read", "write_bytes": "write"}
 
 
 @dataclass(slots=True)
-class StatsBlock:
-    """One parsed ``stats`` / ``md_stats`` text."""
+class StatsBlock(StatCounters):
+    """One parsed ``stats`` / ``md_stats`` text and its unplaced lines."""
 
-    operations: dict[str, int] = field(default_factory=dict)
-    latency_usecs: dict[str, int] = field(default_factory=dict)
-    read_bytes: int | None = None
-    write_bytes: int | None = None
-    #: ``openclosetime``: closes measured and the summed time those files were open
-    open_closes: int | None = None
-    open_time_usecs: int | None = None
     errors: int = 0
 
 
@@ -225,7 +234,7 @@ _JOB_LINE_MARKERS = ("{ samples:", "_time:")  # _time: snapshot_time, start_time
 class JobStatsResult:
     """The jobs of one target's job_stats, in file order, plus unplaced lines."""
 
-    jobs: list[JobStat] = field(default_factory=list)
+    jobs: list[ClientIO] = field(default_factory=list)
     errors: int = 0
 
 
@@ -275,7 +284,7 @@ def parse_job_stats(text: str) -> JobStatsResult:
     known = len(starts) + sum(text.count(marker, first) for marker in _JOB_LINE_MARKERS)
     errors += max(lines - blank - known, 0)
 
-    jobs: dict[str, JobStat] = {}
+    jobs: dict[str, ClientIO] = {}
     findall = _JOB_OP.findall
     ends = [start for start, _, _ in starts[1:]]
     ends.append(len(text))
@@ -283,7 +292,7 @@ def parse_job_stats(text: str) -> JobStatsResult:
         job_id = _job_id(raw_id)
         job = jobs.get(job_id)
         if job is None:
-            job = jobs[job_id] = JobStat(job_id)
+            job = jobs[job_id] = ClientIO(job_id)
         operations = job.operations
         read_samples = write_samples = 0
         for name, samples, total in findall(text, body, end):
@@ -382,19 +391,9 @@ _CLIENTS = re.compile(r"([0-9]+)(?:/([0-9]+))?", re.ASCII)
 
 
 @dataclass(slots=True)
-class RecoveryStatus:
-    """One target's ``recovery_status``."""
+class RecoveryStatus(RecoveryProgress):
+    """One target's parsed ``recovery_status`` and its unplaced lines."""
 
-    #: one of RECOVERY_STATES; "" when the text has no ``status:`` line
-    status: str = ""
-    #: clients that finished recovery (``completed_clients: 4/8`` -> 4)
-    completed_clients: int | None = None
-    #: clients the target expects to recover (the ``/8`` of completed or connected clients)
-    total_clients: int | None = None
-    #: clients reconnected so far, while recovering (``connected_clients: 3/7`` -> 3)
-    connected_clients: int | None = None
-    #: seconds left of the recovery window, while recovering
-    time_remaining_seconds: int | None = None
     errors: int = 0
 
 
@@ -408,13 +407,8 @@ def parse_recovery_status(text: str) -> RecoveryStatus:
     ``key: value`` counts one error, as does a client count that is not a number.
     """
     result = RecoveryStatus()
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        match = _RECOVERY_LINE.fullmatch(line)
-        if match is None:
-            result.errors += 1
-            continue
+    matches, result.errors = matching_lines(text, _RECOVERY_LINE)
+    for match in matches:
         key, value = match[1], match[2] or ""
         if key == "status":
             status = value.lower()

@@ -8,24 +8,24 @@ servers, ``osc``/``mdc``/``client`` on clients). Help texts name the Lustre para
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from gotthard.exporters.families import MetricFamily, counter, gauge
 from gotthard.exporters.lustre.parse import HEALTH_STATES, RECOVERY_STATES
-from gotthard.exporters.lustre.snapshot import LustreSnapshot, TargetExportStats, TargetJobStats
+from gotthard.exporters.lustre.snapshot import (
+    ClientIO,
+    LustreSnapshot,
+    TargetExportStats,
+    TargetJobStats,
+)
 
 TARGET = ("fs", "target", "component")
+Key = tuple[str, str, str]
 
 
-class _IOCounters(Protocol):
-    read_bytes: int
-    write_bytes: int
-    operations: dict[str, int]
-
-
-Entry = TypeVar("Entry", bound=_IOCounters)
+Entry = TypeVar("Entry", bound=ClientIO)
 
 
 def top_jobs(jobs: list[Entry], limit: int) -> tuple[list[Entry], int]:
@@ -76,7 +76,7 @@ _EXPORTS = _PerClient(
 
 def _render_per_client(
     kind: _PerClient,
-    targets: Iterable[tuple[tuple[str, str, str], list[tuple[str, Entry]]]],
+    targets: Iterable[tuple[Key, list[Entry]]],
     limit: int,
 ) -> list[MetricFamily]:
     """Operations and bytes per client of each target, at most *limit* clients a target."""
@@ -114,13 +114,12 @@ def _render_per_client(
     op_samples = operations.samples
     read_samples = read.samples
     write_samples = write.samples
-    for key, named in targets:
-        by_id = {id(entry): name for name, entry in named}
-        kept, dropped = top_jobs([entry for _, entry in named], limit)
-        listed.add(key, len(named))
+    for key, entries in targets:
+        kept, dropped = top_jobs(entries, limit)
+        listed.add(key, len(entries))
         truncated.add(key, dropped)
         for entry in kept:
-            labels = (*key, by_id[id(entry)])
+            labels = (*key, entry.name)
             if entry.read_bytes:
                 read_samples.append((labels, entry.read_bytes))
             if entry.write_bytes:
@@ -133,68 +132,93 @@ def _render_per_client(
 
 def render_job_stats(targets: Iterable[TargetJobStats], limit: int) -> list[MetricFamily]:
     """The job families for *targets*, each capped at *limit* jobs."""
-    named = (((entry.key, [(job.job_id, job) for job in entry.jobs])) for entry in targets)
-    return _render_per_client(_JOBS, named, limit)
+    return _render_per_client(_JOBS, ((entry.key, entry.jobs) for entry in targets), limit)
 
 
 def render_export_stats(targets: Iterable[TargetExportStats], limit: int) -> list[MetricFamily]:
     """Per-client families from ``exports.<nid>.stats``, each target capped at *limit* NIDs."""
-    named = ((entry.key, [(export.nid, export) for export in entry.exports]) for entry in targets)
-    return _render_per_client(_EXPORTS, named, limit)
+    return _render_per_client(_EXPORTS, ((entry.key, entry.exports) for entry in targets), limit)
+
+
+def _state_set(
+    name: str,
+    help_text: str,
+    labels: tuple[str, ...],
+    states: tuple[str, ...],
+    current: Iterable[tuple[tuple[str, ...], str]],
+) -> MetricFamily:
+    """A gauge per (key, state): 1 for each key's current state, 0 for the other *states*."""
+    family = gauge(name, help_text, *labels)
+    for key, now in current:
+        family.samples.extend([((*key, state), 1 if state == now else 0) for state in states])
+    return family
+
+
+#: (metric, help, attribute) -> one family per spec, the attribute of each entry where set
+FieldSpecs = tuple[tuple[str, str, str], ...]
+
+
+def _fields(
+    make: Callable[..., MetricFamily], specs: FieldSpecs, entries: list[tuple[Key, object]]
+) -> list[MetricFamily]:
+    """One family (made by gauge or counter) per spec, one sample per entry that has a value."""
+    families = []
+    for name, help_text, attribute in specs:
+        family = make(name, help_text, *TARGET)
+        for key, item in entries:
+            value = getattr(item, attribute)
+            if value is not None:
+                family.samples.append((key, value))
+        families.append(family)
+    return families
+
+
+RECOVERY_GAUGES: FieldSpecs = (
+    (
+        "lustre_target_recovery_completed_clients",
+        "Clients that completed recovery on the target (recovery_status completed_clients).",
+        "completed_clients",
+    ),
+    (
+        "lustre_target_recovery_clients",
+        "Clients the target expects in recovery (the total of recovery_status "
+        "completed_clients or connected_clients A/B).",
+        "total_clients",
+    ),
+    (
+        "lustre_target_recovery_connected_clients",
+        "Clients reconnected so far while the target recovers (recovery_status connected_clients).",
+        "connected_clients",
+    ),
+    (
+        "lustre_target_recovery_time_remaining_seconds",
+        "Seconds left of the recovery window while the target recovers (recovery_status "
+        "time_remaining).",
+        "time_remaining_seconds",
+    ),
+)
 
 
 def render_serving(snapshot: LustreSnapshot) -> list[MetricFamily]:
     """Health, recovery, evictions, connected clients and LNet counters."""
-    health = gauge(
+    health = _state_set(
         "lustre_health_check",
         "1 for the node's current health_check state: healthy, sick (NOT HEALTHY) or lbug "
         "(LBUG: the node needs a reboot); 0 for the others.",
-        "state",
+        ("state",),
+        HEALTH_STATES,
+        [((), snapshot.health)] if snapshot.health else [],
     )
-    if snapshot.health:
-        for state in HEALTH_STATES:
-            health.add((state,), 1 if state == snapshot.health else 0)
-    status = gauge(
+    status = _state_set(
         "lustre_target_recovery_status",
         "1 for the target's current recovery_status status (complete, recovering, waiting, "
         "inactive, other); 0 for the others.",
-        *TARGET,
-        "status",
+        (*TARGET, "status"),
+        RECOVERY_STATES,
+        [(entry.key, entry.progress.status) for entry in snapshot.recovery],
     )
-    completed = gauge(
-        "lustre_target_recovery_completed_clients",
-        "Clients that completed recovery on the target (recovery_status completed_clients).",
-        *TARGET,
-    )
-    expected = gauge(
-        "lustre_target_recovery_clients",
-        "Clients the target expects in recovery (the total of recovery_status "
-        "completed_clients or connected_clients A/B).",
-        *TARGET,
-    )
-    connected_recovery = gauge(
-        "lustre_target_recovery_connected_clients",
-        "Clients reconnected so far while the target recovers (recovery_status connected_clients).",
-        *TARGET,
-    )
-    remaining = gauge(
-        "lustre_target_recovery_time_remaining_seconds",
-        "Seconds left of the recovery window while the target recovers (recovery_status "
-        "time_remaining).",
-        *TARGET,
-    )
-    for entry in snapshot.recovery:
-        key = entry.key
-        for state in RECOVERY_STATES:
-            status.add((*key, state), 1 if state == entry.status else 0)
-        if entry.completed_clients is not None:
-            completed.add(key, entry.completed_clients)
-        if entry.total_clients is not None:
-            expected.add(key, entry.total_clients)
-        if entry.connected_clients is not None:
-            connected_recovery.add(key, entry.connected_clients)
-        if entry.time_remaining_seconds is not None:
-            remaining.add(key, entry.time_remaining_seconds)
+    progress = [(entry.key, entry.progress) for entry in snapshot.recovery]
+    families = [health, status, *_fields(gauge, RECOVERY_GAUGES, progress)]
     evictions = counter(
         "lustre_target_evictions_total",
         "Clients the target evicted since it was mounted (eviction_count).",
@@ -209,7 +233,6 @@ def render_serving(snapshot: LustreSnapshot) -> list[MetricFamily]:
     )
     for key, value in snapshot.connected_clients.items():
         connected.add(key, value)
-    families = [health, status, completed, expected, connected_recovery, remaining]
     families += [evictions, connected]
     lnet = snapshot.lnet
     for name, field, help_text in LNET_COUNTERS:
@@ -219,6 +242,36 @@ def render_serving(snapshot: LustreSnapshot) -> list[MetricFamily]:
         families.append(family)
     return families
 
+
+CAPACITY_GAUGES: FieldSpecs = (
+    (
+        "lustre_target_capacity_bytes",
+        "Size of the target in bytes (kbytestotal of osd-*, obdfilter, mdt, osc or mdc).",
+        "capacity_bytes",
+    ),
+    (
+        "lustre_target_available_bytes",
+        "Bytes available to users on the target (kbytesavail).",
+        "available_bytes",
+    ),
+    (
+        "lustre_target_free_bytes",
+        "Free bytes on the target, including space reserved for root (kbytesfree).",
+        "free_bytes",
+    ),
+)
+BYTES_COUNTERS: FieldSpecs = (
+    (
+        "lustre_read_bytes_total",
+        "Bytes read, from the sum of the stats read_bytes line.",
+        "read_bytes",
+    ),
+    (
+        "lustre_write_bytes_total",
+        "Bytes written, from the sum of the stats write_bytes line.",
+        "write_bytes",
+    ),
+)
 
 #: (metric, LNet counter, help) of the node-wide LNet counters
 LNET_COUNTERS = (
@@ -252,21 +305,6 @@ def render(
     for name in snapshot.roles:
         role.add((name,), 1)
 
-    capacity = gauge(
-        "lustre_target_capacity_bytes",
-        "Size of the target in bytes (kbytestotal of osd-*, obdfilter, mdt, osc or mdc).",
-        *TARGET,
-    )
-    available = gauge(
-        "lustre_target_available_bytes",
-        "Bytes available to users on the target (kbytesavail).",
-        *TARGET,
-    )
-    free = gauge(
-        "lustre_target_free_bytes",
-        "Free bytes on the target, including space reserved for root (kbytesfree).",
-        *TARGET,
-    )
     files = gauge(
         "lustre_target_files",
         "Inodes (objects on an OST) of the target: state=total (filestotal) or free (filesfree).",
@@ -275,12 +313,6 @@ def render(
     )
     for entry in snapshot.capacity:
         key = entry.key
-        if entry.capacity_bytes is not None:
-            capacity.add(key, entry.capacity_bytes)
-        if entry.available_bytes is not None:
-            available.add(key, entry.available_bytes)
-        if entry.free_bytes is not None:
-            free.add(key, entry.free_bytes)
         if entry.files_total is not None:
             files.add((*key, "total"), entry.files_total)
         if entry.files_free is not None:
@@ -309,16 +341,6 @@ def render(
         *TARGET,
         "operation",
     )
-    read = counter(
-        "lustre_read_bytes_total",
-        "Bytes read, from the sum of the stats read_bytes line.",
-        *TARGET,
-    )
-    write = counter(
-        "lustre_write_bytes_total",
-        "Bytes written, from the sum of the stats write_bytes line.",
-        *TARGET,
-    )
     open_time = counter(
         "lustre_client_file_open_seconds_total",
         "Summed time files were held open, from open to close, over the closes counted by "
@@ -330,24 +352,23 @@ def render(
         "Closes whose open time was measured (llite.*.stats openclosetime samples).",
         *TARGET,
     )
-    for entry in snapshot.stats:
-        key = entry.key
-        if entry.open_closes is not None:
-            closes.add(key, entry.open_closes)
-            open_time.add(key, (entry.open_time_usecs or 0) / 1e6)
+    counters = [(entry.key, entry.counters) for entry in snapshot.stats]
+    for key, block in counters:
+        if block.open_closes is not None:
+            closes.add(key, block.open_closes)
+            open_time.add(key, (block.open_time_usecs or 0) / 1e6)
         operations.samples.extend(
-            [((*key, name), count) for name, count in entry.operations.items()]
+            [((*key, name), count) for name, count in block.operations.items()]
         )
         latency.samples.extend(
-            [((*key, name), usecs / 1e6) for name, usecs in entry.latency_usecs.items()]
+            [((*key, name), usecs / 1e6) for name, usecs in block.latency_usecs.items()]
         )
-        if entry.read_bytes is not None:
-            read.add(key, entry.read_bytes)
-        if entry.write_bytes is not None:
-            write.add(key, entry.write_bytes)
 
-    families = [info, role, capacity, available, free, files, active]
-    families += [operations, latency, read, write, open_time, closes]
+    families = [info, role]
+    families += _fields(gauge, CAPACITY_GAUGES, [(entry.key, entry) for entry in snapshot.capacity])
+    families += [files, active, operations, latency]
+    families += _fields(counter, BYTES_COUNTERS, counters)
+    families += [open_time, closes]
     families += render_serving(snapshot)
     if snapshot.job_stats is not None:
         families += render_job_stats(snapshot.job_stats, job_stats_limit)

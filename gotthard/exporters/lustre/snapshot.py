@@ -14,6 +14,7 @@ Labels follow one convention on every node role, so the same OST joins between a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 ROLES = ("client", "oss", "mds", "mgs")
 
@@ -44,8 +45,8 @@ class Capacity(TargetView):
 
 
 @dataclass(slots=True)
-class OperationStats(TargetView):
-    """One ``stats`` / ``md_stats`` block: per-operation counts, latency and bytes."""
+class StatCounters:
+    """The counters of one ``stats`` / ``md_stats`` block: per-operation counts, latency, bytes."""
 
     #: operation -> number of requests (the ``samples`` column)
     operations: dict[str, int] = field(default_factory=dict)
@@ -57,56 +58,120 @@ class OperationStats(TargetView):
     open_closes: int | None = None
     open_time_usecs: int | None = None
 
+    def is_empty(self) -> bool:
+        """True when the block counted nothing at all."""
+        return (
+            not self.operations
+            and self.read_bytes is None
+            and self.write_bytes is None
+            and (self.open_closes is None)
+        )
+
+    def add(self, other: StatCounters) -> None:
+        """Add *other*'s counters to these (a second mount of the same file system)."""
+        for name, value in other.operations.items():
+            self.operations[name] = self.operations.get(name, 0) + value
+        for name, value in other.latency_usecs.items():
+            self.latency_usecs[name] = self.latency_usecs.get(name, 0) + value
+        if other.read_bytes is not None:
+            self.read_bytes = (self.read_bytes or 0) + other.read_bytes
+        if other.write_bytes is not None:
+            self.write_bytes = (self.write_bytes or 0) + other.write_bytes
+        if other.open_closes is not None:
+            self.open_closes = (self.open_closes or 0) + other.open_closes
+            self.open_time_usecs = (self.open_time_usecs or 0) + (other.open_time_usecs or 0)
+
 
 @dataclass(slots=True)
-class JobStat:
-    """One ``- job_id:`` entry of a target's job_stats."""
+class OperationStats(TargetView):
+    """One target's ``stats`` / ``md_stats`` as one component sees it."""
 
-    job_id: str
+    counters: StatCounters = field(default_factory=StatCounters)
+
+
+@dataclass(slots=True)
+class ClientIO:
+    """IO one client made on a server target: a job (job_stats) or a client NID (exports)."""
+
+    #: the job id or the client NID
+    name: str
     read_bytes: int = 0
     write_bytes: int = 0
     #: operation -> samples, operations with zero samples left out
     operations: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def io_bytes(self) -> int:
-        return self.read_bytes + self.write_bytes
 
 
 @dataclass(slots=True)
 class TargetJobStats(TargetView):
     """All jobs one server target (OST or MDT) reports in its job_stats."""
 
-    jobs: list[JobStat] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class ExportStat:
-    """One client's ``exports.<nid>.stats`` on a server target."""
-
-    nid: str
-    read_bytes: int = 0
-    write_bytes: int = 0
-    #: operation -> samples
-    operations: dict[str, int] = field(default_factory=dict)
+    jobs: list[ClientIO] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class TargetExportStats(TargetView):
     """All client exports one server target lists."""
 
-    exports: list[ExportStat] = field(default_factory=list)
+    exports: list[ClientIO] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class RecoveryProgress:
+    """What a server target's ``recovery_status`` says."""
+
+    #: one of the recovery states (parse.RECOVERY_STATES); "" when there is no ``status:``
+    status: str = ""
+    #: clients that finished recovery (``completed_clients: 4/8`` -> 4)
+    completed_clients: int | None = None
+    #: clients the target expects to recover (the ``/8`` of completed or connected clients)
+    total_clients: int | None = None
+    #: clients reconnected so far, while recovering (``connected_clients: 3/7`` -> 3)
+    connected_clients: int | None = None
+    #: seconds left of the recovery window, while recovering
+    time_remaining_seconds: int | None = None
 
 
 @dataclass(slots=True)
 class Recovery(TargetView):
     """A server target's ``recovery_status``."""
 
+    progress: RecoveryProgress = field(default_factory=RecoveryProgress)
+
+
+class QuotaUsage(NamedTuple):
+    """Space and inodes one user, group or project uses on one target."""
+
+    id: str
+    used_bytes: int
+    inodes: int
+
+
+@dataclass(slots=True)
+class TargetQuota(TargetView):
+    """One target's ``quota_slave.acct_*`` of one quota type."""
+
+    #: ``user``, ``group`` or ``project``
+    type: str = ""
+    usage: list[QuotaUsage] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TargetBrwStats(TargetView):
+    """One target's ``brw_stats`` tables: title -> ``(lower bound, reads, writes)``."""
+
+    tables: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class LnetNi:
+    """One local LNet network interface (``lnetctl net show -v 4``)."""
+
+    net: str
+    nid: str
+    #: ``up`` / ``down`` as lnetctl prints it; "" when not printed
     status: str = ""
-    completed_clients: int | None = None
-    total_clients: int | None = None
-    connected_clients: int | None = None
-    time_remaining_seconds: int | None = None
+    #: LNet's health value, 1000 when healthy and lower after send errors; None before 2.12
+    health_value: int | None = None
 
 
 @dataclass(slots=True)
@@ -134,5 +199,11 @@ class LustreSnapshot:
     connected_clients: dict[tuple[str, str, str], int] = field(default_factory=dict)
     #: node-wide LNet counters (names as ``lnetctl stats show``); empty when not read
     lnet: dict[str, int] = field(default_factory=dict)
+    #: None when LNet NI health is off; the node's NIs (maybe none) when on
+    lnet_nis: list[LnetNi] | None = None
+    #: None when quota accounting is off; a list (maybe empty) when on
+    quota: list[TargetQuota] | None = None
+    #: None when brw_stats are off; a list (maybe empty) when on
+    brw_stats: list[TargetBrwStats] | None = None
     #: recoverable problems: unreadable files, unparsable values and lines
     errors: int = 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from gotthard.exporters.lustre.parse import (
@@ -35,15 +36,23 @@ from gotthard.exporters.lustre.parse import (
     parse_target_name,
     parse_version,
 )
+from gotthard.exporters.lustre.parse_optin import (
+    QUOTA_TYPES,
+    parse_brw_stats,
+    parse_lnet_net_show,
+    parse_quota_acct,
+)
 from gotthard.exporters.lustre.snapshot import (
     ROLES,
     Capacity,
-    ExportStat,
+    ClientIO,
     LustreSnapshot,
     OperationStats,
     Recovery,
+    TargetBrwStats,
     TargetExportStats,
     TargetJobStats,
+    TargetQuota,
 )
 
 log = logging.getLogger("gotthard.exporter.lustre")
@@ -62,8 +71,13 @@ WANTED: dict[str, tuple[str, ...]] = {
     "mdc": ("active", *CAPACITY, "md_stats"),
     "llite": ("stats",),
 }
-#: extra parameters with --lustre.job-stats
-JOB_STATS = {"obdfilter": ("job_stats",), "mdt": ("job_stats",)}
+#: option -> subsystem -> the extra parameters that opt-in flag reads. Parameters below a
+#: device's folder are dotted as lctl names them (``quota_slave.acct_user``).
+OPTIONAL: dict[str, dict[str, tuple[str, ...]]] = {
+    "job_stats": {"obdfilter": ("job_stats",), "mdt": ("job_stats",)},
+    "quota": {"osd": tuple(f"quota_slave.{param}" for param, _ in QUOTA_TYPES.values())},
+    "brw_stats": {"osd": ("brw_stats",), "obdfilter": ("brw_stats",)},
+}
 #: subsystems whose devices list per-client ``exports/<nid>/stats`` (--lustre.export-stats)
 EXPORTS = ("obdfilter", "mdt")
 #: node-wide parameters (no subsystem) read from the first Lustre root that has them
@@ -72,11 +86,13 @@ TOP = ("version", "health_check")
 LNET_STATS = (("procfs", "sys/lnet/stats"), ("sysfs", "kernel/debug/lnet/stats"))
 
 
-def wanted(subsystem: str, job_stats: bool) -> tuple[str, ...]:
+def wanted(subsystem: str, job_stats: bool, extras: Collection[str] = ()) -> tuple[str, ...]:
+    """The parameters read from each device of *subsystem* with these options on."""
     key = "osd" if subsystem.startswith("osd-") else subsystem
     params = WANTED.get(key, ())
-    if job_stats:
-        params = params + JOB_STATS.get(key, ())
+    options = ("job_stats", *extras) if job_stats else extras
+    for option in options:
+        params = params + OPTIONAL[option].get(key, ())
     return params
 
 
@@ -98,29 +114,9 @@ class ParamTree:
     exports: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     #: text of LNet's ``stats``, None when absent
     lnet_stats: str | None = None
+    #: ``lnetctl net show -v 4`` output, None when not run
+    lnet_net_show: str | None = None
     errors: int = 0
-
-
-def read_lnet_stats(tree: ParamTree, procfs: str, sysfs: str) -> None:
-    """Fill ``tree.lnet_stats`` from the first LNet ``stats`` file that exists.
-
-    LNet's counters are no ``lctl get_param`` parameter, so both sources read this file.
-    """
-    roots = {"procfs": procfs, "sysfs": sysfs}
-    for root, relative in LNET_STATS:
-        path = os.path.join(roots[root], relative)
-        try:
-            with open(path, "rb") as handle:
-                tree.lnet_stats = handle.read().decode("utf-8", "replace")
-                return
-        except FileNotFoundError:
-            continue
-        except PermissionError:
-            continue  # debugfs is root-only: as for llite stats, not an error each poll
-        except OSError as err:
-            tree.errors += 1
-            log.debug("lustre: cannot read %s: %s", path, err)
-            return
 
 
 # --- procfs / sysfs / debugfs ------------------------------------------------------------
@@ -182,7 +178,30 @@ class ProcfsSource:
             log.debug("lustre: cannot read %s: %s", path, err)
             return None
 
-    def read(self, *, job_stats: bool, export_stats: bool = False) -> ParamTree:
+    def read_lnet_stats(self, tree: ParamTree) -> None:
+        """Fill ``tree.lnet_stats`` from the first LNet ``stats`` file that exists.
+
+        LNet's counters are no ``lctl get_param`` parameter, so both sources read this file.
+        """
+        roots = {"procfs": self.procfs, "sysfs": self.sysfs}
+        for root, relative in LNET_STATS:
+            path = os.path.join(roots[root], relative)
+            try:
+                with open(path, "rb") as handle:
+                    tree.lnet_stats = handle.read().decode("utf-8", "replace")
+                    return
+            except FileNotFoundError:
+                continue
+            except PermissionError:
+                continue  # debugfs is root-only: as for llite stats, not an error each poll
+            except OSError as err:
+                tree.errors += 1
+                log.debug("lustre: cannot read %s: %s", path, err)
+                return
+
+    def read(
+        self, *, job_stats: bool, export_stats: bool = False, extras: Collection[str] = ()
+    ) -> ParamTree:
         tree = ParamTree()
         for name in TOP:
             for root in (self.sysfs_root, self.procfs_root):
@@ -190,7 +209,7 @@ class ProcfsSource:
                 if text is not None:
                     setattr(tree, name, text)
                     break
-        read_lnet_stats(tree, self.procfs, self.sysfs)
+        self.read_lnet_stats(tree)
         if export_stats:
             self._read_exports(tree)
         # subsystem -> device -> {param: directory holding it}, first root wins per param
@@ -199,7 +218,7 @@ class ProcfsSource:
             for subsystem in self._listdir(root, tree, dirs=True):
                 if not is_wanted_subsystem(subsystem):
                     continue
-                params = wanted(subsystem, job_stats)
+                params = wanted(subsystem, job_stats, extras)
                 devices = located.setdefault(subsystem, {})
                 base = os.path.join(root, subsystem)
                 for device in self._listdir(base, tree, dirs=True):
@@ -209,7 +228,8 @@ class ProcfsSource:
                     directory = os.path.join(base, device)
                     present = set(self._listdir(directory, tree, dirs=False))
                     for param in params:
-                        if param in present and param not in found:
+                        # a dotted parameter lives in a sub-folder: look for its first part
+                        if param.partition(".")[0] in present and param not in found:
                             found[param] = directory
         for subsystem in sorted(located):
             out: dict[str, dict[str, str]] = {}
@@ -227,7 +247,7 @@ class ProcfsSource:
                 for param, directory in where.items():
                     if param == "active":
                         continue
-                    text = self._read(os.path.join(directory, param), tree)
+                    text = self._read(os.path.join(directory, *param.split(".")), tree)
                     if text is not None:
                         texts[param] = text
             tree.params[subsystem] = out
@@ -261,27 +281,70 @@ def _inactive(text: str) -> bool:
 
 
 class LctlError(RuntimeError):
-    """``lctl`` could not be run or did not finish: no data this poll."""
+    """``lctl`` (or ``lnetctl``) could not be run or did not finish: no data from it."""
+
+
+def run_tool(argv: list[str], timeout: float) -> tuple[int, str, str]:
+    """Run *argv* (a list, never a shell) with no stdin: ``(exit status, stdout, stderr)``.
+
+    Raises :class:`LctlError` when the program cannot be started or runs past *timeout*.
+    """
+    try:
+        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LctlError(f"{' '.join(argv[:2])} timed out after {timeout:g}s") from None
+    except OSError as err:
+        raise LctlError(f"cannot run {argv[0]}: {err.strerror or err}") from None
+    decode = "utf-8", "replace"
+    return done.returncode, done.stdout.decode(*decode), done.stderr.decode(*decode)
+
+
+class LnetctlReader:
+    """Runs ``lnetctl net show -v 4`` for the health of the node's LNet interfaces.
+
+    A second command, so opt-in (--lustre.lnet-health): when it fails the poll keeps the
+    rest and counts one error, with one warning per new complaint.
+    """
+
+    def __init__(self, lnetctl_path: str = "lnetctl", timeout: float = 10.0) -> None:
+        self.argv = [lnetctl_path, "net", "show", "-v", "4"]
+        self.timeout = timeout
+        self._last_complaint = ""
+
+    def read(self, tree: ParamTree) -> None:
+        """Fill ``tree.lnet_net_show``; a failure counts one error in *tree*."""
+        try:
+            returncode, stdout, stderr = run_tool(self.argv, self.timeout)
+        except LctlError as err:
+            complaint = str(err)
+        else:
+            if returncode == 0:
+                tree.lnet_net_show = stdout
+                return
+            complaint = f"{self.argv[0]} exited {returncode}: {stderr.strip()[:200]}"
+        tree.errors += 1
+        if complaint != self._last_complaint:
+            self._last_complaint = complaint
+            log.warning("lustre: %s", complaint)
 
 
 class LctlSource:
-    """Runs one ``lctl get_param`` for all parameters and parses its output."""
+    """Runs one ``lctl get_param`` for all parameters and parses its output.
+
+    What no ``lctl get_param`` parameter holds (LNet's counters) comes from *files*.
+    """
 
     def __init__(
-        self,
-        lctl_path: str = "lctl",
-        timeout: float = 10.0,
-        *,
-        procfs: str = "/proc",
-        sysfs: str = "/sys",
+        self, lctl_path: str = "lctl", timeout: float = 10.0, files: ProcfsSource | None = None
     ) -> None:
         self.lctl_path = lctl_path
         self.timeout = timeout
-        self.procfs = procfs
-        self.sysfs = sysfs
+        self.files = files if files is not None else ProcfsSource()
         self._last_complaint = ""
 
-    def argv(self, *, job_stats: bool, export_stats: bool = False) -> list[str]:
+    def argv(
+        self, *, job_stats: bool, export_stats: bool = False, extras: Collection[str] = ()
+    ) -> list[str]:
         """The exact command: ``lctl get_param <param>...``.
 
         No ``-n``: the output must name each parameter. Every parameter is spelled out (no
@@ -290,32 +353,19 @@ class LctlSource:
         patterns = list(TOP)
         for subsystem in WANTED:
             glob = "osd-*" if subsystem == "osd" else subsystem
-            params = wanted(glob, job_stats) or ("num_exports",)  # mgs: presence only
+            params = wanted(glob, job_stats, extras) or ("num_exports",)  # mgs: presence only
             patterns.extend(f"{glob}.*.{param}" for param in params)
         if export_stats:
             patterns.extend(f"{subsystem}.*.exports.*.stats" for subsystem in EXPORTS)
         return [self.lctl_path, "get_param", *patterns]
 
-    def read(self, *, job_stats: bool, export_stats: bool = False) -> ParamTree:
-        argv = self.argv(job_stats=job_stats, export_stats=export_stats)
-        try:
-            done = subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=self.timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise LctlError(
-                f"{self.lctl_path} get_param timed out after {self.timeout:g}s"
-            ) from None
-        except OSError as err:
-            raise LctlError(f"cannot run {self.lctl_path}: {err.strerror or err}") from None
-        stdout = done.stdout.decode("utf-8", "replace")
-        stderr = done.stderr.decode("utf-8", "replace")
-        tree = tree_from_lctl(stdout, job_stats=job_stats, export_stats=export_stats)
-        read_lnet_stats(tree, self.procfs, self.sysfs)
+    def read(
+        self, *, job_stats: bool, export_stats: bool = False, extras: Collection[str] = ()
+    ) -> ParamTree:
+        argv = self.argv(job_stats=job_stats, export_stats=export_stats, extras=extras)
+        returncode, stdout, stderr = run_tool(argv, self.timeout)
+        tree = tree_from_lctl(stdout, job_stats=job_stats, export_stats=export_stats, extras=extras)
+        self.files.read_lnet_stats(tree)
         # lctl exits non-zero when any pattern matches nothing (a client has no
         # obdfilter.*): that is the normal case, not an error; nor are complaints about
         # a deactivated OSC/MDC (its statfs fails). Anything else is.
@@ -332,16 +382,18 @@ class LctlSource:
             and "No such file or directory" not in line
             and not any(device in line for device in inactive)
         ]
-        if done.returncode != 0 and unexpected:
+        if returncode != 0 and unexpected:
             tree.errors += 1
             complaint = unexpected[0][:200]
             if complaint != self._last_complaint:
                 self._last_complaint = complaint
-                log.warning("lustre: %s exited %d: %s", self.lctl_path, done.returncode, complaint)
+                log.warning("lustre: %s exited %d: %s", self.lctl_path, returncode, complaint)
         return tree
 
 
-def tree_from_lctl(text: str, *, job_stats: bool, export_stats: bool = False) -> ParamTree:
+def tree_from_lctl(
+    text: str, *, job_stats: bool, export_stats: bool = False, extras: Collection[str] = ()
+) -> ParamTree:
     """A :class:`ParamTree` from ``lctl get_param`` output.
 
     Only the parameters :meth:`LctlSource.argv` asks for are taken: ``<subsystem>.<device>.
@@ -367,7 +419,7 @@ def tree_from_lctl(text: str, *, job_stats: bool, export_stats: bool = False) ->
                 nids = tree.exports.setdefault(subsystem, {}).setdefault(device, {})
                 nids[nid] = value
             continue
-        if param in wanted(subsystem, job_stats):
+        if param in wanted(subsystem, job_stats, extras):
             texts[param] = value
     return tree
 
@@ -375,11 +427,10 @@ def tree_from_lctl(text: str, *, job_stats: bool, export_stats: bool = False) ->
 # --- assembly ----------------------------------------------------------------------------
 
 
-def _capacity(
-    fs: str, target: str, component: str, texts: dict[str, str], errors: list[int]
-) -> Capacity | None:
+def _ints(texts: dict[str, str], params: tuple[str, ...], errors: list[int]) -> dict[str, int]:
+    """The integer value of each of *params* present in *texts*; a bad value counts one error."""
     values: dict[str, int] = {}
-    for param in CAPACITY:
+    for param in params:
         text = texts.get(param)
         if text is None:
             continue
@@ -387,6 +438,13 @@ def _capacity(
             values[param] = parse_int(text)
         except ValueError:
             errors[0] += 1
+    return values
+
+
+def _capacity(
+    fs: str, target: str, component: str, texts: dict[str, str], errors: list[int]
+) -> Capacity | None:
+    values = _ints(texts, CAPACITY, errors)
     if not values:
         return None
 
@@ -416,37 +474,13 @@ def _add_stats(
         return
     block = parse_stats(text)
     errors[0] += block.errors
-    if (
-        not block.operations
-        and block.read_bytes is None
-        and block.write_bytes is None
-        and block.open_closes is None
-    ):
+    if block.is_empty():
         return
     entry = stats.get(key)
     if entry is None:
-        stats[key] = OperationStats(
-            *key,
-            operations=block.operations,
-            latency_usecs=block.latency_usecs,
-            read_bytes=block.read_bytes,
-            write_bytes=block.write_bytes,
-            open_closes=block.open_closes,
-            open_time_usecs=block.open_time_usecs,
-        )
-        return
-    # a second mount of the same file system on a client: add its counters
-    for name, value in block.operations.items():
-        entry.operations[name] = entry.operations.get(name, 0) + value
-    for name, value in block.latency_usecs.items():
-        entry.latency_usecs[name] = entry.latency_usecs.get(name, 0) + value
-    if block.read_bytes is not None:
-        entry.read_bytes = (entry.read_bytes or 0) + block.read_bytes
-    if block.write_bytes is not None:
-        entry.write_bytes = (entry.write_bytes or 0) + block.write_bytes
-    if block.open_closes is not None:
-        entry.open_closes = (entry.open_closes or 0) + block.open_closes
-        entry.open_time_usecs = (entry.open_time_usecs or 0) + (block.open_time_usecs or 0)
+        stats[key] = OperationStats(*key, block)
+    else:
+        entry.counters.add(block)  # a second mount of the same file system on a client
 
 
 def _serving(
@@ -457,17 +491,11 @@ def _serving(
         for device, texts in sorted(params.get(subsystem, {}).items()):
             fs, target, _, _ = parse_target_name(device)
             key = (fs, target, component)
-            for param, into in (
-                ("eviction_count", snapshot.evictions),
-                ("num_exports", snapshot.connected_clients),
-            ):
-                text = texts.get(param)
-                if text is None:
-                    continue
-                try:
-                    into[key] = parse_int(text)
-                except ValueError:
-                    errors[0] += 1
+            counts = _ints(texts, ("eviction_count", "num_exports"), errors)
+            if "eviction_count" in counts:
+                snapshot.evictions[key] = counts["eviction_count"]
+            if "num_exports" in counts:
+                snapshot.connected_clients[key] = counts["num_exports"]
             text = texts.get("recovery_status")
             if text is None:
                 continue
@@ -476,16 +504,7 @@ def _serving(
             if not status.status:
                 errors[0] += 1
                 continue
-            snapshot.recovery.append(
-                Recovery(
-                    *key,
-                    status=status.status,
-                    completed_clients=status.completed_clients,
-                    total_clients=status.total_clients,
-                    connected_clients=status.connected_clients,
-                    time_remaining_seconds=status.time_remaining_seconds,
-                )
-            )
+            snapshot.recovery.append(Recovery(*key, status))
 
 
 def _export_stats(
@@ -502,7 +521,7 @@ def _export_stats(
                 block = parse_stats(text)
                 errors[0] += block.errors
                 entry.exports.append(
-                    ExportStat(
+                    ClientIO(
                         nid,
                         read_bytes=block.read_bytes or 0,
                         write_bytes=block.write_bytes or 0,
@@ -513,7 +532,73 @@ def _export_stats(
     return out
 
 
-def assemble(tree: ParamTree, *, job_stats: bool, export_stats: bool = False) -> LustreSnapshot:
+#: brw_stats tables exported (--lustre.brw-stats), as titled in the file
+BRW_TABLES = ("pages per bulk r/w", "disk I/O size")
+
+
+def _server_devices(
+    params: dict[str, dict[str, dict[str, str]]], subsystems: list[str], component: str | None
+) -> list[tuple[tuple[str, str, str], dict[str, str]]]:
+    """``(fs, target, component)`` and texts of every server target device of *subsystems*.
+
+    *component* None: take it from the name (osd-* devices: OST, MDT or MGS).
+    """
+    out = []
+    for subsystem in subsystems:
+        for device, texts in sorted(params.get(subsystem, {}).items()):
+            fs, target, kind, rest = parse_target_name(device)
+            if rest or not kind:
+                continue
+            out.append(((fs, target, component or SERVER_COMPONENT.get(kind, "mgs")), texts))
+    return out
+
+
+def _optin(
+    tree: ParamTree, snapshot: LustreSnapshot, extras: Collection[str], errors: list[int]
+) -> None:
+    """Quota accounting, brw_stats and LNet NI health, for the options that are on."""
+    osd = sorted(name for name in tree.params if name.startswith("osd-"))
+    if "quota" in extras:
+        snapshot.quota = []
+        seen: set[tuple[str, ...]] = set()
+        for key, texts in _server_devices(tree.params, osd, None):
+            for kind, (param, _) in QUOTA_TYPES.items():
+                text = texts.get(f"quota_slave.{param}")
+                if text is None or (*key, kind) in seen:
+                    continue
+                seen.add((*key, kind))
+                accounting = parse_quota_acct(text)
+                errors[0] += accounting.errors
+                if accounting.supported:
+                    snapshot.quota.append(TargetQuota(*key, type=kind, usage=accounting.usage))
+    if "brw_stats" in extras:
+        snapshot.brw_stats = []
+        found: set[tuple[str, str, str]] = set()
+        # osd-* first (2.12 and later), obdfilter where it has them (2.10)
+        devices = _server_devices(tree.params, osd, None)
+        devices += _server_devices(tree.params, ["obdfilter"], "ost")
+        for key, texts in devices:
+            text = texts.get("brw_stats")
+            if text is None or key in found:
+                continue
+            found.add(key)
+            brw = parse_brw_stats(text)
+            errors[0] += brw.errors
+            tables = {title: brw.tables[title] for title in BRW_TABLES if title in brw.tables}
+            snapshot.brw_stats.append(TargetBrwStats(*key, tables=tables))
+    if tree.lnet_net_show is not None:
+        nis = parse_lnet_net_show(tree.lnet_net_show)
+        errors[0] += nis.errors
+        snapshot.lnet_nis = nis.nis
+
+
+def assemble(
+    tree: ParamTree,
+    *,
+    job_stats: bool,
+    export_stats: bool = False,
+    extras: Collection[str] = (),
+) -> LustreSnapshot:
     """Parse a :class:`ParamTree` into a snapshot: roles, deduplicated targets, stats, jobs."""
     errors = [tree.errors]
     version = ""
@@ -537,18 +622,12 @@ def assemble(tree: ParamTree, *, job_stats: bool, export_stats: bool = False) ->
     capacity: dict[tuple[str, str, str], Capacity] = {}
     active: dict[tuple[str, str, str], int] = {}
     # server targets: osd-* first (2.12+ and 2.10 alike), then obdfilter/mdt (2.10 and older)
-    for subsystem in sorted(osd):
-        for device, texts in sorted(osd[subsystem].items()):
-            fs, target, kind, rest = parse_target_name(device)
-            if rest or not kind:
-                continue
-            component = SERVER_COMPONENT.get(kind, "mgs")
-            roles.add({"ost": "oss", "mdt": "mds"}.get(component, "mgs"))
-            key = (fs, target, component)
-            if key not in capacity:
-                entry = _capacity(fs, target, component, texts, errors)
-                if entry is not None:
-                    capacity[key] = entry
+    for key, texts in _server_devices(params, sorted(osd), None):
+        roles.add({"ost": "oss", "mdt": "mds"}.get(key[2], "mgs"))
+        if key not in capacity:
+            entry = _capacity(*key, texts, errors)
+            if entry is not None:
+                capacity[key] = entry
     for subsystem, component in (("obdfilter", "ost"), ("mdt", "mdt")):
         for device, texts in sorted(params.get(subsystem, {}).items()):
             fs, target, _, _ = parse_target_name(device)
@@ -629,5 +708,6 @@ def assemble(tree: ParamTree, *, job_stats: bool, export_stats: bool = False) ->
         lnet = parse_lnet_stats(tree.lnet_stats)
         errors[0] += lnet.errors
         snapshot.lnet = lnet.values
+    _optin(tree, snapshot, extras, errors)
     snapshot.errors = errors[0]
     return snapshot

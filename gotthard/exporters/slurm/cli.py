@@ -37,6 +37,7 @@ from gotthard.exporters.slurm.snapshot import (
     SlurmUnavailable,
     gpus_from_tres,
     job_gpus,
+    reservation_flags,
 )
 from gotthard.slurm_state import normalize
 
@@ -337,7 +338,7 @@ def parse_reservations(text: str) -> tuple[tuple[Reservation, ...], int]:
                 name,
                 fields.get("State", "").lower() or "unknown",
                 _null(fields.get("PartitionName", "")),
-                _null(fields.get("Flags", "")).lower(),
+                reservation_flags(_null(fields.get("Flags", "")).split(",")),
                 nodes,
             )
         )

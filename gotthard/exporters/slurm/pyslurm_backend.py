@@ -6,9 +6,9 @@ is chosen only when ``import pyslurm`` works. It reads the controller with the s
 parsing, and fills the same :class:`SlurmSnapshot` as the cli and rest backends.
 
 Every entry point and attribute this module reads is listed in the constants below.
-``tests/exporters/test_slurm_pyslurm.py`` checks each of them against the pyslurm
-25.11.2 sources (contract test) and runs the mapping on strict fakes built from the
-same lists, so the code cannot read anything the contract does not cover.
+``tests/exporters/test_slurm_pyslurm_contract.py`` checks each of them against the pyslurm
+25.11.2 sources, and ``tests/exporters/test_slurm_pyslurm.py`` runs the mapping on strict
+fakes built from the same lists, so the code cannot read anything the contract does not cover.
 
 What pyslurm 25.11 returns (read from its sources; see docs/pyslurm.md):
 
@@ -33,6 +33,11 @@ What pyslurm 25.11 returns (read from its sources; see docs/pyslurm.md):
   ``dict`` from the node's allocated TRES (``{"gpu": 1, "gpu:a100": 1}``; empty unless
   ``gres/gpu`` is tracked), ``Node.partitions`` ``list[str] | None``.
 * ``Partition.state`` ``str`` (``UP``), ``Partition.is_default`` ``bool``.
+* ``Reservation.is_active`` ``bool`` (start <= now <= end), ``Reservation.node_count``
+  ``int | None``, ``Reservation.flags`` a ``ReservationFlags`` (``enum.Flag``) built from
+  the raw bits, which **raises ValueError** on bits it has no member for (``TIME_FLOAT``,
+  ``REPLACE``, ...), ``Reservation.reoccurrence`` a ``str`` enum (``NO``, ``DAILY``, ...)
+  whose bit pyslurm takes out of ``flags``.
 * ``slurmctld.Statistics``: plain ``int`` counters; cycle times in microseconds;
   ``rpcs_by_type``/``rpcs_by_user`` are dicts keyed by RPC name / user name (uid as text
   when unknown) of objects with ``count`` and ``time`` (total, microseconds).
@@ -58,15 +63,24 @@ JOBS_LOAD = "Jobs.load"
 NODES_LOAD = "Nodes.load"
 PARTITIONS_LOAD = "Partitions.load"
 STATISTICS_LOAD = "slurmctld.Statistics.load"
+RESERVATIONS_LOAD = "Reservations.load"
 PING = "slurmctld.ping_primary"
 CONFIG_LOAD = "slurmctld.Config.load"
 #: Every callable this backend calls on the module (each without arguments).
-ENTRY_POINTS = (JOBS_LOAD, NODES_LOAD, PARTITIONS_LOAD, STATISTICS_LOAD, PING, CONFIG_LOAD)
+ENTRY_POINTS = (
+    JOBS_LOAD,
+    NODES_LOAD,
+    PARTITIONS_LOAD,
+    STATISTICS_LOAD,
+    RESERVATIONS_LOAD,
+    PING,
+    CONFIG_LOAD,
+)
 #: The exception pyslurm raises when an RPC to slurmctld fails.
 ERROR_CLASS = "RPCError"
 #: Module attributes read directly (besides the entry points).
 MODULE_ATTRIBUTES = (ERROR_CLASS,)
-#: Jobs/Nodes/Partitions are ``MultiClusterMap`` collections; this is how they are read.
+#: Jobs/Nodes/Partitions/Reservations are ``MultiClusterMap`` collections, read this way.
 COLLECTION_METHOD = "values"
 
 # --- attributes read on each object, by pyslurm class ----------------------------------
@@ -108,6 +122,28 @@ NODE_ATTRIBUTES = (
 )
 #: ``pyslurm.Partition``
 PARTITION_ATTRIBUTES = ("name", "state", "is_default", "total_cpus", "total_nodes")
+#: ``pyslurm.Reservation``
+RESERVATION_ATTRIBUTES = ("name", "is_active", "partition", "flags", "reoccurrence", "node_count")
+#: ``pyslurm.ReservationFlags`` members by the name scontrol prints for the same bit.
+RESERVATION_FLAG_NAMES: Mapping[str, str] = {
+    "MAINTENANCE": "MAINT",
+    "MAGNETIC": "MAGNETIC",
+    "FLEX": "FLEX",
+    "IGNORE_RUNNING_JOBS": "IGNORE_JOBS",
+    "ANY_NODES": "ANY_NODES",
+    "STATIC_NODES": "STATIC",
+    "PARTITION_NODES_ONLY": "PART_NODES",
+    "USER_DELETION": "USER_DELETE",
+    "PURGE": "PURGE_COMP",
+    "SPECIFIC_NODES": "SPEC_NODES",
+    "NO_JOB_HOLD_AFTER_END": "NO_HOLD_JOBS_AFTER_END",
+    "OVERLAP": "OVERLAP",
+    "ALL_NODES": "ALL_NODES",
+    "SKIP": "SKIP",
+    "SCHED_FAILED": "SCHED_FAILED",
+}
+#: ``Reservation.flags`` when pyslurm cannot build them (a bit it has no member for).
+UNREADABLE_FLAGS = "unknown"
 #: ``pyslurm.slurmctld.Statistics``: the scheduler counters, then the RPC tables
 STATISTICS_ATTRIBUTES = (
     *(counter.pyslurm_attribute for counter in snapshot.SCHEDULER_COUNTERS),
@@ -180,6 +216,17 @@ class PyslurmBackend:
                 scheduler = _map_statistics(statistics)
             except Exception:
                 errors += 1
+        # Like scontrol show reservation in the cli backend: a failure costs one error and
+        # the reservation series, not the poll.
+        reservations: tuple[snapshot.Reservation, ...] | None = None
+        try:
+            loaded = self._resolve(RESERVATIONS_LOAD)()
+        except Exception:
+            errors += 1
+        else:
+            mapped, reservation_errors = snapshot.map_each(_values(loaded), _map_reservation)
+            reservations = tuple(sorted(mapped, key=lambda r: r.name))
+            errors += reservation_errors
 
         return snapshot.SlurmSnapshot(
             up=True,
@@ -192,6 +239,7 @@ class PyslurmBackend:
             errors=errors,
             backend=self.name,
             version=self._slurm_version(),
+            reservations=reservations,
         )
 
     # --- calls into pyslurm -------------------------------------------------------------
@@ -395,6 +443,32 @@ def _map_partition(partition: Any) -> snapshot.Partition:
         total_cpus=_int(partition.total_cpus),
         total_nodes=_int(partition.total_nodes),
     )
+
+
+def _map_reservation(reservation: Any) -> snapshot.Reservation:
+    name = _text(reservation.name)
+    if not name:
+        raise ValueError("reservation without a name")
+    return snapshot.Reservation(
+        name=name,
+        state="active" if reservation.is_active else "inactive",
+        partition=_text(reservation.partition),
+        flags=_reservation_flags(reservation),
+        nodes=_int(reservation.node_count),
+    )
+
+
+def _reservation_flags(reservation: Any) -> str:
+    """The flags as the cli backend shows them: scontrol's names, lower-case, its order."""
+    try:
+        flags = reservation.flags
+    except ValueError:
+        return UNREADABLE_FLAGS
+    names = [RESERVATION_FLAG_NAMES.get(m.name, m.name) for m in type(flags) if m in flags]
+    reoccurrence = _text(reservation.reoccurrence)
+    if reoccurrence and reoccurrence != "NO":
+        names.append(reoccurrence)
+    return snapshot.reservation_flags(names)
 
 
 def _rpc_stats(by_key: Mapping[Any, Any] | None) -> dict[str, tuple[int, float]]:

@@ -352,7 +352,7 @@ def map_reservation(record: Mapping[str, Any], now: float) -> snapshot.Reservati
         name=name,
         state="active" if active else "inactive",
         partition=_str(record.get("partition")),
-        flags=",".join(flag.lower() for flag in _str_list(record.get("flags"))),
+        flags=snapshot.reservation_flags(_str_list(record.get("flags"))),
         nodes=_int(record.get("node_count")),
     )
 

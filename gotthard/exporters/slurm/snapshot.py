@@ -104,6 +104,58 @@ class Reservation:
     nodes: int = 0
 
 
+#: Reservation flags in the order scontrol prints them (libslurm's
+#: ``reservation_flags_string``), lower-case. Every backend lists a reservation's flags
+#: in this order, so ``slurm_reservation_info{flags}`` does not depend on the backend.
+RESERVATION_FLAG_ORDER = (
+    "maint",
+    "no_maint",
+    "flex",
+    "overlap",
+    "ignore_jobs",
+    "hourly",
+    "no_hourly",
+    "daily",
+    "no_daily",
+    "weekday",
+    "weekend",
+    "weekly",
+    "no_weekly",
+    "spec_nodes",
+    "all_nodes",
+    "any_nodes",
+    "no_any_nodes",
+    "static",
+    "no_static",
+    "part_nodes",
+    "no_part_nodes",
+    "first_cores",
+    "time_float",
+    "replace",
+    "replace_down",
+    "purge_comp",
+    "no_hold_jobs_after_end",
+    "magnetic",
+    "no_magnetic",
+)
+_FLAG_RANK = {flag: rank for rank, flag in enumerate(RESERVATION_FLAG_ORDER)}
+
+
+def reservation_flags(names: Iterable[str]) -> str:
+    """Reservation flags as the ``flags`` label shows them: ``maint,ignore_jobs``.
+
+    Lower-case, each once, in scontrol's order; flags newer than that order follow in the
+    order given. A flag's value is dropped (scontrol prints ``PURGE_COMP=00:05:00``).
+    """
+    flags: list[str] = []
+    for name in names:
+        flag = name.partition("=")[0].strip().lower()
+        if flag and flag not in flags:
+            flags.append(flag)
+    flags.sort(key=lambda flag: _FLAG_RANK.get(flag, len(_FLAG_RANK)))
+    return ",".join(flags)
+
+
 @dataclass(frozen=True, slots=True)
 class RpcStat:
     count: int
@@ -191,92 +243,53 @@ class SchedulerCounter(NamedTuple):
     sdiag_label: str
     #: Key in slurmrestd's ``/diag`` ``statistics`` object.
     rest_key: str
-    #: Attribute of ``pyslurm.slurmctld.Statistics``.
-    pyslurm_attribute: str
+    #: Attribute of ``pyslurm.slurmctld.Statistics`` where it is not ``rest_key``.
+    pyslurm_name: str = ""
+
+    @property
+    def pyslurm_attribute(self) -> str:
+        """Attribute of ``pyslurm.slurmctld.Statistics``."""
+        return self.pyslurm_name or self.rest_key
 
 
 #: The job events of slurmctld's counters, as ``slurm_scheduler_jobs_total{event}`` shows them.
 JOB_EVENTS = ("submitted", "started", "completed", "canceled", "failed")
 
-#: The scheduler counters every backend reads, defined once.
-SCHEDULER_COUNTERS = (
-    SchedulerCounter(
-        "server_threads", "", "Server thread count", "server_thread_count", "server_thread_count"
+#: The scheduler counters every backend reads, defined once, by sdiag section: field, sdiag
+#: label, slurmrestd key, and the pyslurm attribute where it is not the slurmrestd key.
+_SCHEDULER_COUNTER_ROWS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "": (
+        ("server_threads", "Server thread count", "server_thread_count"),
+        ("agent_queue_size", "Agent queue size", "agent_queue_size"),
+        ("dbd_agent_queue_size", "DBD Agent queue size", "dbd_agent_queue_size"),
+        # sdiag "Jobs submitted:", slurmrestd and pyslurm "jobs_submitted", ...
+        *((f"jobs_{event}_total", f"Jobs {event}", f"jobs_{event}") for event in JOB_EVENTS),
     ),
-    SchedulerCounter(
-        "agent_queue_size", "", "Agent queue size", "agent_queue_size", "agent_queue_size"
+    "main": (
+        ("queue_length", "Last queue length", "schedule_queue_length"),
+        ("cycles_total", "Total cycles", "schedule_cycle_total", "schedule_cycle_counter"),
+        ("cycle_last_seconds", "Last cycle", "schedule_cycle_last"),
+        ("cycle_max_seconds", "Max cycle", "schedule_cycle_max"),
+        ("cycle_mean_seconds", "Mean cycle", "schedule_cycle_mean"),
     ),
-    SchedulerCounter(
-        "dbd_agent_queue_size",
-        "",
-        "DBD Agent queue size",
-        "dbd_agent_queue_size",
-        "dbd_agent_queue_size",
+    "backfill": (
+        ("backfill_cycles_total", "Total cycles", "bf_cycle_counter", "backfill_cycle_counter"),
+        ("backfill_cycle_last_seconds", "Last cycle", "bf_cycle_last", "backfill_cycle_last"),
+        ("backfill_cycle_mean_seconds", "Mean cycle", "bf_cycle_mean", "backfill_cycle_mean"),
+        ("backfill_depth_mean", "Depth Mean", "bf_depth_mean", "backfill_mean_depth"),
+        ("backfill_queue_length", "Last queue length", "bf_queue_len", "backfill_queue_length"),
+        (
+            "backfilled_jobs_total",
+            "Total backfilled jobs (since last slurm start)",
+            "bf_backfilled_jobs",
+            "backfilled_jobs",
+        ),
     ),
-    SchedulerCounter(
-        "queue_length",
-        "main",
-        "Last queue length",
-        "schedule_queue_length",
-        "schedule_queue_length",
-    ),
-    SchedulerCounter(
-        "cycles_total", "main", "Total cycles", "schedule_cycle_total", "schedule_cycle_counter"
-    ),
-    SchedulerCounter(
-        "cycle_last_seconds", "main", "Last cycle", "schedule_cycle_last", "schedule_cycle_last"
-    ),
-    SchedulerCounter(
-        "cycle_max_seconds", "main", "Max cycle", "schedule_cycle_max", "schedule_cycle_max"
-    ),
-    SchedulerCounter(
-        "cycle_mean_seconds", "main", "Mean cycle", "schedule_cycle_mean", "schedule_cycle_mean"
-    ),
-    SchedulerCounter(
-        "backfill_cycles_total",
-        "backfill",
-        "Total cycles",
-        "bf_cycle_counter",
-        "backfill_cycle_counter",
-    ),
-    SchedulerCounter(
-        "backfill_cycle_last_seconds",
-        "backfill",
-        "Last cycle",
-        "bf_cycle_last",
-        "backfill_cycle_last",
-    ),
-    SchedulerCounter(
-        "backfill_cycle_mean_seconds",
-        "backfill",
-        "Mean cycle",
-        "bf_cycle_mean",
-        "backfill_cycle_mean",
-    ),
-    SchedulerCounter(
-        "backfill_depth_mean", "backfill", "Depth Mean", "bf_depth_mean", "backfill_mean_depth"
-    ),
-    SchedulerCounter(
-        "backfill_queue_length",
-        "backfill",
-        "Last queue length",
-        "bf_queue_len",
-        "backfill_queue_length",
-    ),
-    SchedulerCounter(
-        "backfilled_jobs_total",
-        "backfill",
-        "Total backfilled jobs (since last slurm start)",
-        "bf_backfilled_jobs",
-        "backfilled_jobs",
-    ),
-    # sdiag "Jobs submitted:", slurmrestd and pyslurm "jobs_submitted", ...
-    *(
-        SchedulerCounter(
-            f"jobs_{event}_total", "", f"Jobs {event}", f"jobs_{event}", f"jobs_{event}"
-        )
-        for event in JOB_EVENTS
-    ),
+}
+SCHEDULER_COUNTERS = tuple(
+    SchedulerCounter(field, section, label, *names)
+    for section, rows in _SCHEDULER_COUNTER_ROWS.items()
+    for field, label, *names in rows
 )
 
 #: Job states every known partition reports, at 0 when empty, so an idle cluster still has
