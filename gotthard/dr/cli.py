@@ -27,7 +27,7 @@ def _reach(settings: DrConfig, site: str) -> str:
 
 def _daemon(args: argparse.Namespace, cfg: Config) -> int:
     from gotthard.base import parse_listen
-    from gotthard.dr.daemon import DrDaemon
+    from gotthard.dr.daemon import DrDaemon, JobStoreLocked
     from gotthard.dr.metrics import MetricsServer
     from gotthard.serve import WebConfigError, optional_web_config
 
@@ -46,6 +46,10 @@ def _daemon(args: argparse.Namespace, cfg: Config) -> int:
         daemon.run()
     except KeyboardInterrupt:
         pass
+    except (JobStoreLocked, OSError) as err:
+        # a job store another daemon holds, or one that cannot be opened or made private
+        print(f"gotthard dr: {err}", file=sys.stderr)
+        return 2
     finally:
         server.stop()
     return 0

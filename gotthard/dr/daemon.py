@@ -41,6 +41,7 @@ from gotthard.dr import ops, placement
 from gotthard.dr.lease import LeaseElector
 from gotthard.dr.metrics import DrMetrics
 from gotthard.dr.settings import DrConfig, cron_trigger
+from gotthard.files import open_private
 from gotthard.kube import client_for
 
 log = logging.getLogger(__name__)
@@ -160,12 +161,20 @@ class DrDaemon:
         if path is None or self._lockfile is not None:
             return
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        f = open(path + ".lock", "ab")  # noqa: SIM115 - held for the daemon's lifetime
+        lock_fd = open_private(path + ".lock", os.O_WRONLY | os.O_APPEND)
+        f = os.fdopen(lock_fd, "ab")  # held for the daemon's lifetime
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # SQLAlchemy would create the database with the umask's mode (often 0644); an
+            # empty file is a valid SQLite database, and SQLite gives its journal and WAL
+            # files the database's mode.
+            os.close(open_private(path, os.O_RDWR))
         except BlockingIOError:
             f.close()
             raise JobStoreLocked(f"{path} is in use by another DR daemon") from None
+        except OSError:
+            f.close()
+            raise
         self._lockfile = f
 
     def _unlock_jobstore(self) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from kubernetes import client
 
 from gotthard.dr.settings import DrConfig, HealthQueries, PlacedService, PlacementConfig
+from gotthard.files import write_private_atomically
 from gotthard.kube import CustomObjects, Retry
 
 KARMADA_GROUP, KARMADA_VERSION = "policy.karmada.io", "v1alpha1"
@@ -200,8 +201,9 @@ def load_state(path: str) -> dict[str, ServiceState]:
 
 
 def save_state(path: str, state: Mapping[str, ServiceState]) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({k: asdict(s) for k, s in state.items()}, f, indent=1, sort_keys=True)
+    """Replace the state file atomically; it is always 0600 afterwards."""
+    data = json.dumps({k: asdict(s) for k, s in state.items()}, indent=1, sort_keys=True)
+    write_private_atomically(path, data)
 
 
 class Karmada:

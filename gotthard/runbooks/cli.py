@@ -33,7 +33,12 @@ def add_cli(subparsers: Any) -> None:
         choices=("dry-run", "enforce"),
         help='dry-run plans only; enforce needs [runbooks] mode = "enforce" in the config',
     )
-    serve.add_argument("--audit-log", metavar="FILE", help="JSONL audit log (appended)")
+    serve.add_argument(
+        "--insecure-token-file",
+        action="store_true",
+        help="serve even if group or others may read or write the token file (warns)",
+    )
+    serve.add_argument("--audit-log", metavar="FILE", help="JSONL audit log (appended, 0600)")
     add_config_option(
         serve,
         "--config",
@@ -74,7 +79,7 @@ def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         settings = effective_settings(args, cfg)
-        token = read_token(settings.token_file)
+        token = read_token(settings.token_file, allow_insecure=args.insecure_token_file)
         # the Slurm and Kubernetes of the webhook's own cluster, from the site model
         cluster = cfg.cluster_config(cfg.site, cfg.cluster)
         slurm = SlurmActions(settings, slurm_conf=cluster.slurm_conf)

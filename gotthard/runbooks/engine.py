@@ -20,6 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from gotthard.files import open_private
 from gotthard.runbooks import registry, validate
 from gotthard.runbooks.actions import (
     ActionError,
@@ -40,13 +41,16 @@ FINAL_RESULTS = frozenset({"ok", "noop", "skipped", "planned", "invalid", "disab
 
 
 class AuditLog:
-    """Append-only JSONL; every record is flushed and fsync'ed before ``write`` returns."""
+    """Append-only JSONL; every record is flushed and fsync'ed before ``write`` returns.
+
+    The file is private (0600, see :mod:`gotthard.files`)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._file = self.path.open("a", encoding="utf-8")
+        fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
+        self._file = os.fdopen(fd, "a", encoding="utf-8")
 
     def write(self, record: Mapping[str, Any]) -> None:
         line = json.dumps({"ts": time.time(), **record}, sort_keys=True, default=str)

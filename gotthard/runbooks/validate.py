@@ -7,8 +7,10 @@ refused with a reason, never quoted, escaped or "cleaned" into something that pa
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from datetime import datetime
+from itertools import accumulate
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -146,6 +148,41 @@ class WebhookPayload(_Model):
 
 class PayloadError(ValueError):
     """The request body is not a valid webhook payload; the message is for the client."""
+
+
+#: Arrays and objects nested deeper than this are refused before they are parsed: an
+#: Alertmanager payload nests 4 levels, and Python's JSON parser recurses once per level.
+MAX_JSON_DEPTH = 64
+#: A JSON string, or an unterminated one up to the end (never backtracks: the
+#: alternatives start with different characters).
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth(text: str) -> int:
+    """How deeply arrays and objects nest in JSON *text*, counted without recursion;
+    brackets inside strings do not count."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate((1 if c in "[{" else -1 for c in brackets), initial=0))
+
+
+def load_json(body: bytes) -> Any:
+    """The JSON value of a request body, refused (``PayloadError``) if it is not JSON or
+    nests deeper than ``MAX_JSON_DEPTH``."""
+    try:
+        # the encodings json.loads accepts for bytes, decoded the same way
+        text = body.decode(json.detect_encoding(body), "surrogatepass")
+    except UnicodeDecodeError as err:
+        raise PayloadError(f"body is not valid JSON: {err}") from None
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise PayloadError(
+            f"body nests arrays and objects {depth} levels deep; the limit is {MAX_JSON_DEPTH}"
+        )
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise PayloadError(f"body is not valid JSON: {err}") from None
 
 
 def parse_payload(data: Any, max_alerts: int) -> WebhookPayload:
