@@ -27,7 +27,7 @@ from typing import Any
 from gotthard import kube
 from gotthard.config import Config, ConfigError
 from gotthard.policies import engine as eng
-from gotthard.policies import metrics, testing
+from gotthard.policies import kube_bench, metrics, testing
 from gotthard.site import KubeAccess
 
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_ERROR = 0, 1, 2
@@ -107,7 +107,11 @@ def _call(api: Any, what: str, fn: Any, *args: Any, **kwargs: Any) -> dict[str, 
     host = api.configuration.host
     try:
         response = fn(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
-        body = json.loads(response.data)
+        body = eng.as_json_value(json.loads(response.data), f"{what} from {host}")
+    except eng.PolicyError as err:
+        raise ClusterError(str(err)) from err
+    except RecursionError as err:
+        raise ClusterError(f"{what}: the API at {host} answered JSON nested too deep") from err
     except ApiException:
         raise  # callers decide (404 = CRD not installed)
     except HTTPError as err:
@@ -128,6 +132,7 @@ def _list(api: Any, what: str, kind: str, api_version: str, fn: Any, *args: Any)
 
     items: list[dict[str, Any]] = []
     token: str | None = None
+    tokens: set[str] = set()
     while True:
         kwargs: dict[str, Any] = {"limit": PAGE_SIZE}
         if token:
@@ -143,11 +148,16 @@ def _list(api: Any, what: str, kind: str, api_version: str, fn: Any, *args: Any)
                 + (" (RBAC: the audit needs get/list on it)" if err.status in (401, 403) else "")
             ) from err
         for item in body.get("items") or []:
-            if isinstance(item, Mapping):
-                items.append({**item, "kind": kind, "apiVersion": api_version})
-        token = (body.get("metadata") or {}).get("continue")
+            if not isinstance(item, Mapping):
+                raise ClusterError(f"{what}: the API answered an item that is not an object")
+            eng.mapping_at(item, "metadata", f"{kind}")
+            items.append({**item, "kind": kind, "apiVersion": api_version})
+        token = eng.mapping_at(body, "metadata", f"{what} list").get("continue")
         if not token:
             return items
+        if not isinstance(token, str) or token in tokens:
+            raise ClusterError(f"{what}: the API answered a bad or repeated continue token")
+        tokens.add(token)
 
 
 def fetch(api: Any) -> ClusterObjects:
@@ -192,16 +202,20 @@ def fetch(api: Any) -> ClusterObjects:
 
 
 def _meta(obj: Mapping[str, Any]) -> tuple[str | None, str]:
-    meta = obj.get("metadata") or {}
-    return meta.get("namespace"), str(meta.get("name", "<unnamed>"))
+    meta = eng.mapping_at(obj, "metadata", str(obj.get("kind")))
+    namespace = meta.get("namespace")
+    return (str(namespace) if namespace else None), str(meta.get("name", "<unnamed>"))
 
 
 def audit_data(
     objects: ClusterObjects, override: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """Shipped data + ``override``; live Namespace labels replace the inventory's labels."""
-    data = eng.build_data(override)
-    inventory = data.setdefault("inventory", {})
+    # no kube-bench report here: a 'scored' baseline resolves to nothing
+    data = kube_bench.resolve_baseline(eng.build_data(override), [])
+    inventory = data.get("inventory")
+    if not isinstance(inventory, dict):
+        inventory = data["inventory"] = {}
     namespaces = inventory.get("namespaces")
     if not isinstance(namespaces, dict):
         namespaces = inventory["namespaces"] = {}
@@ -209,7 +223,7 @@ def audit_data(
         _, name = _meta(ns)
         entry = namespaces.get(name)
         entry = dict(entry) if isinstance(entry, Mapping) else {}
-        entry["labels"] = dict((ns.get("metadata") or {}).get("labels") or {})
+        entry["labels"] = dict(eng.mapping_at(ns.get("metadata") or {}, "labels", name))
         namespaces[name] = entry
     return data
 
@@ -328,7 +342,10 @@ def cmd_cluster(args: argparse.Namespace, cfg: Config) -> int:
     doc = report(objects, results)
     print(json.dumps(doc, indent=2) if args.format == "json" else format_text(doc))
     if args.textfile:
-        metrics.write_textfile(
-            args.textfile, metrics.violations_registry(violation_counts(results))
-        )
+        try:
+            metrics.write_textfile(
+                args.textfile, metrics.violations_registry(violation_counts(results))
+            )
+        except eng.PolicyError as err:
+            return _err(str(err))
     return EXIT_CLEAN if doc["compliant"] else EXIT_VIOLATIONS

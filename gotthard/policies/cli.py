@@ -27,7 +27,9 @@ def _data(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> dict
 def cmd_eval(args: argparse.Namespace, cfg: Config) -> int:
     try:
         doc = eng.load_file(args.input)
-        engine = eng.make_engine(args.engine, _data(args), opa_url=args.opa_url)
+        reports = kube_bench.inputs_of(doc, policy=args.policy, today=args.today)
+        data = kube_bench.resolve_baseline(_data(args), [r["checks"] for r in reports])
+        engine = eng.make_engine(args.engine, data, opa_url=args.opa_url)
         violations = eng.evaluate(engine, doc, policy=args.policy, today=args.today)
     except eng.PolicyError as err:
         return _err(str(err))
@@ -44,7 +46,10 @@ def cmd_eval(args: argparse.Namespace, cfg: Config) -> int:
         for v in violations:
             key = (by_rule.get(v.rule, "unknown"), v.rule)
             counts[key] = counts.get(key, 0) + 1
-        metrics.write_textfile(args.textfile, metrics.violations_registry(counts))
+        try:
+            metrics.write_textfile(args.textfile, metrics.violations_registry(counts))
+        except eng.PolicyError as err:
+            return _err(str(err))
     return EXIT_ALLOWED if result["allowed"] else EXIT_DENIED
 
 
@@ -76,8 +81,10 @@ def cmd_kube_bench(args: argparse.Namespace, cfg: Config) -> int:
             doc = kube_bench.run_kube_bench(args.targets, args.check)
         report = kube_bench.parse_report(doc)
         extra = {"waivers": kube_bench.load_waivers(args.waivers)} if args.waivers else None
-        engine = eng.make_engine(args.engine, _data(args, extra), opa_url=args.opa_url)
         only = [c.strip() for c in args.check.split(",") if c.strip()] if args.check else None
+        checks = kube_bench.to_input(report, only=only)["checks"]
+        data = kube_bench.resolve_baseline(_data(args, extra), [checks])
+        engine = eng.make_engine(args.engine, data, opa_url=args.opa_url)
         result = kube_bench.audit(engine, report, today=args.today, only=only)
     except eng.PolicyError as err:
         return _err(str(err))
@@ -87,7 +94,11 @@ def cmd_kube_bench(args: argparse.Namespace, cfg: Config) -> int:
     else:
         print(kube_bench.format_text(result))
     if args.textfile:
-        metrics.write_textfile(args.textfile, metrics.kube_bench_registry(report, result["failed"]))
+        registry = metrics.kube_bench_registry(report, result["failed"])
+        try:
+            metrics.write_textfile(args.textfile, registry)
+        except eng.PolicyError as err:
+            return _err(str(err))
     return 0 if result["compliant"] else 1
 
 

@@ -11,6 +11,7 @@ Both return the same :class:`Violation` lists. Policies never use ``with input a
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -91,32 +92,99 @@ def rego_modules() -> dict[str, str]:
     }
 
 
+#: Deepest nesting of mappings and lists an input may have (Kubernetes objects need ~15).
+MAX_DEPTH = 64
+#: Most values (scalars, mappings, lists) one input may hold: YAML aliases may not expand
+#: a small file into a huge document.
+MAX_VALUES = 2_000_000
+
+
+def check_shape(doc: Any, what: str = "input") -> None:
+    """Refuse nesting deeper than :data:`MAX_DEPTH` or more than :data:`MAX_VALUES` values.
+
+    Iterative, so a deep or self-referencing (YAML alias) document cannot exhaust the stack.
+    """
+    stack: list[tuple[Any, int]] = [(doc, 0)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise PolicyError(f"{what}: more than {MAX_VALUES} values (YAML alias expansion?)")
+        if isinstance(value, Mapping):
+            children: Iterable[Any] = value.values()
+        elif isinstance(value, (list, tuple)):
+            children = value
+        else:
+            continue
+        if depth >= MAX_DEPTH:
+            raise PolicyError(f"{what}: nested deeper than {MAX_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _json_scalar(value: Any) -> Any:
+    """YAML-only scalars (dates, timestamps, binary, sets) as JSON values."""
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+def as_json_value(doc: Any, what: str = "input") -> Any:
+    """*doc* checked (:func:`check_shape`) and converted to plain JSON values.
+
+    Mapping keys become strings; NaN/Infinity and values JSON cannot hold are refused.
+    """
+    check_shape(doc, what)
+    try:
+        return json.loads(json.dumps(doc, default=_json_scalar, allow_nan=False))
+    except (TypeError, ValueError, RecursionError) as err:
+        raise PolicyError(f"{what}: not representable as JSON: {err}") from err
+
+
 def _load_yaml_text(text: str, what: str) -> Any:
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise PolicyError(f"{what}: not valid YAML/JSON: {err}") from err
+    except (yaml.YAMLError, ValueError, RecursionError) as err:
+        raise PolicyError(f"{what}: not valid YAML/JSON: {_short(err)}") from err
 
 
-def load_file(path: str | Path, what: str = "input") -> Any:
-    """Read a JSON or YAML file; several YAML documents become a ``List``."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        raise PolicyError(f"{what} {path}: cannot read: {err}") from err
+def _short(err: BaseException) -> str:
+    if isinstance(err, RecursionError):
+        return f"nested deeper than {MAX_DEPTH} levels"
+    return str(err)[:500]
+
+
+def _parse(text: str, where: str) -> Any:
     try:
         return json.loads(text)
+    except RecursionError as err:
+        raise PolicyError(f"{where}: {_short(err)}") from err
     except ValueError:
         pass
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as err:
-        raise PolicyError(f"{what} {path}: neither JSON nor YAML: {err}") from err
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as err:
+        # constructors raise ValueError/TypeError for e.g. a 5000-digit int or a bad date
+        raise PolicyError(f"{where}: neither JSON nor YAML: {_short(err)}") from err
     if not docs:
-        raise PolicyError(f"{what} {path}: empty document")
+        raise PolicyError(f"{where}: empty document")
     if len(docs) == 1:
         return docs[0]
     return {"kind": "List", "apiVersion": "v1", "items": docs}
+
+
+def load_file(path: str | Path, what: str = "input") -> Any:
+    """Read a JSON or YAML file as plain JSON values; several YAML documents become a
+    ``List``. Anything unreadable, too deep or too large is a :class:`PolicyError`."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise PolicyError(f"{what} {path}: cannot read: {err}") from err
+    return as_json_value(_parse(text, f"{what} {path}"), f"{what} {path}")
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -153,17 +221,35 @@ def build_data(*overrides: Mapping[str, Any] | None) -> dict[str, Any]:
 # --- input dispatch ------------------------------------------------------------------
 
 
+def mapping_at(obj: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    """``obj[key]`` as a mapping: absent or null is empty, any other type is an input error."""
+    value = obj.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise PolicyError(f"{where}: '{key}' must be an object, got {type(value).__name__}")
+    return value
+
+
+# The pod spec of each workload kind: the path of mappings from the object to it.
+POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
+    "Pod": ("spec",),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+TEMPLATE_SPEC_PATH = ("spec", "template", "spec")
+
+
 def _pod_from_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A Pod-shaped object from a Pod or a workload's pod template."""
     kind = obj.get("kind")
-    meta = dict(obj.get("metadata") or {})
-    spec = obj.get("spec") or {}
-    if kind == "CronJob":
-        spec = ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template", {}).get("spec")
-    elif kind != "Pod":
-        spec = (spec.get("template") or {}).get("spec")
-    if not isinstance(spec, Mapping) or not isinstance(spec.get("containers"), list):
-        raise PolicyError(f"{kind} {meta.get('name', '')}: no pod spec with containers")
+    meta = mapping_at(obj, "metadata", f"{kind}")
+    where = f"{str(kind)[:100]} {str(meta.get('name', ''))[:100]}".rstrip()
+    spec: Mapping[str, Any] = obj
+    path = POD_SPEC_PATHS.get(str(kind), TEMPLATE_SPEC_PATH)
+    for depth, key in enumerate(path):
+        spec = mapping_at(spec, key, f"{where}: {'.'.join(path[:depth]) or 'object'}")
+    if not isinstance(spec.get("containers"), list):
+        raise PolicyError(f"{where}: no pod spec with containers ({'.'.join(path)})")
     pod_meta = {
         "name": meta.get("name", "<unnamed>"),
         "namespace": meta.get("namespace", "default"),
@@ -184,13 +270,16 @@ def is_kube_bench_report(obj: Any) -> bool:
 def unwrap(obj: Any) -> Any:
     """An AdmissionReview yields its ``request.object`` (with the request's namespace)."""
     if isinstance(obj, Mapping) and obj.get("kind") == "AdmissionReview":
-        request = obj.get("request") or {}
+        request = mapping_at(obj, "request", "AdmissionReview")
         inner = request.get("object")
         if not isinstance(inner, Mapping):
             raise PolicyError("AdmissionReview without request.object")
         inner = copy.deepcopy(dict(inner))
-        if request.get("namespace"):
-            inner.setdefault("metadata", {}).setdefault("namespace", request["namespace"])
+        namespace = request.get("namespace")
+        if namespace:
+            meta = dict(mapping_at(inner, "metadata", "AdmissionReview request.object"))
+            meta.setdefault("namespace", namespace)
+            inner["metadata"] = meta
         return inner
     return obj
 
@@ -201,9 +290,9 @@ def policy_for(obj: Any) -> str:
     if not isinstance(obj, Mapping):
         raise PolicyError(f"input must be an object with a 'kind', got {type(obj).__name__}")
     kind = obj.get("kind")
-    if kind not in KIND_TO_POLICY:
+    if not isinstance(kind, str) or kind not in KIND_TO_POLICY:
         known = ", ".join(sorted([*KIND_TO_POLICY, "AdmissionReview", "List"]))
-        raise PolicyError(f"unknown kind {kind!r}: use --policy NAME, or one of: {known}")
+        raise PolicyError(f"unknown kind {kind!r:.100}: use --policy NAME, or one of: {known}")
     return KIND_TO_POLICY[kind]
 
 
@@ -215,13 +304,24 @@ def prepare(policy: str, obj: Any, today: str | None = None) -> Any:
         from gotthard.policies import kube_bench
 
         if isinstance(obj, Mapping) and obj.get("kind") == "KubeBenchResults":
-            return obj
+            return kube_bench.check_input(obj)
         return kube_bench.to_input(kube_bench.parse_report(obj), today=today)
     if not isinstance(obj, Mapping):
         raise PolicyError(f"policy {policy}: input must be an object")
     if policy == "pod":
         return _pod_from_workload(obj)
     return obj
+
+
+def ready_data(data: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``data.gotthard`` an engine loads; the kube-bench baseline must be a list of ids
+    (``"scored"`` is resolved against a report first), else the Rego would pass anything."""
+    from gotthard.policies import kube_bench
+
+    out = dict(data or build_data())
+    if kube_bench.baseline(out) == kube_bench.SCORED:
+        raise PolicyError("the 'scored' kube-bench baseline needs a report to resolve against")
+    return out
 
 
 # --- engines -------------------------------------------------------------------------
@@ -232,9 +332,10 @@ class Engine(Protocol):
 
 
 def violations_of(result: Any) -> list[Violation]:
+    """The engine's ``deny`` set; any other shape is an engine error, never "allowed"."""
     if result is None:
         return []
-    if not isinstance(result, list):
+    if not isinstance(result, list) or not all(isinstance(v, Mapping) for v in result):
         raise PolicyError(f"policy returned {type(result).__name__}, expected a set of violations")
     out = [Violation(str(v.get("rule", "")), str(v.get("message", ""))) for v in result]
     return sorted(out, key=lambda v: (v.rule, v.message))
@@ -257,7 +358,7 @@ class EmbeddedEngine:
         self._interp = regopy.Interpreter()
         for name, src in rego_modules().items():
             self._interp.add_module(name, src)
-        self._interp.add_data_json(json.dumps({"gotthard": dict(data or build_data())}))
+        self._interp.add_data_json(json.dumps({"gotthard": ready_data(data)}))
         self._entrypoints = {
             f"{policy.package.replace('.', '/')}/deny" for policy in POLICIES.values()
         }
@@ -266,18 +367,24 @@ class EmbeddedEngine:
 
     def query(self, package: str, rule: str, input_doc: Any) -> Any:
         entrypoint = f"{package.replace('.', '/')}/{rule}"
-        if entrypoint in self._entrypoints:
-            self._bundle_interp.set_input_term(json.dumps(input_doc))
-            out = self._bundle_interp.query_bundle_entrypoint(self._bundle, entrypoint)
-        else:
-            self._interp.set_input_term(json.dumps(input_doc))
-            out = self._interp.query(f"data.{package}.{rule}")
-        # Do not print/inspect a failed output: regopy can crash doing so.
-        if not out.ok():
-            raise PolicyError(f"embedded engine: evaluation of data.{package}.{rule} failed")
-        if len(out) == 0:
-            return None
-        return json.loads(out.expressions().json())[0]
+        failed = PolicyError(f"embedded engine: evaluation of data.{package}.{rule} failed")
+        try:
+            if entrypoint in self._entrypoints:
+                self._bundle_interp.set_input_term(json.dumps(input_doc))
+                out = self._bundle_interp.query_bundle_entrypoint(self._bundle, entrypoint)
+            else:
+                self._interp.set_input_term(json.dumps(input_doc))
+                out = self._interp.query(f"data.{package}.{rule}")
+            # Do not print/inspect a failed output: regopy can crash doing so.
+            if not out.ok():
+                raise failed
+            if len(out) == 0:
+                return None
+            return json.loads(out.expressions().json())[0]
+        except PolicyError:
+            raise
+        except Exception as err:  # regopy's own errors (e.g. output it cannot parse)
+            raise failed from err
 
 
 class OpaServerEngine:
@@ -305,7 +412,9 @@ class OpaServerEngine:
             try:
                 for name, src in rego_modules().items():
                     self._client.update_policy_from_string(src, f"gotthard/{name}")
-                self._client.update_or_create_data(dict(data or build_data()), "gotthard")
+                self._client.update_or_create_data(ready_data(data), "gotthard")
+            except PolicyError:
+                raise
             except Exception as err:
                 raise PolicyError(f"OPA server {url}: upload failed: {err}") from err
 
@@ -336,10 +445,20 @@ def make_engine(
 
 
 def _describe(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     ns = meta.get("namespace")
     name = meta.get("name", "<unnamed>")
     return f"{obj.get('kind')} {ns}/{name}" if ns else f"{obj.get('kind')} {name}"
+
+
+def list_items(obj: Mapping[str, Any]) -> list[Any]:
+    items = obj.get("items")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise PolicyError(f"List: 'items' must be a list, got {type(items).__name__}")
+    return items
 
 
 def evaluate(
@@ -348,7 +467,7 @@ def evaluate(
     """Violations of one input (a List: each item by its kind, plus the mesh over all)."""
     obj = unwrap(obj)
     if policy is None and isinstance(obj, Mapping) and obj.get("kind") == "List":
-        return evaluate_list(engine, obj.get("items") or [], today=today)
+        return evaluate_list(engine, list_items(obj), today=today)
     name = policy or policy_for(obj)
     doc = prepare(name, obj, today=today)
     return violations_of(engine.query(POLICIES[name].package, "deny", doc))

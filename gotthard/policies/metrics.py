@@ -16,6 +16,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
+from gotthard.policies.engine import PolicyError
 from gotthard.policies.kube_bench import STATUSES, Report
 
 #: Metric name -> (help, labels) of every family these textfiles carry.
@@ -71,14 +72,20 @@ def violations_registry(
 
 
 def write_textfile(path: str | Path, registry: CollectorRegistry) -> None:
-    """Write atomically (temp file + rename), as the textfile collector requires."""
+    """Write atomically (temp file + rename), as the textfile collector requires; a path
+    that cannot be written is a :class:`PolicyError` (exit 2)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as err:
+        raise PolicyError(f"--textfile {path}: cannot write: {err}") from err
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(generate_latest(registry))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise PolicyError(f"--textfile {path}: cannot write: {err}") from err
         raise

@@ -10,6 +10,7 @@ import pytest
 
 from gotthard.policies import engine as eng
 from gotthard.policies import testing
+from tests.policies.conftest import GOOD_POD
 from tests.support.cli import run_in_process
 
 TABLES = testing.load_tables()
@@ -67,22 +68,6 @@ def test_policy_test_command_fails_on_a_wrong_expectation(
 
 
 # --- eval ---------------------------------------------------------------------------
-
-GOOD_POD = {
-    "apiVersion": "v1",
-    "kind": "Pod",
-    "metadata": {"name": "ok", "namespace": "web"},
-    "spec": {
-        "securityContext": {"runAsNonRoot": True},
-        "containers": [
-            {
-                "name": "app",
-                "image": "registry.gotthard.example.org/web/app:1.0",
-                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}},
-            }
-        ],
-    },
-}
 
 
 def _eval(tmp_path: Path, doc: object | str, *extra: str, suffix: str = ".json") -> int:
