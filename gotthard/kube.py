@@ -175,15 +175,6 @@ def site_client(site_name: str, site: SiteConfig, cluster: str | None = None) ->
     return client_for(conf.kubernetes, where(site_name, name))
 
 
-def client_for_url(url: str) -> Any:
-    """An ``ApiClient`` for a plain URL (``kubectl proxy``, tests)."""
-    from kubernetes import client
-
-    cfg = client.Configuration()
-    cfg.host = url.rstrip("/")
-    return client.ApiClient(cfg)
-
-
 def where(site: str, cluster: str | None) -> str:
     return f"site {site} cluster {cluster}" if cluster else f"site {site}"
 
