@@ -4,11 +4,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: sandbox sandbox-down test lint bench system-deps venv clean
+.PHONY: sandbox sandbox-down test lint bench system-deps venv image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@# the distribution was once named "gotthard" (an unrelated project's name on PyPI)
+	$(BIN)/python -m pip uninstall --quiet --yes gotthard 2>/dev/null || true
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $@
 
@@ -39,6 +41,11 @@ bench: venv
 	$(BIN)/python benchmarks/dr_scale.py
 	$(BIN)/python benchmarks/policy_eval.py
 	$(BIN)/python benchmarks/startup.py
+
+## Build the container image (Containerfile) and smoke-run it; opt-in, not part of `make test`
+## (installs podman, runc and mmdebstrap with apt-get when they are missing).
+image: venv
+	PYTHON=$(abspath $(BIN))/python scripts/build-image
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import sys
 from collections.abc import Sequence
 
-from gotthard import __version__
+from gotthard import __version__, extras
 from gotthard import config as configuration
 
 #: Subcommand -> (module, function registering it). Modules are imported only for the
@@ -17,11 +18,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("gotthard.exporters.main", "add_cli"),
     "dashboards": ("gotthard.dashboards.cli", "add_cli"),
     "rules": ("gotthard.dashboards.rules_cli", "add_cli"),
+    "alertmanager": ("gotthard.dashboards.rules_cli", "add_alertmanager_cli"),
     "policy": ("gotthard.policies.cli", "add_cli"),
     "audit": ("gotthard.policies.cli", "add_audit_cli"),
     "dr": ("gotthard.dr.cli", "add_cli"),
     "runbooks": ("gotthard.runbooks.cli", "add_cli"),
     "sandbox": ("gotthard.sandbox", "add_cli"),
+    "deploy": ("gotthard.deploy.cli", "add_cli"),
 }
 
 
@@ -53,25 +56,64 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     only = _command_in(argv) if argv is not None else None
     for name, (module, function) in COMMANDS.items():
         if only is None or name == only:
-            getattr(importlib.import_module(module), function)(subparsers)
+            _register(subparsers, name, module, function, listing=only is None)
     return parser
+
+
+def _register(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    module: str,
+    function: str,
+    *,
+    listing: bool,
+) -> None:
+    """Register subcommand *name* from *module*.
+
+    A subcommand whose optional dependencies are not installed raises
+    :class:`ModuleNotFoundError` when it is the one being run; when every subcommand is
+    listed (``gotthard --help``) it stays listed, with the extra that installs it."""
+    try:
+        add_cli = getattr(importlib.import_module(module), function)
+    except ModuleNotFoundError as err:
+        missing = extras.missing_extra(err, name)
+        if missing is None or not listing:
+            raise
+        hint = extras.install_hint(missing.extra)
+        stub = subparsers.add_parser(name, help=f"(not installed: {hint})")
+        stub.set_defaults(handler=functools.partial(_not_installed, missing))
+        return
+    add_cli(subparsers)
+
+
+def _not_installed(missing: extras.MissingExtra, *_: object) -> int:
+    raise missing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, load the one configuration, run the subcommand.
 
     Exit status: 0 success, 1 a finding, 2 usage, input or environment error. A
-    configuration or cluster-access problem is one line on stderr, never a traceback."""
+    configuration or cluster-access problem, or an optional dependency this install
+    lacks, is one line on stderr, never a traceback."""
     from gotthard.kube import KubeError
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    # a subcommand's own --config (``gotthard dr daemon --config FILE``) wins
-    path = getattr(args, configuration.SUB_CONFIG_DEST, None) or args.config
     try:
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
+        # a subcommand's own --config (``gotthard dr daemon --config FILE``) wins
+        path = getattr(args, configuration.SUB_CONFIG_DEST, None) or args.config
         cfg = configuration.load(path)
         return int(args.handler(args, cfg) or 0)
-    except (configuration.ConfigError, KubeError) as err:
+    except (configuration.ConfigError, KubeError, extras.MissingExtra) as err:
         print(f"gotthard: {err}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as err:
+        # an optional library the subcommand imports (at registration or when it runs)
+        # that this install lacks: name the extra, never a traceback
+        missing = extras.missing_extra(err, _command_in(argv))
+        if missing is None:
+            raise
+        print(f"gotthard: {missing}", file=sys.stderr)
         return 2

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gotthard.extras import install_hint
+
 if TYPE_CHECKING:
     import grpc
 
@@ -261,7 +263,12 @@ class PodResources:
             raise PodResourcesError(
                 f"kubelet socket path {path} is longer than {_MAX_UNIX_PATH} bytes"
             )
-        import grpc  # only a node with a kubelet socket pays for grpcio
+        try:
+            import grpc  # only a node with a kubelet socket pays for grpcio
+        except ModuleNotFoundError:
+            raise PodResourcesError(
+                f"reading {path} needs grpcio: {install_hint('kubelet')}"
+            ) from None
 
         channel = grpc.insecure_channel(
             f"unix://{path}",

@@ -1,0 +1,291 @@
+"""The distribution installs per role.
+
+* ``pyproject.toml``'s extras and :data:`gotthard.extras.EXTRAS` (what the missing-extra
+  hint is computed from) say the same; ``test`` pulls in every role;
+* a command whose optional library is missing says which extra installs it and exits 2,
+  with no traceback;
+* the base wheel alone, in a fresh virtual environment (dependencies from PyPI), is a
+  working node exporter: every collector's ``--once`` output equals the development
+  install's, a site file with DR schedules still loads, ``gotthard dr`` and
+  ``gotthard dashboards`` name their extras, and its site-packages stays small.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gotthard import extras
+from tests.fakenvml import fakenvml
+from tests.support.cli import ROOT, gotthard, run, run_in_process
+from tests.support.golden import mask
+from tests.support.install import build_wheel, installed, make_venv, site_packages, tree_mb
+
+FIXTURES = ROOT / "tests" / "fixtures"
+LUSTRE = FIXTURES / "lustre" / "oss-2.15"
+#: Distributions only the control-plane roles install.
+CONTROL_PLANE = {
+    "kubernetes",
+    "apscheduler",
+    "sqlalchemy",
+    "regopy",
+    "opa-python-client",
+    "grafanalib",
+    "grpcio",
+}
+#: Ceiling for the base install's site-packages (it measured about 17 MB; the full
+#: install is over ten times that).
+BASE_MB_CEILING = 30.0
+
+
+def _name(requirement: str) -> str:
+    """The normalised distribution name of a requirement (``APScheduler>=3`` -> ``apscheduler``)."""
+    name = re.split(r"[\s<>=!~;\[@]", requirement.strip(), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def declared_extras() -> dict[str, set[str]]:
+    """pyproject.toml's extras, each as the set of distribution names it installs (an
+    extra naming the project's own extras is expanded)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    table: dict[str, list[str]] = project["optional-dependencies"]
+
+    def expand(extra: str) -> set[str]:
+        names: set[str] = set()
+        for requirement in table[extra]:
+            if _name(requirement) == extras.DISTRIBUTION:
+                inner = requirement.partition("[")[2].partition("]")[0]
+                for part in inner.split(","):
+                    names |= expand(part.strip())
+            else:
+                names.add(_name(requirement))
+        return names
+
+    assert project["name"] == extras.DISTRIBUTION
+    return {extra: expand(extra) for extra in table}
+
+
+# --- the extras table ------------------------------------------------------------------------
+
+
+def test_the_hint_table_matches_pyproject() -> None:
+    declared = declared_extras()
+    assert {k: {_name(d) for d in v} for k, v in extras.EXTRAS.items()} == {
+        extra: names for extra, names in declared.items() if extra in extras.EXTRAS
+    }
+    assert set(declared) - set(extras.EXTRAS) == {"all", "test"}
+    # every optional distribution has its import name in the table
+    assert set().union(*extras.EXTRAS.values()) == set(extras.MODULES.values())
+
+
+def test_all_installs_every_role_and_test_installs_all() -> None:
+    declared = declared_extras()
+    roles = set(extras.EXTRAS) - {"pyslurm", "postgres"}
+    assert declared["all"] == set().union(*(declared[role] for role in roles))
+    assert declared["all"] <= declared["test"]
+
+
+def test_the_base_install_holds_no_control_plane_library() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    base = {_name(r).lower() for r in project["dependencies"]}
+    assert base == {"prometheus-client", "nvidia-ml-py", "pydantic", "pyyaml", "bcrypt"}
+
+
+@pytest.mark.parametrize(
+    ("module", "command", "extra"),
+    [
+        ("kubernetes", "dr", "dr"),
+        ("kubernetes", "runbooks", "runbooks"),
+        ("kubernetes", "audit", "audit"),
+        ("regopy", "policy", "policy"),
+        ("grafanalib", "dashboards", "dashboards"),
+        ("grpc", "exporter", "kubelet"),
+        ("kubernetes.client", None, "dr"),
+        ("opa_client", "rules", "policy"),
+    ],
+)
+def test_the_suggested_extra(module: str, command: str | None, extra: str) -> None:
+    assert extras.extra_for(module, command) == extra
+
+
+def test_a_library_that_is_not_optional_gets_no_hint() -> None:
+    assert extras.missing_extra(ModuleNotFoundError("x", name="pydantic"), "dr") is None
+    assert extras.extra_for("gotthard.nosuch") is None
+
+
+# --- the guard in gotthard.cli, in this process ----------------------------------------------
+
+
+@pytest.fixture
+def without_kubernetes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``import kubernetes`` fails as on a host without the extra (``None`` in
+    ``sys.modules`` makes the import system raise ModuleNotFoundError)."""
+    for name in [m for m in sys.modules if m == "kubernetes" or m.startswith("kubernetes.")]:
+        monkeypatch.delitem(sys.modules, name)
+    # the DR modules that import it are imported afresh (and fail) under the guard
+    for name in [m for m in sys.modules if m.startswith("gotthard.dr.")]:
+        parent, _, child = name.rpartition(".")
+        monkeypatch.delattr(sys.modules[parent], child, raising=False)
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "kubernetes", None)
+    yield
+
+
+def test_a_missing_extra_is_one_line_and_exit_2(
+    without_kubernetes: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_in_process("dr", "status") == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "gotthard: 'dr' needs the optional dependency 'kubernetes': "
+        "pip install 'gotthard-sre[dr]'\n"
+    )
+
+
+def test_an_unrelated_missing_module_is_not_explained_away(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "gotthard.dr.cli", None)
+    with pytest.raises(ModuleNotFoundError):
+        run_in_process("dr", "status")
+
+
+# --- the base wheel alone --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``python`` of a fresh virtual environment holding the base wheel and its
+    dependencies only."""
+    work = tmp_path_factory.mktemp("install")
+    wheel = build_wheel(work)
+    return make_venv(work / "base", wheel)
+
+
+def base_gotthard(
+    python: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The installed ``gotthard`` script of that environment, outside the source tree."""
+    child = {k: v for k, v in os.environ.items() if k not in ("GOTTHARD_CONFIG", "PYTHONPATH")}
+    script = python.parent / "gotthard"
+    return run([str(script), *args], env={**child, **(env or {})}, cwd=python.parent)
+
+
+COLLECTORS: dict[str, list[str]] = {
+    "slurm": ["--collectors", "slurm", "--slurm.backend", "cli"],
+    "gpu": ["--collectors", "gpu"],
+    "slingshot": ["--collectors", "slingshot", "--path.sysfs", str(FIXTURES / "slingshot/node")],
+    "lustre": [
+        "--collectors",
+        "lustre",
+        "--path.procfs",
+        str(LUSTRE / "proc"),
+        "--path.sysfs",
+        str(LUSTRE / "sys"),
+    ],
+}
+
+
+@pytest.mark.network
+def test_the_base_install_is_the_distribution_without_control_plane_libraries(
+    base: Path,
+) -> None:
+    names = installed(base)
+    assert "gotthard-sre" in names
+    assert names & CONTROL_PLANE == set()
+    result = base_gotthard(base, "--version")
+    assert (result.returncode, result.stdout.split()[0]) == (0, "gotthard"), result.stderr
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("collector", list(COLLECTORS))
+def test_each_collector_runs_from_the_base_install(
+    base: Path, collector: str, tmp_path: Path
+) -> None:
+    site = tmp_path / "site.toml"
+    site.write_text(f'[exporter.slurm]\nbin_dir = "{FIXTURES / "recorded-slurm-bin"}"\n')
+    argv = ["--config", str(site), "exporter", "--once", *COLLECTORS[collector]]
+    env: dict[str, str] = {}
+    if collector == "gpu":  # the fake libnvidia-ml.so.1 with an 8-GPU H200 node
+        so_path = fakenvml.build(tmp_path / "nvml")
+        fixture = fakenvml.Fixture(tmp_path / "nvml.txt", fakenvml.h200_node(8))
+        env = fakenvml.subprocess_env(so_path, fixture.path, {})
+    installed_run = base_gotthard(base, *argv, env=env)
+    assert installed_run.returncode == 0, installed_run.stderr
+    assert "Traceback" not in installed_run.stderr
+    development = gotthard(*argv, env=env, without=("GOTTHARD_CONFIG",))
+    assert development.returncode == 0, development.stderr
+    assert mask(installed_run.stdout) == mask(development.stdout)
+    assert f'collector="{collector}"' in installed_run.stdout
+
+
+@pytest.mark.network
+def test_a_site_file_with_dr_schedules_loads_without_the_dr_extra(base: Path) -> None:
+    example = ROOT / "docs" / "site.example.toml"
+    assert "[[dr.schedules]]" in example.read_text(encoding="utf-8")
+    result = base_gotthard(
+        base, "--config", str(example), "exporter", "--once", *COLLECTORS["slingshot"]
+    )
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.network
+@pytest.mark.parametrize(
+    ("argv", "module", "extra"),
+    [
+        (["dr", "status"], "kubernetes", "dr"),
+        (["dashboards", "build", "--out", "boards"], "grafanalib", "dashboards"),
+    ],
+    ids=["dr", "dashboards"],
+)
+def test_a_command_without_its_extra_names_it(
+    base: Path, argv: list[str], module: str, extra: str
+) -> None:
+    result = base_gotthard(base, *argv)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"gotthard: '{argv[0]}' needs the optional dependency '{module}': "
+        f"pip install 'gotthard-sre[{extra}]'\n"
+    )
+
+
+@pytest.mark.network
+def test_help_lists_a_command_whose_extra_is_missing(base: Path) -> None:
+    result = base_gotthard(base, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "(not installed: pip install 'gotthard-sre[dashboards]')" in result.stdout
+
+
+@pytest.mark.network
+def test_kubelet_attribution_without_grpcio_is_a_warning_not_a_crash(
+    base: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "kubelet.sock"
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+        code = (
+            "import sys\n"
+            "from gotthard.exporters.gpu.attribution import PodResources, PodResourcesError\n"
+            "try:\n"
+            f"    PodResources({str(path)!r}).devices()\n"
+            "except PodResourcesError as err:\n"
+            "    print(err)\n"
+        )
+        result = run([str(base), "-c", code], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"reading {path} needs grpcio: pip install 'gotthard-sre[kubelet]'\n"
+
+
+@pytest.mark.network
+def test_the_base_install_is_small(base: Path) -> None:
+    size = tree_mb(site_packages(base))
+    print(f"base install site-packages: {size} MB")
+    assert size < BASE_MB_CEILING
