@@ -2,8 +2,10 @@
 """Admission latency of the embedded policy engine on 10,000 varied pod specs.
 
 Builds ``--count`` pod specs (Pods and the pod templates of Deployments, Jobs and CronJobs;
-1-3 containers, init containers, GPU and hostNetwork pods; about 85 % compliant, the rest
-breaking one rule each), then admits each one on the path ``gotthard policy eval`` uses:
+1-3 containers, init containers, GPU and hostNetwork pods; Restricted-compliant security
+contexts; about 85 % compliant with the site rules, the rest breaking one rule each; the
+MPI/NCCL pods' hostNetwork and hostPath also violate the Pod Security Standards controls
+that forbid them), then admits each one on the path ``gotthard policy eval`` uses:
 ``engine.evaluate`` (dispatch by kind, pod-template extraction, ``data.<pkg>.deny``) and
 ``engine.decision``, with the engine and its policies and data loaded once. Prints one
 JSON line::
@@ -54,14 +56,15 @@ def _container(rng: random.Random, i: int, gpus: int = 0) -> dict[str, Any]:
     )
     if rng.random() < 0.1:
         image = f"{image.split(':')[0]}@sha256:{rng.getrandbits(256):064x}"
-    return {"name": f"c{i}", "image": image, "resources": resources}
+    security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return {"name": f"c{i}", "image": image, "securityContext": security, "resources": resources}
 
 
 def _violate(rng: random.Random, spec: dict[str, Any]) -> None:
     c = spec["containers"][0]
     kind = rng.randrange(8)
     if kind == 0:
-        c["securityContext"] = {"privileged": True}
+        c["securityContext"]["privileged"] = True
     elif kind == 1:
         spec["volumes"] = [{"name": "host", "hostPath": {"path": "/var/run/docker.sock"}}]
     elif kind == 2:
@@ -71,7 +74,7 @@ def _violate(rng: random.Random, spec: dict[str, Any]) -> None:
     elif kind == 4:
         del c["resources"]["limits"]["memory"]
     elif kind == 5:
-        c["securityContext"] = {"runAsNonRoot": False}
+        c["securityContext"]["runAsNonRoot"] = False
     elif kind == 6:
         spec["hostNetwork"] = True  # in a namespace not labelled for MPI/NCCL
     else:
@@ -87,7 +90,11 @@ def pod_specs(count: int, seed: int = 8, violating: float = 0.15) -> list[dict[s
         hpc = ns in ("mpi-jobs", "nccl-tests")
         gpus = rng.choice((0, 0, 1, 4, 8)) if hpc or rng.random() < 0.2 else 0
         spec: dict[str, Any] = {
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000},
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": 1000,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
             "containers": [_container(rng, 0, gpus)]
             + [_container(rng, i) for i in range(1, rng.randint(1, 3))],
         }

@@ -26,11 +26,13 @@ from typing import Any
 
 from gotthard import kube
 from gotthard.config import Config, ConfigError
+from gotthard.policies import constraints, kube_bench, metrics, testing
 from gotthard.policies import engine as eng
-from gotthard.policies import kube_bench, metrics, testing
 from gotthard.site import KubeAccess
 
 EXIT_CLEAN, EXIT_VIOLATIONS, EXIT_ERROR = 0, 1, 2
+#: The rule a pod that cannot be read is reported under (the pod policy's input rule).
+INPUT_RULE = "POD-INPUT-001"
 
 ISTIO_GROUP = "security.istio.io"
 ISTIO_VERSIONS = ("v1", "v1beta1")
@@ -58,6 +60,14 @@ class ObjectResult:
     namespace: str | None
     name: str
     violations: tuple[eng.Violation, ...]
+    #: Violations of rules in warn mode: reported, not failing.
+    warnings: tuple[eng.Violation, ...] = ()
+    #: Why the object could not be evaluated (a malformed object), else None.
+    error: str | None = None
+
+    @property
+    def failing(self) -> bool:
+        return bool(self.violations) or self.error is not None
 
     @property
     def ref(self) -> str:
@@ -68,7 +78,7 @@ class ObjectResult:
         return sorted({v.rule for v in self.violations})
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": self.kind,
             "namespace": self.namespace,
             "name": self.name,
@@ -76,6 +86,11 @@ class ObjectResult:
             "rules": self.rules,
             "violations": [v.as_dict() for v in self.violations],
         }
+        if self.warnings:
+            out["warnings"] = [v.as_dict() for v in self.warnings]
+        if self.error is not None:
+            out["error"] = self.error
+        return out
 
 
 # --- the API -------------------------------------------------------------------------
@@ -148,10 +163,9 @@ def _list(api: Any, what: str, kind: str, api_version: str, fn: Any, *args: Any)
                 + (" (RBAC: the audit needs get/list on it)" if err.status in (401, 403) else "")
             ) from err
         for item in body.get("items") or []:
-            if not isinstance(item, Mapping):
-                raise ClusterError(f"{what}: the API answered an item that is not an object")
-            eng.mapping_at(item, "metadata", f"{kind}")
-            items.append({**item, "kind": kind, "apiVersion": api_version})
+            # a malformed item is kept: the evaluation reports it and checks the rest
+            fields = item if isinstance(item, Mapping) else {"gotthard.malformed": item}
+            items.append({**fields, "kind": kind, "apiVersion": api_version})
         token = eng.mapping_at(body, "metadata", f"{what} list").get("continue")
         if not token:
             return items
@@ -202,17 +216,31 @@ def fetch(api: Any) -> ClusterObjects:
 
 
 def _meta(obj: Mapping[str, Any]) -> tuple[str | None, str]:
-    meta = eng.mapping_at(obj, "metadata", str(obj.get("kind")))
+    """(namespace, name) of an object; a malformed metadata reads as unnamed."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
     namespace = meta.get("namespace")
-    return (str(namespace) if namespace else None), str(meta.get("name", "<unnamed>"))
+    return (str(namespace)[:253] if namespace else None), str(meta.get("name", "<unnamed>"))[:253]
 
 
-def audit_data(
-    objects: ClusterObjects, override: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """Shipped data + ``override``; live Namespace labels replace the inventory's labels."""
+def _malformed(obj: Mapping[str, Any]) -> str | None:
+    """Why *obj* cannot be evaluated at all, else None."""
+    if "gotthard.malformed" in obj:
+        return f"the API answered a {obj.get('kind')} that is not an object"
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, Mapping):
+        return f"'metadata' must be an object, got {type(meta).__name__}"
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    if labels is not None and not isinstance(labels, Mapping):
+        return f"'metadata.labels' must be an object, got {type(labels).__name__}"
+    return None
+
+
+def audit_data(objects: ClusterObjects, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """*data* (default: the shipped data); live Namespace labels replace the inventory's
+    labels (a Namespace whose labels are malformed is left as the inventory says)."""
     # no kube-bench report here: a 'scored' baseline resolves to nothing
-    data = kube_bench.resolve_baseline(eng.build_data(override), [])
+    data = kube_bench.resolve_baseline(dict(data or eng.build_data()), [])
     inventory = data.get("inventory")
     if not isinstance(inventory, dict):
         inventory = data["inventory"] = {}
@@ -220,6 +248,8 @@ def audit_data(
     if not isinstance(namespaces, dict):
         namespaces = inventory["namespaces"] = {}
     for ns in objects.namespaces:
+        if _malformed(ns):
+            continue
         _, name = _meta(ns)
         entry = namespaces.get(name)
         entry = dict(entry) if isinstance(entry, Mapping) else {}
@@ -238,11 +268,24 @@ def evaluate(engine: eng.Engine, objects: ClusterObjects) -> list[ObjectResult]:
         of: Mapping[str, Any],
         keep: str | None = None,
     ) -> None:
-        found = eng.evaluate(engine, doc, policy=policy)
-        if keep:
-            found = [v for v in found if v.rule == keep]
         namespace, name = _meta(of)
-        results.append(ObjectResult(str(of.get("kind")), namespace, name, tuple(found)))
+        kind = str(of.get("kind"))
+        error = _malformed(of)
+        verdict = eng.Verdict([], [])
+        if error is None:
+            try:
+                verdict = eng.judge(engine, doc, policy=policy)
+            except eng.PolicyError as err:  # this object only; the others are still checked
+                error = str(err)
+        if error is not None:
+            # a pod that cannot be read is denied as the pod policy denies it
+            found = [eng.Violation(INPUT_RULE, error)] if policy == "pod" else []
+            results.append(ObjectResult(kind, namespace, name, tuple(found), error=error))
+            return
+        deny, warn = verdict.deny, verdict.warn
+        if keep:
+            deny, warn = ([v for v in vs if v.rule == keep] for vs in (deny, warn))
+        results.append(ObjectResult(kind, namespace, name, tuple(deny), tuple(warn)))
 
     for pod in objects.pods:
         add(pod, "pod", pod)
@@ -250,7 +293,8 @@ def evaluate(engine: eng.Engine, objects: ClusterObjects) -> list[ObjectResult]:
         add(sc, "storageclass", sc)
     by_namespace: dict[str, list[dict[str, Any]]] = {}
     for pa in objects.peer_authentications:
-        by_namespace.setdefault(_meta(pa)[0] or "default", []).append(pa)
+        if not _malformed(pa):
+            by_namespace.setdefault(_meta(pa)[0] or "default", []).append(pa)
     for ns in objects.namespaces:
         name = _meta(ns)[1]
         items = [ns, *by_namespace.get(name, [])]
@@ -261,12 +305,13 @@ def evaluate(engine: eng.Engine, objects: ClusterObjects) -> list[ObjectResult]:
 
 
 def violation_counts(results: Iterable[ObjectResult]) -> dict[tuple[str, str], int]:
-    """(policy, rule) -> violations, every known rule present (zeros included)."""
+    """(policy, rule) -> violations (warn-mode ones included), every known rule present
+    (zeros included)."""
     rules = testing.load_rules()
     counts = {(r["policy"], r["id"]): 0 for r in rules}
     policy_of = {r["id"]: r["policy"] for r in rules}
     for result in results:
-        for v in result.violations:
+        for v in (*result.violations, *result.warnings):
             key = (policy_of.get(v.rule, "unknown"), v.rule)
             counts[key] = counts.get(key, 0) + 1
     return counts
@@ -274,8 +319,16 @@ def violation_counts(results: Iterable[ObjectResult]) -> dict[tuple[str, str], i
 
 def report(objects: ClusterObjects, results: list[ObjectResult]) -> dict[str, Any]:
     """The ``--format json`` document."""
-    failing = [r for r in results if r.violations]
+    failing = [r for r in results if r.failing]
     by_rule = Counter(v.rule for r in failing for v in r.violations)
+    warned = [r for r in results if r.warnings and not r.failing]
+    extra: dict[str, Any] = {}
+    if any(r.warnings for r in results):
+        extra["warnings_by_rule"] = dict(
+            sorted(Counter(v.rule for r in results for v in r.warnings).items())
+        )
+    if any(r.error is not None for r in results):
+        extra["malformed"] = sum(r.error is not None for r in results)
     return {
         "compliant": not failing,
         "scanned": {
@@ -289,9 +342,11 @@ def report(objects: ClusterObjects, results: list[ObjectResult]) -> dict[str, An
             "api_version": objects.peer_authentication_api,
         },
         "objects": [
-            r.as_dict() for r in sorted(failing, key=lambda r: (r.kind, r.namespace or "", r.name))
+            r.as_dict()
+            for r in sorted(failing + warned, key=lambda r: (r.kind, r.namespace or "", r.name))
         ],
         "violations_by_rule": dict(sorted(by_rule.items())),
+        **extra,
     }
 
 
@@ -309,13 +364,21 @@ def format_text(doc: Mapping[str, Any]) -> str:
     )
     lines = [header]
     width = max((len(o["kind"]) for o in doc["objects"]), default=0)
+    failing = 0
     for obj in doc["objects"]:
-        lines.append(f"  {obj['kind']:<{width}}  {obj['ref']}: {', '.join(obj['rules'])}")
+        text = ", ".join(obj["rules"])
+        if "error" in obj:
+            text = f"{text} (input error: {obj['error']})".lstrip()
+        if obj.get("warnings"):
+            warned = ", ".join(sorted({w["rule"] for w in obj["warnings"]}))
+            text = f"{text} (warn: {warned})".lstrip()
+        failing += bool(obj["rules"] or "error" in obj)
+        lines.append(f"  {obj['kind']:<{width}}  {obj['ref']}: {text}")
     total = sum(doc["violations_by_rule"].values())
     if doc["compliant"]:
         lines.append("compliant: no violations")
     else:
-        lines.append(f"NOT compliant: {len(doc['objects'])} objects, {total} violations")
+        lines.append(f"NOT compliant: {failing} objects, {total} violations")
     return "\n".join(lines)
 
 
@@ -329,13 +392,13 @@ def _err(msg: str) -> int:
 
 def cmd_cluster(args: argparse.Namespace, cfg: Config) -> int:
     try:
-        override = eng.load_file(args.data, what="data") if args.data else None
+        data = constraints.constrained_data(cfg.policies, args.data).data
         api = api_client(args, cfg)
         try:
             objects = fetch(api)
         finally:
             api.close()
-        engine = eng.make_engine(args.engine, audit_data(objects, override), opa_url=args.opa_url)
+        engine = eng.make_engine(args.engine, audit_data(objects, data), opa_url=args.opa_url)
         results = evaluate(engine, objects)
     except (ClusterError, kube.KubeError, ConfigError, eng.PolicyError) as err:
         return _err(str(err))

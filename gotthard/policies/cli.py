@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from gotthard.config import Config
-from gotthard.policies import audit, kube_bench, metrics, testing
+from gotthard.policies import audit, bundle, constraints, gatekeeper, kube_bench, metrics, testing
 from gotthard.policies import engine as eng
 
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
@@ -20,20 +21,27 @@ def _err(msg: str) -> int:
 
 
 def _data(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    override = eng.load_file(args.data, what="data") if getattr(args, "data", None) else None
-    return eng.build_data(override, extra)
+    return constraints.policy_data(getattr(args, "data", None), extra)[0]
+
+
+def _constrained(args: argparse.Namespace, cfg: Config) -> constraints.Constrained:
+    """``data.gotthard`` with the constraints of ``[policies]`` and ``--data``."""
+    return constraints.constrained_data(cfg.policies, getattr(args, "data", None))
 
 
 def cmd_eval(args: argparse.Namespace, cfg: Config) -> int:
     try:
         doc = eng.load_file(args.input)
         reports = kube_bench.inputs_of(doc, policy=args.policy, today=args.today)
-        data = kube_bench.resolve_baseline(_data(args), [r["checks"] for r in reports])
+        data = _constrained(args, cfg).data
+        data = kube_bench.resolve_baseline(data, [r["checks"] for r in reports])
         engine = eng.make_engine(args.engine, data, opa_url=args.opa_url)
-        violations = eng.evaluate(engine, doc, policy=args.policy, today=args.today)
+        verdict = eng.judge(engine, doc, policy=args.policy, today=args.today)
     except eng.PolicyError as err:
         return _err(str(err))
-    result = eng.decision(violations)
+    # warn-mode violations are reported, and counted in the metrics, but do not deny
+    result = eng.decision(verdict.deny, verdict.warn)
+    violations = [*verdict.deny, *verdict.warn]
     print(json.dumps(result, indent=2))
     if args.textfile:
         counts = {
@@ -51,6 +59,47 @@ def cmd_eval(args: argparse.Namespace, cfg: Config) -> int:
         except eng.PolicyError as err:
             return _err(str(err))
     return EXIT_ALLOWED if result["allowed"] else EXIT_DENIED
+
+
+def cmd_rules(args: argparse.Namespace, cfg: Config) -> int:
+    try:
+        found = _constrained(args, cfg)
+    except eng.PolicyError as err:
+        return _err(str(err))
+    if args.format == "json":
+        rules = [s.as_dict() for s in found.states]
+        print(json.dumps({"profile": found.profile, "rules": rules}, indent=2))
+    else:
+        print(constraints.format_rules(found.profile, found.states))
+    return EXIT_ALLOWED
+
+
+def _write(
+    args: argparse.Namespace, cfg: Config, write: Callable[[constraints.Constrained], str]
+) -> int:
+    """Run *write* on the constrained data; print what it reports (exit 0), or exit 2."""
+    try:
+        report = write(_constrained(args, cfg))
+    except eng.PolicyError as err:
+        return _err(str(err))
+    print(report)
+    return EXIT_ALLOWED
+
+
+def cmd_bundle(args: argparse.Namespace, cfg: Config) -> int:
+    def write(found: constraints.Constrained) -> str:
+        revision = bundle.write_bundle(args.out, found.data, args.revision)
+        return f"wrote {args.out} (revision {revision}; decision {bundle.WEBHOOK_DECISION})"
+
+    return _write(args, cfg, write)
+
+
+def cmd_gatekeeper(args: argparse.Namespace, cfg: Config) -> int:
+    def write(found: constraints.Constrained) -> str:
+        written = gatekeeper.write_gatekeeper(args.out, found.data, found.states)
+        return f"wrote {len(written)} files to {args.out}"
+
+    return _write(args, cfg, write)
 
 
 def cmd_test(args: argparse.Namespace, cfg: Config) -> int:
@@ -94,7 +143,9 @@ def cmd_kube_bench(args: argparse.Namespace, cfg: Config) -> int:
     else:
         print(kube_bench.format_text(result))
     if args.textfile:
-        registry = metrics.kube_bench_registry(report, result["failed"])
+        registry = metrics.kube_bench_registry(
+            report, result["failed"], waivers=(extra or {}).get("waivers", ())
+        )
         try:
             metrics.write_textfile(args.textfile, registry)
         except eng.PolicyError as err:
@@ -115,12 +166,17 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="OPA server for --engine opa (default http://localhost:8181)",
     )
+    _data_arg(p)
+    p.add_argument("--today", metavar="YYYY-MM-DD", help=argparse.SUPPRESS)
+
+
+def _data_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data",
         metavar="FILE",
-        help="YAML/JSON deep-merged over the shipped data (keys: site, inventory, waivers)",
+        help="YAML/JSON deep-merged over the shipped data (keys: site, inventory, waivers;"
+        " policies: profile and rules, over [policies] of the site file)",
     )
-    p.add_argument("--today", metavar="YYYY-MM-DD", help=argparse.SUPPRESS)
 
 
 def _add_kube_bench(commands: Any, name: str = "kube-bench") -> None:
@@ -152,7 +208,9 @@ def add_cli(subparsers: Any) -> None:
         help="security policies (Rego) and CIS baseline",
         description="Evaluate and test the shipped Rego policies.",
     )
-    commands = parser.add_subparsers(dest="policy_command", metavar="{eval,test,kube-bench}")
+    commands = parser.add_subparsers(
+        dest="policy_command", metavar="{eval,rules,bundle,gatekeeper,test,kube-bench}"
+    )
     commands.required = True
 
     ev = commands.add_parser(
@@ -163,6 +221,28 @@ def add_cli(subparsers: Any) -> None:
     ev.add_argument("--textfile", metavar="OUT.prom", help="write gotthard_policy_violations")
     _engine_args(ev)
     ev.set_defaults(handler=cmd_eval)
+
+    ru = commands.add_parser(
+        "rules", help="list every rule: level, PSS control, parameters, mode, exemptions"
+    )
+    ru.add_argument("--format", choices=("text", "json"), default="text")
+    _data_arg(ru)
+    ru.set_defaults(handler=cmd_rules)
+
+    bu = commands.add_parser(
+        "bundle", help="build an OPA bundle (tar.gz) that enforces the policies at admission"
+    )
+    bu.add_argument("--out", required=True, metavar="FILE.tar.gz")
+    bu.add_argument("--revision", help="bundle revision (default: a digest of its content)")
+    _data_arg(bu)
+    bu.set_defaults(handler=cmd_bundle)
+
+    gk = commands.add_parser(
+        "gatekeeper", help="write Gatekeeper ConstraintTemplates and Constraints"
+    )
+    gk.add_argument("--out", required=True, metavar="DIR")
+    _data_arg(gk)
+    gk.set_defaults(handler=cmd_gatekeeper)
 
     te = commands.add_parser("test", help="run the shipped policy test tables")
     te.add_argument("-v", "--verbose", action="store_true")

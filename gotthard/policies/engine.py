@@ -10,16 +10,19 @@ Both return the same :class:`Violation` lists. Policies never use ``with input a
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+
+from gotthard.extras import install_hint
 
 REGO_PACKAGE = "gotthard.policies.rego"
 
@@ -32,8 +35,19 @@ class PolicyError(Exception):
 class Policy:
     name: str
     package: str  # Rego package, e.g. "gotthard.admission.pod"
-    module: str  # file under gotthard/policies/rego/
+    modules: tuple[str, ...]  # its files under gotthard/policies/rego/
     kinds: tuple[str, ...]
+
+    @property
+    def verdict_rule(self) -> str:
+        """The rule of :data:`CONSTRAINTS_PACKAGE` with this policy's constrained verdict."""
+        return f"verdict_{self.name.replace('-', '_')}"
+
+
+#: constraints.rego: the violations the constraints keep, as ``deny`` and ``warn``;
+#: constrain.rego: the constraint semantics it applies.
+CONSTRAINTS_PACKAGE = "gotthard.decision"
+CONSTRAINTS_MODULES = ("constrain.rego", "constraints.rego")
 
 
 POLICIES: dict[str, Policy] = {
@@ -42,7 +56,7 @@ POLICIES: dict[str, Policy] = {
         Policy(
             "pod",
             "gotthard.admission.pod",
-            "pod.rego",
+            ("pod.rego", "pod_site.rego", "pod_pss.rego"),
             (
                 "Pod",
                 "Deployment",
@@ -56,12 +70,12 @@ POLICIES: dict[str, Policy] = {
         Policy(
             "storageclass",
             "gotthard.admission.storageclass",
-            "storageclass.rego",
+            ("storageclass.rego",),
             ("StorageClass",),
         ),
-        Policy("mesh", "gotthard.mesh", "mesh.rego", ("PeerAuthentication", "Namespace")),
-        Policy("slurm-quota", "gotthard.slurm.quota", "slurm_quota.rego", ("SlurmJob",)),
-        Policy("kube-bench", "gotthard.kube_bench", "kube_bench.rego", ("KubeBenchResults",)),
+        Policy("mesh", "gotthard.mesh", ("mesh.rego",), ("PeerAuthentication", "Namespace")),
+        Policy("slurm-quota", "gotthard.slurm.quota", ("slurm_quota.rego",), ("SlurmJob",)),
+        Policy("kube-bench", "gotthard.kube_bench", ("kube_bench.rego",), ("KubeBenchResults",)),
     )
 }
 
@@ -77,6 +91,14 @@ class Violation:
         return {"rule": self.rule, "message": self.message}
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """Violations the constraints enforce (``deny``) and those they only report (``warn``)."""
+
+    deny: list[Violation]
+    warn: list[Violation]
+
+
 # --- shipped files -------------------------------------------------------------------
 
 
@@ -87,9 +109,8 @@ def rego_dir() -> Any:
 def rego_modules() -> dict[str, str]:
     """File name -> Rego source of every shipped policy."""
     root = rego_dir()
-    return {
-        p.module: root.joinpath(p.module).read_text(encoding="utf-8") for p in POLICIES.values()
-    }
+    names = [*(m for p in POLICIES.values() for m in p.modules), *CONSTRAINTS_MODULES]
+    return {name: root.joinpath(name).read_text(encoding="utf-8") for name in names}
 
 
 #: Deepest nesting of mappings and lists an input may have (Kubernetes objects need ~15).
@@ -245,8 +266,10 @@ def _pod_from_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = mapping_at(obj, "metadata", f"{kind}")
     where = f"{str(kind)[:100]} {str(meta.get('name', ''))[:100]}".rstrip()
     spec: Mapping[str, Any] = obj
+    template: Mapping[str, Any] = obj
     path = POD_SPEC_PATHS.get(str(kind), TEMPLATE_SPEC_PATH)
     for depth, key in enumerate(path):
+        template = spec
         spec = mapping_at(spec, key, f"{where}: {'.'.join(path[:depth]) or 'object'}")
     if not isinstance(spec.get("containers"), list):
         raise PolicyError(f"{where}: no pod spec with containers ({'.'.join(path)})")
@@ -254,6 +277,10 @@ def _pod_from_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
         "name": meta.get("name", "<unnamed>"),
         "namespace": meta.get("namespace", "default"),
     }
+    # the pod's own annotations (AppArmor profiles) are those of the template
+    template_meta = template.get("metadata")
+    if isinstance(template_meta, Mapping) and "annotations" in template_meta:
+        pod_meta["annotations"] = template_meta["annotations"]
     return {"kind": "Pod", "metadata": pod_meta, "spec": dict(spec)}
 
 
@@ -267,10 +294,21 @@ def is_kube_bench_report(obj: Any) -> bool:
     )
 
 
+#: Operations of an AdmissionReview that have no object to judge: always allowed.
+SKIPPED_OPERATIONS = ("DELETE", "CONNECT")
+
+
+def operation_of(request: Mapping[str, Any]) -> str:
+    return str(request.get("operation") or "CREATE").upper()
+
+
 def unwrap(obj: Any) -> Any:
-    """An AdmissionReview yields its ``request.object`` (with the request's namespace)."""
+    """An AdmissionReview yields its ``request.object`` (with the request's namespace); a
+    DELETE or CONNECT review, which has nothing to judge, an empty ``List``."""
     if isinstance(obj, Mapping) and obj.get("kind") == "AdmissionReview":
         request = mapping_at(obj, "request", "AdmissionReview")
+        if operation_of(request) in SKIPPED_OPERATIONS:
+            return {"kind": "List", "apiVersion": "v1", "items": []}
         inner = request.get("object")
         if not isinstance(inner, Mapping):
             raise PolicyError("AdmissionReview without request.object")
@@ -353,15 +391,19 @@ class EmbeddedEngine:
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
         try:
             import regopy
-        except ImportError as err:  # pragma: no cover - regopy is a runtime dependency
-            raise PolicyError("the embedded engine needs regopy (pip install regopy)") from err
+        except ImportError as err:  # pragma: no cover - regopy is in the policy extra
+            raise PolicyError(
+                f"the embedded engine needs regopy: {install_hint('policy')}"
+                " (hosts with glibc < 2.34: --engine opa)"
+            ) from err
         self._interp = regopy.Interpreter()
         for name, src in rego_modules().items():
             self._interp.add_module(name, src)
         self._interp.add_data_json(json.dumps({"gotthard": ready_data(data)}))
+        constrained = CONSTRAINTS_PACKAGE.replace(".", "/")
         self._entrypoints = {
             f"{policy.package.replace('.', '/')}/deny" for policy in POLICIES.values()
-        }
+        } | {f"{constrained}/{policy.verdict_rule}" for policy in POLICIES.values()}
         self._bundle = self._interp.build(None, sorted(self._entrypoints))
         self._bundle_interp = regopy.Interpreter()
 
@@ -461,37 +503,110 @@ def list_items(obj: Mapping[str, Any]) -> list[Any]:
     return items
 
 
+Query = Callable[[Engine, str, Any], Verdict]
+
+
+def admission_request(obj: Any) -> Mapping[str, Any] | None:
+    """The ``request`` of an AdmissionReview, else None."""
+    if isinstance(obj, Mapping) and obj.get("kind") == "AdmissionReview":
+        return mapping_at(obj, "request", "AdmissionReview")
+    return None
+
+
+def review_doc(request: Mapping[str, Any], obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What constraints.rego reads about the review: operation, the object's kind and the
+    old pod (an UPDATE's ``oldObject`` as a Pod-shaped document, when it has one)."""
+    review: dict[str, Any] = {"operation": operation_of(request), "kind": obj.get("kind")}
+    old = request.get("oldObject")
+    if isinstance(old, Mapping):
+        # an unreadable old object is left out: the update is then judged in full
+        with contextlib.suppress(PolicyError):
+            review["old"] = _pod_from_workload(old)
+    return review
+
+
+def query_deny(engine: Engine, policy: str, doc: Any) -> Verdict:
+    """The policy's own ``deny``: every violation, no constraints applied."""
+    return Verdict(violations_of(engine.query(POLICIES[policy].package, "deny", doc)), [])
+
+
+def query_verdict(engine: Engine, policy: str, doc: Any) -> Verdict:
+    """The policy's violations as the constraints keep them (constraints.rego)."""
+    result = engine.query(CONSTRAINTS_PACKAGE, POLICIES[policy].verdict_rule, doc)
+    if result is None:
+        return Verdict([], [])
+    if not isinstance(result, Mapping):
+        raise PolicyError(f"constraints returned {type(result).__name__}, expected an object")
+    return Verdict(violations_of(result.get("deny")), violations_of(result.get("warn")))
+
+
+def _judge(
+    engine: Engine, obj: Any, policy: str | None, today: str | None, query: Query
+) -> Verdict:
+    request = admission_request(obj)
+    if request is not None and operation_of(request) in SKIPPED_OPERATIONS:
+        return Verdict([], [])
+    obj = unwrap(obj)
+    if policy is None and isinstance(obj, Mapping) and obj.get("kind") == "List":
+        return _judge_list(engine, list_items(obj), today, query)
+    name = policy or policy_for(obj)
+    doc = prepare(name, obj, today=today)
+    if request is not None and name == "pod":
+        doc["review"] = review_doc(request, obj)
+    return query(engine, name, doc)
+
+
+def _judge_list(engine: Engine, items: Iterable[Any], today: str | None, query: Query) -> Verdict:
+    deny: list[Violation] = []
+    warn: list[Violation] = []
+    mesh_items = []
+    for item in items:
+        request = admission_request(item)
+        if request is not None and operation_of(request) in SKIPPED_OPERATIONS:
+            continue
+        inner = unwrap(item)
+        name = policy_for(inner)
+        if name == "mesh":
+            mesh_items.append(inner)
+            continue
+        where = _describe(inner) if isinstance(inner, Mapping) else "item"
+        verdict = _judge(engine, item, name, today, query)
+        deny.extend(Violation(v.rule, f"{where}: {v.message}") for v in verdict.deny)
+        warn.extend(Violation(v.rule, f"{where}: {v.message}") for v in verdict.warn)
+    if mesh_items:
+        verdict = _judge(engine, {"kind": "List", "items": mesh_items}, "mesh", today, query)
+        deny.extend(verdict.deny)
+        warn.extend(verdict.warn)
+
+    def ordered(vs: list[Violation]) -> list[Violation]:
+        return sorted(vs, key=lambda v: (v.rule, v.message))
+
+    return Verdict(ordered(deny), ordered(warn))
+
+
 def evaluate(
     engine: Engine, obj: Any, policy: str | None = None, today: str | None = None
 ) -> list[Violation]:
-    """Violations of one input (a List: each item by its kind, plus the mesh over all)."""
-    obj = unwrap(obj)
-    if policy is None and isinstance(obj, Mapping) and obj.get("kind") == "List":
-        return evaluate_list(engine, list_items(obj), today=today)
-    name = policy or policy_for(obj)
-    doc = prepare(name, obj, today=today)
-    return violations_of(engine.query(POLICIES[name].package, "deny", doc))
+    """Every violation of one input, no constraints applied (a List: each item by its
+    kind, plus the mesh over all; an AdmissionReview DELETE or CONNECT: none)."""
+    return _judge(engine, obj, policy, today, query_deny).deny
 
 
 def evaluate_list(
     engine: Engine, items: Iterable[Any], today: str | None = None
 ) -> list[Violation]:
-    items = [unwrap(i) for i in items]
-    out: list[Violation] = []
-    mesh_items = []
-    for item in items:
-        name = policy_for(item)
-        if name == "mesh":
-            mesh_items.append(item)
-            continue
-        where = _describe(item) if isinstance(item, Mapping) else "item"
-        for v in evaluate(engine, item, policy=name, today=today):
-            out.append(Violation(v.rule, f"{where}: {v.message}"))
-    if mesh_items:
-        out.extend(evaluate(engine, {"kind": "List", "items": mesh_items}, policy="mesh"))
-    return sorted(out, key=lambda v: (v.rule, v.message))
+    return _judge_list(engine, items, today, query_deny).deny
 
 
-def decision(violations: Iterable[Violation]) -> dict[str, Any]:
-    vs = list(violations)
-    return {"allowed": not vs, "violations": [v.as_dict() for v in vs]}
+def judge(engine: Engine, obj: Any, policy: str | None = None, today: str | None = None) -> Verdict:
+    """The verdict on one input with the constraints of the engine's data applied."""
+    return _judge(engine, obj, policy, today, query_verdict)
+
+
+def decision(violations: Iterable[Violation], warnings: Iterable[Violation] = ()) -> dict[str, Any]:
+    """``allowed``/``violations``, and ``warnings`` when there are any (warn-mode rules)."""
+    vs, ws = list(violations), list(warnings)
+    out: dict[str, Any] = {"allowed": not vs, "violations": [v.as_dict() for v in vs]}
+    if ws:
+        out["warnings"] = [w.as_dict() for w in ws]
+    return out

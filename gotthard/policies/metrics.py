@@ -3,11 +3,14 @@
 * ``gotthard_kube_bench_checks{status,node_type}``: checks per status (pass/fail/warn/info)
   and node type, zeros included;
 * ``gotthard_kube_bench_check_failed{id,node_type}``: 1 per failed, unwaived baseline check;
-* ``gotthard_policy_violations{policy,rule}``: current violations per rule, zeros included.
+* ``gotthard_policy_violations{policy,rule}``: current violations per rule, zeros included;
+* ``gotthard_kube_bench_waiver_expiry_timestamp_seconds{id,owner}``: when a waiver ends;
+* ``gotthard_audit_last_run_timestamp_seconds{textfile}``: when the textfile was written.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import tempfile
 from collections import Counter
@@ -33,6 +36,10 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         "current policy violations by policy and rule",
         ("policy", "rule"),
     ),
+    "gotthard_kube_bench_waiver_expiry_timestamp_seconds": (
+        "end of the day a kube-bench waiver expires (Unix seconds, UTC)",
+        ("id", "owner"),
+    ),
 }
 
 
@@ -46,11 +53,24 @@ def _gauges(
 
 
 def kube_bench_registry(
-    report: Report, failed: Iterable[str], registry: CollectorRegistry | None = None
+    report: Report,
+    failed: Iterable[str],
+    registry: CollectorRegistry | None = None,
+    waivers: Iterable[Mapping[str, str]] = (),
 ) -> CollectorRegistry:
-    registry, (checks, failed_g) = _gauges(
-        registry, "gotthard_kube_bench_checks", "gotthard_kube_bench_check_failed"
+    """*waivers* (``load_waivers``: id, owner, ``expires`` as an ISO date) add their
+    expiry, so that an alert can warn before a waived check starts failing."""
+    registry, (checks, failed_g, expiry) = _gauges(
+        registry,
+        "gotthard_kube_bench_checks",
+        "gotthard_kube_bench_check_failed",
+        "gotthard_kube_bench_waiver_expiry_timestamp_seconds",
     )
+    for waiver in waivers:
+        ends = dt.datetime.combine(
+            dt.date.fromisoformat(waiver["expires"]), dt.time.max, tzinfo=dt.UTC
+        )
+        expiry.labels(id=waiver["id"], owner=waiver["owner"]).set(round(ends.timestamp()))
     counts = Counter((c.status.lower(), c.node_type) for c in report.checks)
     for node_type in sorted({c.node_type for c in report.checks}) or ["unknown"]:
         for status in STATUSES:
@@ -79,9 +99,17 @@ def write_textfile(path: str | Path, registry: CollectorRegistry) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as err:
         raise PolicyError(f"--textfile {path}: cannot write: {err}") from err
+    # when this textfile was written: the alerts tell a stale audit from a clean one
+    written = CollectorRegistry()
+    Gauge(
+        "gotthard_audit_last_run_timestamp_seconds",
+        "Unix time the audit wrote this textfile.",
+        ("textfile",),
+        registry=written,
+    ).labels(textfile=path.name).set_to_current_time()
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(generate_latest(registry))
+            fh.write(generate_latest(registry) + generate_latest(written))
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException as err:

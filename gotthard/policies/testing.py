@@ -36,7 +36,7 @@ class CaseResult:
         return not self.error and self.expected == self.got
 
 
-def load_rules() -> list[dict[str, str]]:
+def load_rules() -> list[dict[str, Any]]:
     return yaml.safe_load(rego_dir().joinpath("rules.yml").read_text(encoding="utf-8"))
 
 

@@ -363,7 +363,6 @@ def test_harness_notices_a_crash(
         '{"items": [' + "[" * 100_000 + "]" * 100_000 + "]}",  # past the parser's recursion
         json.dumps({"items": [{"kind": "Pod", "metadata": {"x": _nest(1, eng.MAX_DEPTH)}}]}),
         '{"items": [], "metadata": {"continue": 7}}',
-        '{"items": [{"metadata": "p"}]}',
     ],
 )
 def test_audit_cluster_bad_api_answer_exit_2(
@@ -379,3 +378,25 @@ def test_audit_cluster_bad_api_answer_exit_2(
     assert run_in_process("audit", "cluster") == 2
     err = capsys.readouterr().err
     assert err.startswith("gotthard audit cluster: ") and "Traceback" not in err
+
+
+@pytest.mark.parametrize("pods", ['{"items": [{"metadata": "p"}]}', '{"items": [7]}'])
+def test_audit_cluster_malformed_item_is_reported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pods: str
+) -> None:
+    """A malformed object in an otherwise good answer is a finding about that object (exit
+    1, listed with its error), not an error of the whole audit."""
+    from kubernetes import client
+
+    empty = json.dumps({"items": []})
+    answers = dict.fromkeys(("namespaces", "storageclasses", "peerauthentications"), empty)
+    monkeypatch.setattr(audit, "api_client", lambda args, cfg: _FakeApi())
+    for name, fake in _fake_apis({**answers, "pods": pods}).items():
+        monkeypatch.setattr(client, name, fake)
+    assert run_in_process("audit", "cluster", "--format", "json") == 1
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    doc = json.loads(out.out)
+    assert doc["malformed"] == 1
+    (obj,) = doc["objects"]
+    assert obj["kind"] == "Pod" and obj["rules"] == ["POD-INPUT-001"] and obj["error"]

@@ -4,185 +4,623 @@
 # Site values: data.gotthard.site.admission; namespace labels and GPU quotas:
 # data.gotthard.inventory.namespaces[name].
 #
-# Fail closed: every field a rule reads is listed in `input_fields`; a field that is null,
-# of the wrong type or required but absent is denied as POD-INPUT-001, and the rules read
-# the input only through accessors that never fail on such a field (an undefined value
+# `deny` holds the violations of every rule: the site's own rules and one rule per Pod
+# Security Standards control (POD-PRIV-001 and POD-PSS-B-* for Baseline, POD-PSS-R-* for
+# Restricted). Which of them a site enforces is decided outside this package (profiles and
+# constraints); rules.yml gives each rule its level, its PSS control and its parameters.
+# Violations of container-level rules carry the container's name ("container") and "image".
+#
+# Fail closed: every field a rule reads is listed in the input shape below; a field that is
+# null, of the wrong type or required but absent is denied as POD-INPUT-001, and the rules
+# read the input only through guards that never fail on such a field (an undefined value
 # must never turn into "no violation").
+#
+# Cost on regopy (rego-cpp): a call of a user-defined function costs about 0.1 ms, generic
+# path walks and collections of large values more, and object.get on a non-object aborts
+# the process. The per-field and per-container work below therefore uses references and
+# built-in functions only (object.get only on values known to be objects); user functions
+# run once per pod or only on rare values. A violation names its container with
+# object.get(c, "name", "<unnamed>"): a malformed name is POD-INPUT-001 anyway.
+# regopy's sprintf also quotes strings that come from a literal or from concat a second
+# time (broken JSON output): messages are built with concat.
 package gotthard.admission.pod
 
 import rego.v1
 
 site := data.gotthard.site.admission
 
-# --- input shape ---------------------------------------------------------------------
-
-# The fields the rules read. path: keys from the pod; "*" is any list index, "$containers"
-# any of container_lists, "$gpu" any of site.gpu_resources. type: object, array, string,
-# boolean, quantity (a Kubernetes quantity: cpu, memory) or count (whole GPUs).
-# required: absence cannot be interpreted (POD-INPUT-001). absent_rule: the rule that
-# denies the field's absence from a pod that is otherwise compliant (the tests use it; no
-# absent_rule and not required means absence is compliant).
-input_fields := [
-	{"path": [], "type": "object", "required": true},
-	{"path": ["metadata"], "type": "object", "required": false},
-	{"path": ["metadata", "name"], "type": "string", "required": false},
-	{"path": ["metadata", "namespace"], "type": "string", "required": false},
-	{"path": ["spec"], "type": "object", "required": true},
-	{"path": ["spec", "containers"], "type": "array", "required": true},
-	{"path": ["spec", "initContainers"], "type": "array", "required": false},
-	{"path": ["spec", "ephemeralContainers"], "type": "array", "required": false},
-	{"path": ["spec", "$containers", "*"], "type": "object", "required": false},
-	{"path": ["spec", "$containers", "*", "name"], "type": "string", "required": false},
-	{"path": ["spec", "$containers", "*", "image"], "type": "string", "required": true},
-	{"path": ["spec", "$containers", "*", "securityContext"], "type": "object", "required": false},
-	{"path": ["spec", "$containers", "*", "securityContext", "privileged"], "type": "boolean", "required": false},
-	{"path": ["spec", "$containers", "*", "securityContext", "runAsNonRoot"], "type": "boolean", "required": false},
-	{"path": ["spec", "$containers", "*", "resources"], "type": "object", "required": false, "absent_rule": "POD-RES-001"},
-	{"path": ["spec", "$containers", "*", "resources", "limits"], "type": "object", "required": false, "absent_rule": "POD-RES-001"},
-	{"path": ["spec", "$containers", "*", "resources", "limits", "cpu"], "type": "quantity", "required": false, "absent_rule": "POD-RES-001"},
-	{"path": ["spec", "$containers", "*", "resources", "limits", "memory"], "type": "quantity", "required": false, "absent_rule": "POD-RES-001"},
-	{"path": ["spec", "$containers", "*", "resources", "limits", "$gpu"], "type": "count", "required": false, "absent_rule": "POD-GPU-001"},
-	{"path": ["spec", "$containers", "*", "resources", "requests"], "type": "object", "required": false},
-	{"path": ["spec", "$containers", "*", "resources", "requests", "$gpu"], "type": "count", "required": false},
-	{"path": ["spec", "$containers", "*", "restartPolicy"], "type": "string", "required": false},
-	{"path": ["spec", "securityContext"], "type": "object", "required": false},
-	{"path": ["spec", "securityContext", "runAsNonRoot"], "type": "boolean", "required": false},
-	{"path": ["spec", "hostNetwork"], "type": "boolean", "required": false},
-	{"path": ["spec", "volumes"], "type": "array", "required": false},
-	{"path": ["spec", "volumes", "*"], "type": "object", "required": false},
-	{"path": ["spec", "volumes", "*", "hostPath"], "type": "object", "required": false},
-	{"path": ["spec", "volumes", "*", "hostPath", "path"], "type": "string", "required": true},
-]
-
 container_lists := ["containers", "initContainers", "ephemeralContainers"]
 
-# Where the table's fields are found. A field is either at a fixed path from the pod, or
-# below an element of a list ("spec", LIST, "*", ...): LIST is a container list
-# ("$containers") or "volumes", and "$gpu" appears only as the last segment. The rules
-# below are written for that shape (regopy is slow on generic per-segment code).
-item_field(field) if {
-	count(field.path) >= 3
-	field.path[2] == "*"
+# --- input shape ---------------------------------------------------------------------
+
+# The fields the rules read, by the object that holds them: key -> type, where the type is
+# object, array, string, boolean, integer, quantity (a Kubernetes quantity: cpu, memory) or
+# count (whole GPUs). Checking an object against its small key -> type map visits only the
+# keys it has, so the cost grows with the fields a pod sets, not with env, commands and the
+# like; each object is reached by a direct rule below (no generic walk).
+root_types := {"metadata": "object", "spec": "object"}
+
+metadata_types := {"name": "string", "namespace": "string", "annotations": "object"}
+
+spec_types := {
+	"containers": "array",
+	"initContainers": "array",
+	"ephemeralContainers": "array",
+	"securityContext": "object",
+	"hostNetwork": "boolean",
+	"hostPID": "boolean",
+	"hostIPC": "boolean",
+	"hostUsers": "boolean",
+	"os": "object",
+	"volumes": "array",
+}
+
+os_types := {"name": "string"}
+
+# Options that the pod's and each container's securityContext share, and the objects below.
+shared_security_types := {
+	"runAsNonRoot": "boolean",
+	"runAsUser": "integer",
+	"windowsOptions": "object",
+	"seLinuxOptions": "object",
+	"seccompProfile": "object",
+	"appArmorProfile": "object",
+}
+
+pod_security_types := object.union(shared_security_types, {"sysctls": "array"})
+
+container_security_types := object.union(shared_security_types, {
+	"privileged": "boolean",
+	"allowPrivilegeEscalation": "boolean",
+	"procMount": "string",
+	"capabilities": "object",
+})
+
+security_object_types := {
+	"windowsOptions": {"hostProcess": "boolean"},
+	"seLinuxOptions": {"type": "string", "user": "string", "role": "string"},
+	"seccompProfile": {"type": "string"},
+	"appArmorProfile": {"type": "string"},
+	"capabilities": {"add": "array", "drop": "array"},
+}
+
+sysctl_types := {"name": "string"}
+
+# A volume's other keys are its source (restricted volume types read the key): objects.
+volume_types := {"name": "string", "hostPath": "object"}
+
+host_path_types := {"path": "string"}
+
+container_types := {
+	"name": "string",
+	"image": "string",
+	"restartPolicy": "string",
+	"securityContext": "object",
+	"resources": "object",
+	"ports": "array",
+	"livenessProbe": "object",
+	"readinessProbe": "object",
+	"startupProbe": "object",
+	"lifecycle": "object",
+}
+
+resources_types := {"limits": "object", "requests": "object"}
+
+limits_types := {"cpu": "quantity", "memory": "quantity"}
+
+port_types := {"hostPort": "integer"}
+
+# Probes and lifecycle hooks ("handlers"), and the actions whose `host` is read.
+probe_keys := ["livenessProbe", "readinessProbe", "startupProbe"]
+
+hook_keys := ["postStart", "preStop"]
+
+lifecycle_types := {"postStart": "object", "preStop": "object"}
+
+handler_types := {"httpGet": "object", "tcpSocket": "object"}
+
+action_types := {"host": "string"}
+
+# Keys whose absence cannot be interpreted, by the object that must hold them.
+required_keys := {
+	"pod": ["spec"],
+	"spec": ["containers"],
+	"container": ["image"],
+	"hostPath": ["path"],
+	"seccompProfile": ["type"],
+	"appArmorProfile": ["type"],
+	"sysctl": ["name"],
+}
+
+# The fields as a table, one entry per field: {path, type, required, absent_rule}. In a path
+# "*" is any list index or object key, "$containers" any of container_lists and "$gpu" any of
+# site.gpu_resources. absent_rule: the rule that denies the field's absence from a pod that
+# is otherwise compliant (no absent_rule and not required: absence is compliant). For people
+# and for the fail-closed tests (which walk it); the checks below read the maps above.
+input_objects := [
+	{"path": [], "types": root_types, "required": required_keys.pod},
+	{"path": ["metadata"], "types": metadata_types},
+	{"path": ["metadata", "annotations"], "types": {"*": "string"}},
+	{"path": ["spec"], "types": spec_types, "required": required_keys.spec},
+	{"path": ["spec", "os"], "types": os_types},
+	{"path": ["spec", "securityContext"], "types": pod_security_types},
+	{"path": ["spec", "securityContext", "sysctls"], "types": {"*": "object"}},
+	{"path": ["spec", "securityContext", "sysctls", "*"], "types": sysctl_types, "required": required_keys.sysctl},
+	{"path": ["spec", "volumes"], "types": {"*": "object"}},
+	{"path": ["spec", "volumes", "*"], "types": object.union(volume_types, {"*": "object"})},
+	{"path": ["spec", "volumes", "*", "hostPath"], "types": host_path_types, "required": required_keys.hostPath},
+	{"path": ["spec", "$containers"], "types": {"*": "object"}},
+	{"path": ["spec", "$containers", "*"], "types": container_types, "required": required_keys.container},
+	{"path": ["spec", "$containers", "*", "securityContext"], "types": container_security_types},
+	{"path": ["spec", "$containers", "*", "securityContext", "capabilities", "add"], "types": {"*": "string"}},
+	{"path": ["spec", "$containers", "*", "securityContext", "capabilities", "drop"], "types": {"*": "string"}},
+	{"path": ["spec", "$containers", "*", "resources"], "types": resources_types},
+	{"path": ["spec", "$containers", "*", "resources", "limits"], "types": object.union(limits_types, {"$gpu": "count"})},
+	{"path": ["spec", "$containers", "*", "resources", "requests"], "types": {"$gpu": "count"}},
+	{"path": ["spec", "$containers", "*", "ports"], "types": {"*": "object"}},
+	{"path": ["spec", "$containers", "*", "ports", "*"], "types": port_types},
+	{"path": ["spec", "$containers", "*", "lifecycle"], "types": lifecycle_types},
+	{"path": ["spec", "$containers", "*", "securityContext", "capabilities"], "types": security_object_types.capabilities},
+]
+
+security_objects := [{"path": array.concat(base, [name]), "types": types, "required": object.get(required_keys, name, [])} |
+	some base in [["spec", "securityContext"], ["spec", "$containers", "*", "securityContext"]]
+	some name
+	types := security_object_types[name]
+	name != "capabilities"
+]
+
+handler_objects := [entry |
+	some handler in array.concat([[key] | some key in probe_keys], [["lifecycle", hook] | some hook in hook_keys])
+	handler_path := array.concat(["spec", "$containers", "*"], handler)
+	some entry in [
+		{"path": handler_path, "types": handler_types},
+		{"path": array.concat(handler_path, ["httpGet"]), "types": action_types},
+		{"path": array.concat(handler_path, ["tcpSocket"]), "types": action_types},
+	]
+]
+
+absent_rules := {
+	"spec.$containers.*.securityContext": "POD-PSS-R-ESCALATION-001",
+	"spec.$containers.*.resources": "POD-RES-001",
+	"spec.$containers.*.resources.limits": "POD-RES-001",
+	"spec.$containers.*.resources.limits.cpu": "POD-RES-001",
+	"spec.$containers.*.resources.limits.memory": "POD-RES-001",
+	"spec.$containers.*.resources.limits.$gpu": "POD-GPU-001",
+	"spec.$containers.*.securityContext.allowPrivilegeEscalation": "POD-PSS-R-ESCALATION-001",
+	"spec.$containers.*.securityContext.capabilities": "POD-PSS-R-CAPS-001",
+	"spec.$containers.*.securityContext.capabilities.drop": "POD-PSS-R-CAPS-001",
+	"spec.$containers.*.securityContext.capabilities.drop.*": "POD-PSS-R-CAPS-001",
+}
+
+input_fields := array.concat([{"path": [], "type": "object", "required": true}], [field |
+	some holder in array.concat(input_objects, array.concat(security_objects, handler_objects))
+	some key
+	type := holder.types[key]
+	path := array.concat(holder.path, [key])
+	field := object.union(
+		{"path": path, "type": type, "required": key in object.get(holder, "required", [])},
+		{"absent_rule": rule | rule := absent_rules[concat(".", path)]},
+	)
+])
+
+# A Kubernetes quantity (cpu "500m", memory "1Gi", "1e3") or a non-negative number.
+quantity_pattern := `^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$`
+
+# The JSON type (type_name) of each field type; integer, quantity and count are checked
+# further by their own rules.
+json_type := {
+	"object": "object",
+	"array": "array",
+	"string": "string",
+	"boolean": "boolean",
+	"integer": "number",
+}
+
+# Fields present with a value of the wrong type (null included): [path, expected type].
+# Direct rules per level of the pod and of each container, each checking the keys an object
+# has against its key -> type map.
+malformed contains [[], "object"] if not is_object(input)
+
+malformed contains [[key], type] if {
+	some key, value in doc
+	type := root_types[key]
+	type_name(value) != json_type[type]
+}
+
+# Objects below the pod and below each container, by their path: the key -> type map of
+# each, one level per map. The rules iterate these small maps and read the input only at
+# their paths.
+pod_children := {"metadata": metadata_types, "spec": spec_types}
+
+pod_grandchildren := {"spec": {"os": os_types, "securityContext": pod_security_types}}
+
+pod_great_grandchildren := {"spec": {"securityContext": security_object_types}}
+
+handler_actions := {"httpGet": action_types, "tcpSocket": action_types}
+
+container_children := {
+	"securityContext": container_security_types,
+	"resources": resources_types,
+	"lifecycle": lifecycle_types,
+	"livenessProbe": handler_types,
+	"readinessProbe": handler_types,
+	"startupProbe": handler_types,
+}
+
+container_grandchildren := {
+	"securityContext": security_object_types,
+	"lifecycle": {"postStart": handler_types, "preStop": handler_types},
+	"livenessProbe": handler_actions,
+	"readinessProbe": handler_actions,
+	"startupProbe": handler_actions,
+}
+
+container_great_grandchildren := {"lifecycle": {"postStart": handler_actions, "preStop": handler_actions}}
+
+malformed contains [[k1, key], type] if {
+	some k1, types in pod_children
+	some key, value in doc[k1]
+	type := types[key]
+	type_name(value) != json_type[type]
+}
+
+malformed contains [[k1, k2, key], type] if {
+	some k1, children in pod_grandchildren
+	some k2, types in children
+	some key, value in doc[k1][k2]
+	type := types[key]
+	type_name(value) != json_type[type]
+}
+
+malformed contains [[k1, k2, k3, key], type] if {
+	some k1, children in pod_great_grandchildren
+	some k2, grandchildren in children
+	some k3, types in grandchildren
+	some key, value in doc[k1][k2][k3]
+	type := types[key]
+	type_name(value) != json_type[type]
+}
+
+malformed contains [["metadata", "annotations", key], "string"] if {
+	some key, value in annotations
+	not is_string(value)
+}
+
+malformed contains [["spec", "securityContext", "runAsUser"], "integer"] if {
+	value := pod_security.runAsUser
+	is_number(value)
+	value != floor(value)
+}
+
+malformed contains [["spec", "securityContext", "sysctls", i], "object"] if {
+	some i, sysctl in sysctls
+	not is_object(sysctl)
+}
+
+malformed contains [["spec", "securityContext", "sysctls", i, key], type] if {
+	some i, sysctl in sysctls
+	some key, value in sysctl
+	type := sysctl_types[key]
+	type_name(value) != json_type[type]
+}
+
+malformed contains [["spec", "volumes", i], "object"] if {
+	some i, volume in volume_list
+	not is_object(volume)
+}
+
+# A volume's keys other than name and hostPath are its source: an object.
+malformed contains [["spec", "volumes", i, key], type] if {
+	some i, volume in volume_list
+	is_object(volume)
+	some key, value in volume
+	type := object.get(volume_types, key, "object")
+	type_name(value) != type
+}
+
+malformed contains [["spec", "volumes", i, "hostPath", key], type] if {
+	some i, volume in volume_list
+	some key, value in volume.hostPath
+	type := host_path_types[key]
+	type_name(value) != json_type[type]
+}
+
+malformed contains [["spec", name, i], "object"] if {
+	some name in container_lists
+	is_array(spec[name])
+	some i, c in spec[name]
+	not is_object(c)
+}
+
+malformed contains [["spec", group, position, key], type] if {
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some key, value in c
+	type := container_types[key]
+	type_name(value) != json_type[type]
+}
+
+malformed contains [["spec", group, position, k1, key], type] if {
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some k1, types in container_children
+	some key, value in c[k1]
+	type := types[key]
+	type_name(value) != json_type[type]
+}
+
+malformed contains [["spec", group, position, k1, k2, key], type] if {
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some k1, children in container_grandchildren
+	some k2, types in children
+	some key, value in c[k1][k2]
+	type := types[key]
+	type_name(value) != json_type[type]
+}
+
+malformed contains [["spec", group, position, k1, k2, k3, key], type] if {
+	"lifecycle" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some k1, children in container_great_grandchildren
+	some k2, grandchildren in children
+	some k3, types in grandchildren
+	some key, value in c[k1][k2][k3]
+	type := types[key]
+	type_name(value) != json_type[type]
+}
+
+malformed contains [["spec", group, position, "securityContext", "runAsUser"], "integer"] if {
+	"runAsUser" in security_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	value := c.securityContext.runAsUser
+	is_number(value)
+	value != floor(value)
+}
+
+malformed contains [["spec", group, position, "securityContext", "capabilities", name, i], "string"] if {
+	"capabilities" in security_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some name in ["add", "drop"]
+	list := c.securityContext.capabilities[name]
+	is_array(list)
+	some i, value in list
+	not is_string(value)
+}
+
+# cpu and memory limits are quantities, GPUs whole numbers. The common forms (digits and a
+# known suffix) are checked with string built-ins; only other strings go through the regular
+# expression (regex.match costs about 0.3 ms a call on regopy).
+malformed contains [["spec", group, position, "resources", "limits", key], "quantity"] if {
+	"resources" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some key in ["cpu", "memory"]
+	value := c.resources.limits[key]
+	not type_name(value) in {"number", "string"}
+}
+
+malformed contains [["spec", group, position, "resources", "limits", key], "quantity"] if {
+	"resources" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some key in ["cpu", "memory"]
+	value := c.resources.limits[key]
+	is_number(value)
+	value < 0
+}
+
+malformed contains [["spec", group, position, "resources", "limits", key], "quantity"] if {
+	"resources" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some key in ["cpu", "memory"]
+	value := c.resources.limits[key]
+	is_string(value)
+	not trim_left(value, digits) in quantity_suffixes
+	not regex.match(quantity_pattern, value)
+}
+
+malformed contains [["spec", group, position, "resources", "limits", key], "quantity"] if {
+	"resources" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some key in ["cpu", "memory"]
+	value := c.resources.limits[key]
+	is_string(value)
+	trim_left(value, digits) == value
+	not regex.match(quantity_pattern, value)
+}
+
+malformed contains [["spec", group, position, "resources", kind, gpu], "count"] if {
+	"resources" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some kind in ["limits", "requests"]
+	some gpu in site.gpu_resources
+	value := c.resources[kind][gpu]
+	not type_name(value) in {"number", "string"}
+}
+
+malformed contains [["spec", group, position, "resources", kind, gpu], "count"] if {
+	"resources" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some kind in ["limits", "requests"]
+	some gpu in site.gpu_resources
+	value := c.resources[kind][gpu]
+	is_number(value)
+	value < 0
+}
+
+malformed contains [["spec", group, position, "resources", kind, gpu], "count"] if {
+	"resources" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some kind in ["limits", "requests"]
+	some gpu in site.gpu_resources
+	value := c.resources[kind][gpu]
+	is_number(value)
+	value != floor(value)
+}
+
+malformed contains [["spec", group, position, "resources", kind, gpu], "count"] if {
+	"resources" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some kind in ["limits", "requests"]
+	some gpu in site.gpu_resources
+	value := c.resources[kind][gpu]
+	is_string(value)
+	trim_left(value, digits) != ""
+}
+
+malformed contains [["spec", group, position, "resources", kind, gpu], "count"] if {
+	"resources" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some kind in ["limits", "requests"]
+	some gpu in site.gpu_resources
+	value := c.resources[kind][gpu]
+	value == ""
+}
+
+digits := "0123456789"
+
+quantity_suffixes := {"", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}
+
+malformed contains [["spec", group, position, "ports", i], "object"] if {
+	"ports" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	is_array(c.ports)
+	some i, port in c.ports
+	not is_object(port)
+}
+
+malformed contains [["spec", group, position, "ports", i, "hostPort"], "integer"] if {
+	"ports" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	is_array(c.ports)
+	some i, port in c.ports
+	value := port.hostPort
+	not is_number(value)
+}
+
+malformed contains [["spec", group, position, "ports", i, "hostPort"], "integer"] if {
+	"ports" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	is_array(c.ports)
+	some i, port in c.ports
+	value := port.hostPort
+	is_number(value)
+	value != floor(value)
+}
+
+# The keys that some container sets, and that some container's securityContext sets: a
+# rule about a key no container sets is skipped without visiting the containers.
+container_keys := {key |
+	some group in container_lists
+	some c in spec[group]
+	some key
+	_ = c[key]
+}
+
+security_keys := {key |
+	"securityContext" in container_keys
+	some group in container_lists
+	some c in spec[group]
+	some key
+	_ = c.securityContext[key]
+}
+
+container_probes if {
+	some probe in probe_keys
+	probe in container_keys
 }
 
 # A value no input can hold: object.get's default for "not there".
 not_there := {"gotthard.absent": "not there"}
 
-# Whether `rel` leads to a value below `item` (null counts as a value: it is malformed).
-present_below(_, rel) if count(rel) == 0
-
-present_below(item, rel) if {
-	count(rel) > 0
-	is_object(item)
-	object.get(item, rel, not_there) != not_there
-}
-
-# The list names a group in the table stands for.
-group_lists := {"$containers": container_lists, "volumes": ["volumes"]}
-
-# The element paths below spec of the lists a list field's pattern names: [name, index].
-# Paths, not values: regopy is slow on binding large values such as whole containers.
-field_elements(field) := [[name, i] |
-	some name in group_lists[field.path[1]]
-	size := count(as_array(object.get(spec, [name], null)))
-	size > 0 # numbers.range(0, -1) is [0, -1]
-	some i in numbers.range(0, size - 1)
-]
-
-# A list field's path below its element, "$gpu" replaced by each GPU resource.
-relative_paths(field) := [array.slice(field.path, 3, count(field.path))] if {
-	field.path[count(field.path) - 1] != "$gpu"
-}
-
-relative_paths(field) := [rel |
-	some gpu in site.gpu_resources
-	rel := array.concat(array.slice(field.path, 3, count(field.path) - 1), [gpu])
-] if {
-	field.path[count(field.path) - 1] == "$gpu"
-}
-
-# A Kubernetes quantity (cpu "500m", memory "1Gi", "1e3") or a non-negative number.
-quantity_pattern := `^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$`
-
-has_type(v, "object") if is_object(v)
-
-has_type(v, "array") if is_array(v)
-
-has_type(v, "string") if is_string(v)
-
-has_type(v, "boolean") if is_boolean(v)
-
-has_type(v, "quantity") if {
-	is_number(v)
-	v >= 0
-}
-
-has_type(v, "quantity") if {
-	is_string(v)
-	regex.match(quantity_pattern, v)
-}
-
-has_type(v, "count") if {
-	is_number(v)
-	v >= 0
-	v == floor(v)
-}
-
-has_type(v, "count") if {
-	is_string(v)
-	regex.match(`^[0-9]+$`, v)
-}
-
-has_key(obj, key) if _ = obj[key]
-
-# Fields present with a value of the wrong type (null included): [path, expected type].
-# Only the table's fields are visited, so the cost does not grow with env, probes and the
-# like; the sets hold violations only (regopy is slow on large sets of compound terms).
-malformed contains [field.path, field.type] if {
-	some field in input_fields
-	not item_field(field)
-	present_below(input, field.path)
-	not has_type(object.get(input, field.path, null), field.type)
-}
-
-malformed contains [path, field.type] if {
-	some field in input_fields
-	item_field(field)
-	some rel in relative_paths(field)
-	some element in field_elements(field)
-	value := object.get(spec, array.concat(element, rel), not_there)
-	value != not_there
-	not has_type(value, field.type)
-	path := array.concat(["spec"], array.concat(element, rel))
-}
-
 # Required fields whose parent object is there but the field is not.
-absent contains field.path if {
-	some field in input_fields
-	field.required
-	not item_field(field)
-	count(field.path) > 0
-	parent := object.get(input, array.slice(field.path, 0, count(field.path) - 1), null)
-	is_object(parent)
-	not has_key(parent, field.path[count(field.path) - 1])
+absent contains [key] if {
+	is_object(input)
+	some key in required_keys.pod
+	object.get(input, key, not_there) == not_there
 }
 
-absent contains path if {
-	some field in input_fields
-	field.required
-	item_field(field)
-	count(field.path) > 3
-	rel := array.slice(field.path, 3, count(field.path) - 1)
-	key := field.path[count(field.path) - 1]
-	some element in field_elements(field)
-	parent_path := array.concat(element, rel)
-	is_object(object.get(spec, parent_path, null))
-	not has_key(object.get(spec, parent_path, null), key)
-	path := array.concat(["spec"], array.concat(parent_path, [key]))
+absent contains ["spec", key] if {
+	is_object(input.spec)
+	some key in required_keys.spec
+	object.get(input.spec, key, not_there) == not_there
 }
 
-# Field paths for people: spec.containers[0].resources.limits[nvidia.com/gpu]. Messages are
-# built with concat: regopy's sprintf quotes a concat result a second time (broken JSON).
+absent contains ["spec", group, position, key] if {
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some key in required_keys.container
+	is_object(c)
+	object.get(c, key, not_there) == not_there
+}
+
+absent contains ["spec", "volumes", i, "hostPath", key] if {
+	some i, volume in volume_list
+	is_object(volume.hostPath)
+	some key in required_keys.hostPath
+	object.get(volume.hostPath, key, not_there) == not_there
+}
+
+absent contains ["spec", "securityContext", "sysctls", i, key] if {
+	some i, sysctl in sysctls
+	is_object(sysctl)
+	some key in required_keys.sysctl
+	object.get(sysctl, key, not_there) == not_there
+}
+
+absent contains ["spec", "securityContext", name, key] if {
+	some name in ["seccompProfile", "appArmorProfile"]
+	is_object(pod_security[name])
+	some key in required_keys[name]
+	object.get(pod_security[name], key, not_there) == not_there
+}
+
+absent contains ["spec", group, position, "securityContext", name, key] if {
+	"securityContext" in container_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some name in ["seccompProfile", "appArmorProfile"]
+	is_object(c.securityContext[name])
+	some key in required_keys[name]
+	object.get(c.securityContext[name], key, not_there) == not_there
+}
+
+# Field paths for people: spec.containers[0].resources.limits[nvidia.com/gpu].
 path_text(path) := "input" if count(path) == 0
 
 path_text(path) := concat("", [text | some i in numbers.range(0, count(path) - 1); text := segment_text(i, path[i])]) if count(path) > 0
@@ -219,8 +657,7 @@ deny contains {"rule": "POD-INPUT-001", "message": msg} if {
 }
 
 deny contains {"rule": "POD-INPUT-001", "message": msg} if {
-	is_array(spec.containers)
-	count(spec.containers) == 0
+	spec.containers == []
 	msg := concat("", ["pod ", pod_name, ": spec.containers is empty"])
 }
 
@@ -229,208 +666,55 @@ type_text := {
 	"array": "a list",
 	"string": "a string",
 	"boolean": "true or false",
+	"integer": "a whole number",
 	"quantity": "a quantity (a number or a string such as 500m or 1Gi)",
 	"count": "a whole number (a non-negative integer or a string of digits)",
 }
 
-# --- safe accessors: a malformed field reads as absent (POD-INPUT-001 denies it) -------
+# --- the pod, read once: a malformed field reads as absent (POD-INPUT-001 denies it) ---
 
-as_object(x) := x if is_object(x)
+doc := input if is_object(input)
 
 else := {}
 
-as_array(x) := x if is_array(x)
+metadata := doc.metadata if is_object(doc.metadata)
+
+else := {}
+
+spec := doc.spec if is_object(doc.spec)
+
+else := {}
+
+annotations := metadata.annotations if is_object(metadata.annotations)
+
+else := {}
+
+pod_security := spec.securityContext if is_object(spec.securityContext)
+
+else := {}
+
+sysctls := pod_security.sysctls if is_array(pod_security.sysctls)
 
 else := []
 
-as_string(x, default_value) := x if is_string(x)
+volume_list := spec.volumes if is_array(spec.volumes)
 
-else := default_value
+else := []
 
-doc := as_object(input)
+namespace := metadata.namespace if is_string(metadata.namespace)
 
-metadata := as_object(object.get(doc, "metadata", {}))
+else := "default"
 
-spec := as_object(object.get(doc, "spec", {}))
+pod_name := metadata.name if is_string(metadata.name)
 
-namespace := as_string(object.get(metadata, "namespace", "default"), "default")
+else := "<unnamed>"
 
-pod_name := as_string(object.get(metadata, "name", "<unnamed>"), "<unnamed>")
+# A volume's name for messages (its index when it has none).
+volume_name(v, index) := v.name if is_string(v.name)
 
-container_list(name) := [c | some c in as_array(object.get(spec, name, [])); is_object(c)]
+else := sprintf("%d", [index])
 
-containers contains c if {
-	some name in container_lists
-	some c in container_list(name)
-}
+windows_pod if spec.os.name == "windows"
 
-container_name(c) := as_string(object.get(c, "name", "<unnamed>"), "<unnamed>")
-
-security_context(c) := as_object(object.get(c, "securityContext", {}))
-
-# --- rules ---------------------------------------------------------------------------
-
-# POD-PRIV-001: no privileged containers.
-deny contains {"rule": "POD-PRIV-001", "message": msg} if {
-	some c in containers
-	object.get(security_context(c), "privileged", false) == true
-	msg := sprintf("pod %s: container %s is privileged", [pod_name, container_name(c)])
-}
-
-# POD-HOSTPATH-001: hostPath volumes only under allow-listed paths.
-hostpath_allowed(path) if {
-	some allowed in site.hostpath_allowlist
-	path == allowed
-}
-
-hostpath_allowed(path) if {
-	some allowed in site.hostpath_allowlist
-	startswith(path, concat("", [trim_right(allowed, "/"), "/"]))
-}
-
-deny contains {"rule": "POD-HOSTPATH-001", "message": msg} if {
-	some v in as_array(object.get(spec, "volumes", []))
-	path := object.get(as_object(object.get(as_object(v), "hostPath", {})), "path", null)
-	is_string(path)
-	not hostpath_allowed(path)
-	msg := sprintf("pod %s: hostPath %s is not allow-listed", [pod_name, path])
-}
-
-# POD-HOSTNET-001: hostNetwork only in namespaces labelled for MPI/NCCL workloads.
-namespace_inventory := as_object(object.get(as_object(object.get(data.gotthard.inventory, "namespaces", {})), namespace, {}))
-
-namespace_labels := as_object(object.get(namespace_inventory, "labels", {}))
-
-hostnetwork_namespace if {
-	value := namespace_labels[site.hostnetwork_label.key]
-	value in site.hostnetwork_label.values
-}
-
-deny contains {"rule": "POD-HOSTNET-001", "message": msg} if {
-	object.get(spec, "hostNetwork", false) == true
-	not hostnetwork_namespace
-	msg := sprintf("pod %s: hostNetwork in namespace %s, which is not labelled %s for MPI/NCCL", [pod_name, namespace, site.hostnetwork_label.key])
-}
-
-# POD-GPU-001: GPU requests equal limits.
-resource(c, kind, name) := object.get(as_object(object.get(as_object(object.get(c, "resources", {})), kind, {})), name, null)
-
-# Whole GPUs of one container's requests or limits: 0 when absent, undefined when malformed.
-gpus(c, kind, gpu) := 0 if resource(c, kind, gpu) == null
-
-else := to_number(value) if {
-	value := resource(c, kind, gpu)
-	has_type(value, "count")
-}
-
-deny contains {"rule": "POD-GPU-001", "message": msg} if {
-	some c in containers
-	some gpu in site.gpu_resources
-	request := resource(c, "requests", gpu)
-	request != null
-	gpus(c, "requests", gpu) != gpus(c, "limits", gpu)
-	msg := sprintf("pod %s: container %s requests %v %s but its limit differs", [pod_name, container_name(c), request, gpu])
-}
-
-# POD-GPU-002: the pod's GPUs stay within the namespace's quota.
-# A container is charged the larger of its GPU request and limit (they differ only in a pod
-# POD-GPU-001 denies). Kubernetes charges a pod max(sum of app containers + sidecars,
-# each init container + the sidecars started before it); init containers run one at a time,
-# sidecars (init containers with restartPolicy Always) keep running.
-charged_gpus(c, gpu) := max([gpus(c, "requests", gpu), gpus(c, "limits", gpu)])
-
-container_gpus(c) := sum([n | some gpu in site.gpu_resources; n := charged_gpus(c, gpu)])
-
-init_containers := container_list("initContainers")
-
-sidecar(c) if object.get(c, "restartPolicy", null) == "Always"
-
-sidecar_gpus_before(i) := sum([container_gpus(c) |
-	some j
-	c := init_containers[j]
-	j < i
-	sidecar(c)
-])
-
-running_gpus := sum([container_gpus(c) | some c in container_list("containers")]) + sidecar_gpus_before(count(init_containers))
-
-init_peaks contains container_gpus(c) + sidecar_gpus_before(i) if {
-	some i
-	c := init_containers[i]
-	not sidecar(c)
-}
-
-pod_gpus := max(init_peaks | {running_gpus})
-
-gpu_quota := object.get(namespace_inventory, "gpu_quota", site.default_gpu_quota)
-
-gpus_used := object.get(namespace_inventory, "gpus_used", 0)
-
-deny contains {"rule": "POD-GPU-002", "message": msg} if {
-	pod_gpus > 0
-	pod_gpus + gpus_used > gpu_quota
-	msg := sprintf("pod %s: %v GPUs (+%v in use) exceed the quota of %v in namespace %s", [pod_name, pod_gpus, gpus_used, gpu_quota, namespace])
-}
-
-# POD-IMG-001: images only from allowed registries.
-registry_allowed(image) if {
-	some prefix in site.allowed_registries
-	startswith(image, concat("", [trim_right(prefix, "/"), "/"]))
-}
-
-images contains [container_name(c), image] if {
-	some c in containers
-	image := object.get(c, "image", null)
-	is_string(image)
-}
-
-deny contains {"rule": "POD-IMG-001", "message": msg} if {
-	some entry in images
-	name := entry[0]
-	image := entry[1]
-	not registry_allowed(image)
-	msg := sprintf("pod %s: container %s image %s is not from an allowed registry", [pod_name, name, image])
-}
-
-# POD-IMG-002: no ':latest' and no untagged images (a digest pins the image).
-last_segment(image) := parts[count(parts) - 1] if parts := split(image, "/")
-
-image_tag(image) := tag if {
-	not contains(image, "@")
-	seg := last_segment(image)
-	contains(seg, ":")
-	parts := split(seg, ":")
-	tag := parts[count(parts) - 1]
-}
-
-unpinned(image) if {
-	not contains(image, "@")
-	not contains(last_segment(image), ":")
-}
-
-unpinned(image) if image_tag(image) == "latest"
-
-deny contains {"rule": "POD-IMG-002", "message": msg} if {
-	some entry in images
-	name := entry[0]
-	image := entry[1]
-	unpinned(image)
-	msg := sprintf("pod %s: container %s image %s is untagged or :latest", [pod_name, name, image])
-}
-
-# POD-SEC-001: runAsNonRoot, set on the pod or on every container (the container wins).
-pod_non_root := object.get(as_object(object.get(spec, "securityContext", {})), "runAsNonRoot", false)
-
-deny contains {"rule": "POD-SEC-001", "message": msg} if {
-	some c in containers
-	object.get(security_context(c), "runAsNonRoot", pod_non_root) != true
-	msg := sprintf("pod %s: container %s does not set runAsNonRoot", [pod_name, container_name(c)])
-}
-
-# POD-RES-001: cpu and memory limits on every container.
-deny contains {"rule": "POD-RES-001", "message": msg} if {
-	some c in containers
-	some r in ["cpu", "memory"]
-	resource(c, "limits", r) == null
-	msg := sprintf("pod %s: container %s has no %s limit", [pod_name, container_name(c), r])
-}
+# hostUsers: false runs the pod in a user namespace (Kubernetes 1.35+ relaxes some checks).
+user_namespaces if spec.hostUsers == false

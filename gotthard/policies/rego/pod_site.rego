@@ -1,0 +1,236 @@
+# The site's own rules of the pod admission policy (package gotthard.admission.pod; the shared
+# reads, the input shape and POD-INPUT-001 are in pod.rego, which documents the package).
+package gotthard.admission.pod
+
+import rego.v1
+
+# --- site rules ----------------------------------------------------------------------
+
+# POD-PRIV-001: no privileged containers (also the Baseline "Privileged Containers" control).
+deny contains {"rule": "POD-PRIV-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	"privileged" in security_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	c.securityContext.privileged == true
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " is privileged"])
+}
+
+# POD-HOSTPATH-001: hostPath volumes only under allow-listed paths.
+hostpath_allowed(path) if {
+	some allowed in site.hostpath_allowlist
+	path == allowed
+}
+
+hostpath_allowed(path) if {
+	some allowed in site.hostpath_allowlist
+	startswith(path, concat("", [trim_right(allowed, "/"), "/"]))
+}
+
+deny contains {"rule": "POD-HOSTPATH-001", "message": msg} if {
+	some index, v in volume_list
+	is_object(v)
+	path := v.hostPath.path
+	is_string(path)
+	not hostpath_allowed(path)
+	msg := concat("", ["pod ", pod_name, ": hostPath ", path, " is not allow-listed"])
+}
+
+# POD-HOSTNET-001: hostNetwork only in namespaces labelled for MPI/NCCL workloads.
+namespace_inventory := data.gotthard.inventory.namespaces[namespace] if is_object(data.gotthard.inventory.namespaces[namespace])
+
+else := {}
+
+namespace_labels := namespace_inventory.labels if is_object(namespace_inventory.labels)
+
+else := {}
+
+hostnetwork_namespace if {
+	value := namespace_labels[site.hostnetwork_label.key]
+	value in site.hostnetwork_label.values
+}
+
+deny contains {"rule": "POD-HOSTNET-001", "message": msg} if {
+	spec.hostNetwork == true
+	not hostnetwork_namespace
+	msg := concat("", ["pod ", pod_name, ": hostNetwork in namespace ", namespace, ", which is not labelled ", site.hostnetwork_label.key, " for MPI/NCCL"])
+}
+
+# POD-GPU-001: GPU requests equal limits.
+# The containers that request or limit GPUs, with their whole GPUs by resource: numbers and
+# strings of digits (malformed values are left out: POD-INPUT-001 denies them). Computed only for a pod that names a GPU.
+gpu_pod if {
+	some group in container_lists
+	some c in spec[group]
+	some kind in ["requests", "limits"]
+	some gpu in site.gpu_resources
+	c.resources[kind][gpu]
+}
+
+gpu_containers := [{"group": group, "position": position, "c": c, "requests": requests, "limits": limits} |
+	gpu_pod
+	some group in container_lists
+	list := spec[group]
+	is_array(list)
+	some position
+	c := list[position]
+	requests := object.union(
+		{gpu: n | some gpu in site.gpu_resources; n := c.resources.requests[gpu]; is_number(n); n >= 0; n == floor(n)},
+		{gpu: n | some gpu in site.gpu_resources; v := c.resources.requests[gpu]; is_string(v); v != ""; trim_left(v, digits) == ""; n := to_number(v)},
+	)
+	limits := object.union(
+		{gpu: n | some gpu in site.gpu_resources; n := c.resources.limits[gpu]; is_number(n); n >= 0; n == floor(n)},
+		{gpu: n | some gpu in site.gpu_resources; v := c.resources.limits[gpu]; is_string(v); v != ""; trim_left(v, digits) == ""; n := to_number(v)},
+	)
+	count(requests) + count(limits) > 0
+]
+
+deny contains {"rule": "POD-GPU-001", "message": msg, "container": object.get(g.c, "name", "<unnamed>"), "image": object.get(g.c, "image", "")} if {
+	some g in gpu_containers
+	some gpu, request in g.requests
+	request != object.get(g.limits, gpu, 0)
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(g.c, "name", "<unnamed>"), " requests ", sprintf("%v", [request]), " ", gpu, " but its limit differs"])
+}
+
+# POD-GPU-002: the pod's GPUs stay within the namespace's quota.
+# A container is charged the larger of its GPU request and limit (they differ only in a pod
+# POD-GPU-001 denies). Kubernetes charges a pod max(sum of app containers + sidecars,
+# each init container + the sidecars started before it); init containers run one at a time,
+# sidecars (init containers with restartPolicy Always) keep running. Ephemeral containers
+# are not charged.
+# (regopy loses an outer comprehension's variables inside an inner comprehension, and
+# expressions in a comprehension's head: the inner sums are functions that bind each value
+# in the body.)
+gpu_charges := [{"group": g.group, "position": g.position, "gpus": charged_gpus(g.requests, g.limits), "sidecar": sidecar} |
+	some g in gpu_containers
+	g.group != "ephemeralContainers"
+	sidecar := object.get(g.c, "restartPolicy", null) == "Always"
+]
+
+charged_gpus(requests, limits) := sum([n |
+	some gpu in site.gpu_resources
+	n := max([object.get(requests, gpu, 0), object.get(limits, gpu, 0)])
+])
+
+sidecar_gpus_before(position) := sum([n | some s in sidecar_charges; s.position < position; n := s.gpus])
+
+sidecar_charges := [c | some c in gpu_charges; c.group == "initContainers"; c.sidecar]
+
+running_gpus := sum([n | some c in gpu_charges; c.group == "containers"; n := c.gpus]) + sum([n | some c in sidecar_charges; n := c.gpus])
+
+init_peaks := [peak |
+	some c in gpu_charges
+	c.group == "initContainers"
+	not c.sidecar
+	peak := c.gpus + sidecar_gpus_before(c.position)
+]
+
+pod_gpus := max(array.concat(init_peaks, [running_gpus]))
+
+gpu_quota := object.get(namespace_inventory, "gpu_quota", site.default_gpu_quota)
+
+gpus_used := object.get(namespace_inventory, "gpus_used", 0)
+
+deny contains {"rule": "POD-GPU-002", "message": msg} if {
+	gpu_pod
+	pod_gpus > 0
+	pod_gpus + gpus_used > gpu_quota
+	msg := concat("", ["pod ", pod_name, ": ", sprintf("%v GPUs (+%v in use) exceed the quota of %v", [pod_gpus, gpus_used, gpu_quota]), " in namespace ", namespace])
+}
+
+# POD-IMG-001: images only from allowed registries, never from denied ones; an image equal
+# to an allowed_images entry is allowed whatever its registry. A registry entry matches the
+# images below it ("<entry>/...").
+registry_prefixes(registries) := [concat("", [trim_right(r, "/"), "/"]) | some r in registries]
+
+allowed_prefixes := registry_prefixes(site.allowed_registries)
+
+denied_prefixes := registry_prefixes(object.get(site, "denied_registries", []))
+
+allowed_images := object.get(site, "allowed_images", [])
+
+deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	is_string(c.image)
+	not c.image in allowed_images
+	count([p | some p in allowed_prefixes; startswith(c.image, p)]) == 0
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is not from an allowed registry"])
+}
+
+deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	is_string(c.image)
+	not c.image in allowed_images
+	some p in denied_prefixes
+	startswith(c.image, p)
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is from a denied registry"])
+}
+
+# POD-IMG-002: no ':latest' and no untagged images (a digest pins the image). `tag` is the
+# image's last path segment split at ":".
+deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	is_string(c.image)
+	not contains(c.image, "@")
+	parts := split(c.image, "/")
+	count(split(parts[count(parts) - 1], ":")) == 1
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is untagged or :latest"])
+}
+
+deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	is_string(c.image)
+	not contains(c.image, "@")
+	parts := split(c.image, "/")
+	tag := split(parts[count(parts) - 1], ":")
+	tag[count(tag) - 1] == "latest"
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is untagged or :latest"])
+}
+
+# POD-IMG-003: images pinned by digest (image@sha256:...), when the site requires it.
+deny contains {"rule": "POD-IMG-003", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	site.require_image_digest == true
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	is_string(c.image)
+	not contains(c.image, "@")
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is not pinned by digest"])
+}
+
+# POD-SEC-001: runAsNonRoot, set on the pod or on every container (the container wins).
+deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	"runAsNonRoot" in security_keys
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	c.securityContext.runAsNonRoot != true
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set runAsNonRoot"])
+}
+
+deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	not pod_security.runAsNonRoot == true
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	count([v | v := c.securityContext.runAsNonRoot]) == 0
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set runAsNonRoot"])
+}
+
+# POD-RES-001: cpu and memory limits on every container.
+deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	some group in container_lists
+	some position, c in spec[group]
+	is_object(c)
+	some r in ["cpu", "memory"]
+	count([v | v := c.resources.limits[r]; v != null]) == 0
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " has no ", r, " limit"])
+}

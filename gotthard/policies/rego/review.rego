@@ -1,0 +1,69 @@
+# The object under admission review as the pod policy's input: the Rego twin of the
+# dispatch `gotthard policy eval` does in Python (engine.py: unwrap, _pod_from_workload,
+# review_doc). Used by the OPA bundle's webhook (input: an AdmissionReview) and, with
+# input.request re-targeted to input.review, by the Gatekeeper templates.
+package gotthard.review
+
+import rego.v1
+
+object_or_empty(x) := x if is_object(x)
+
+else := {}
+
+request := object_or_empty(input.request)
+
+obj := object_or_empty(object.get(request, "object", {}))
+
+kind := object.get(obj, "kind", "")
+
+operation := upper(object.get(request, "operation", "CREATE")) if is_string(object.get(request, "operation", null))
+
+else := "CREATE"
+
+# The kinds the pod policy judges, and the path of the pod spec in each.
+pod_kinds := {"Pod", "Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob"}
+
+spec_path("Pod") := ["spec"]
+
+spec_path("CronJob") := ["spec", "jobTemplate", "spec", "template", "spec"]
+
+spec_path(k) := ["spec", "template", "spec"] if not k in {"Pod", "CronJob"}
+
+is_pod_object if kind in pod_kinds
+
+pod_shaped(o, ns) := {
+	"kind": "Pod",
+	"metadata": {
+		"name": object.get(object_or_empty(object.get(o, "metadata", {})), "name", "<unnamed>"),
+		"namespace": ns,
+	},
+	"spec": object.get(o, spec_path(object.get(o, "kind", "")), null),
+}
+
+metadata := object_or_empty(object.get(obj, "metadata", {}))
+
+# As `policy eval`: the object's namespace, else the request's, else "default".
+request_namespace := ns if {
+	ns := object.get(request, "namespace", null)
+	ns
+	ns != ""
+} else := "default"
+
+namespace := object.get(metadata, "namespace", request_namespace)
+
+old := object.get(request, "oldObject", null)
+
+review_doc := {"operation": operation, "kind": kind, "old": pod_shaped(old, namespace)} if is_object(old)
+
+else := {"operation": operation, "kind": kind}
+
+pod := object.union(pod_shaped(obj, namespace), {"review": review_doc})
+
+# The constraints' view of the review (constrain.rego context).
+ctx := data.gotthard.constrain.context({"namespace": namespace}, review_doc, significant_update)
+
+# Only an UPDATE with an old object can be significant; the specs are read only then.
+significant_update := data.gotthard.constrain.images_changed(object.get(obj, spec_path(kind), null), object.get(old, spec_path(kind), null)) if {
+	operation == "UPDATE"
+	is_object(old)
+} else := false

@@ -1,0 +1,66 @@
+"""The shipped pod test cases as admission reviews, and the verdicts ``policy eval`` gives
+them: what the OPA bundle and the Gatekeeper templates must reproduce."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+from gotthard.policies import constraints, testing
+from gotthard.policies import engine as eng
+from gotthard.policies.settings import PoliciesConfig
+
+#: Constraints the equivalence is checked under, besides the default profile.
+SETTINGS = {
+    "hybrid-hpc": PoliciesConfig(),
+    "tuned": PoliciesConfig.model_validate(
+        {
+            "rules": {
+                "POD-IMG-002": {"mode": "warn"},
+                "POD-RES-001": {"enabled": False},
+                "POD-PRIV-001": {"exempt_images": ["registry.gotthard.example.org/legacy/*"]},
+            }
+        }
+    ),
+}
+
+
+def pod_table() -> dict[str, Any]:
+    return testing.load_tables()["pod.yml"]
+
+
+def constrained(settings: PoliciesConfig) -> tuple[dict[str, Any], list[constraints.RuleState]]:
+    """``data.gotthard`` of the pod table under *settings*."""
+    return constraints.resolve(settings, eng.build_data(pod_table().get("data")))
+
+
+def admission_review(obj: Any, operation: str = "CREATE", old: Any = None) -> dict[str, Any]:
+    request: dict[str, Any] = {"uid": "test-uid", "operation": operation, "object": obj}
+    if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+        request["namespace"] = obj["metadata"].get("namespace", "")
+    if old is not None:
+        request["oldObject"] = old
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def reviews() -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, AdmissionReview) of every pod case ``policy eval`` can read (cases that are
+    input errors, exit 2, have no verdict to compare), plus UPDATE and DELETE reviews."""
+    engine = eng.EmbeddedEngine(eng.build_data(pod_table().get("data")))
+    for case in pod_table()["cases"]:
+        try:
+            eng.evaluate(engine, case["input"], policy="pod")
+        except eng.PolicyError:
+            continue
+        obj = case["input"]
+        yield case["name"], admission_review(obj)
+        yield f"{case['name']} (UPDATE, unchanged)", admission_review(obj, "UPDATE", obj)
+        yield f"{case['name']} (UPDATE, no old object)", admission_review(obj, "UPDATE")
+        yield f"{case['name']} (DELETE)", admission_review(None, "DELETE", copy.deepcopy(obj))
+
+
+def eval_verdict(engine: eng.Engine, review: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(denied rule ids, warned rule ids) of ``policy eval`` on *review*."""
+    verdict = eng.judge(engine, review)
+    return sorted({v.rule for v in verdict.deny}), sorted({v.rule for v in verdict.warn})

@@ -1,0 +1,143 @@
+"""``gotthard policy gatekeeper``: the ConstraintTemplates' shape, and their verdicts on the
+Gatekeeper input shape equal ``policy eval`` on the same cases."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import regopy
+import yaml
+
+from gotthard.policies import adapt, gatekeeper
+from gotthard.policies import engine as eng
+from tests.policies.admission_cases import SETTINGS, constrained, eval_verdict, reviews
+from tests.policies.conftest import GOOD_POD
+from tests.support.cli import run_in_process
+
+REVIEWS = list(reviews())
+
+
+class Templates:
+    """Every ConstraintTemplate's Rego and libs in one engine, evaluated as Gatekeeper
+    does: input ``{"review": <AdmissionRequest>, "parameters": <Constraint parameters>}``,
+    query ``data.<package>.violation``."""
+
+    def __init__(self, pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        self.pairs = pairs
+        interp = regopy.Interpreter()
+        self.packages: dict[str, str] = {}
+        libs: list[str] = []
+        for rule, (template, _) in pairs.items():
+            target = template["spec"]["targets"][0]
+            libs = libs or target["libs"]
+            assert target["libs"] == libs  # every template carries the same libraries
+            package = target["rego"].split("\n", 1)[0].split()[1]
+            self.packages[rule] = package
+            interp.add_module(f"{package}.rego", target["rego"])
+        for n, lib in enumerate(libs):
+            interp.add_module(f"lib{n}.rego", lib)
+        self.entrypoints = {rule: f"{pkg}/violation" for rule, pkg in self.packages.items()}
+        self.compiled = interp.build(None, sorted(self.entrypoints.values()))
+        self.runner = regopy.Interpreter()
+
+    def violations(self, rule: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+        _, constraint = self.pairs[rule]
+        doc = {"review": request, "parameters": constraint["spec"].get("parameters", {})}
+        self.runner.set_input_term(json.dumps(doc))
+        out = self.runner.query_bundle_entrypoint(self.compiled, self.entrypoints[rule])
+        assert out.ok(), rule
+        result = json.loads(out.expressions().json())[0] if len(out) else []
+        return result or []
+
+
+@pytest.fixture(scope="module", params=sorted(SETTINGS))
+def setup(request: pytest.FixtureRequest) -> tuple[Templates, eng.EmbeddedEngine, dict[str, Any]]:
+    data, states = constrained(SETTINGS[request.param])
+    pairs = gatekeeper.manifests(data, states)
+    return Templates(pairs), eng.EmbeddedEngine(data), {s.rule.id: s for s in states}
+
+
+def test_cli_writes_templates_and_constraints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "site.toml"
+    config.write_text(
+        '[policies.rules.POD-IMG-002]\nmode = "warn"\nexempt_images = ["nvcr.io/*"]\n'
+        '[policies.rules.POD-PRIV-001]\nexempt_namespaces = ["kube-system"]\n'
+        'exempt_namespace_labels = ["tier=system", "tier=infra"]\n'
+        "[policies.rules.POD-RES-001]\nenabled = false\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "gk"
+    assert run_in_process("--config", str(config), "policy", "gatekeeper", "--out", str(out)) == 0
+    templates = {p.stem: yaml.safe_load(p.read_text()) for p in (out / "templates").iterdir()}
+    constraints = {p.stem: yaml.safe_load(p.read_text()) for p in (out / "constraints").iterdir()}
+    assert set(templates) == set(constraints)
+    assert "gotthardpodres001" not in templates  # disabled: no template
+    assert "gotthardpodpriv001" in templates
+    for name, template in templates.items():
+        assert template["apiVersion"] == "templates.gatekeeper.sh/v1"
+        assert template["kind"] == "ConstraintTemplate"
+        kind = template["spec"]["crd"]["spec"]["names"]["kind"]
+        assert template["metadata"]["name"] == kind.lower() == name
+        schema = template["spec"]["crd"]["spec"]["validation"]["openAPIV3Schema"]
+        assert schema["type"] == "object" and "exemptImages" in schema["properties"]
+        target = template["spec"]["targets"][0]
+        assert target["target"] == "admission.k8s.gatekeeper.sh"
+        assert "violation contains" in target["rego"]
+        for source in [target["rego"], *target["libs"]]:
+            # Gatekeeper: no data but data.inventory and the libraries, libraries under lib.
+            assert all(
+                r.startswith(("data.lib.", "data.inventory")) for r in adapt.data_refs(source)
+            )
+        for lib in target["libs"]:
+            assert any(line.startswith("package lib.") for line in lib.splitlines())
+        constraint = constraints[name]
+        assert constraint["apiVersion"] == "constraints.gatekeeper.sh/v1beta1"
+        assert constraint["kind"] == kind
+        assert {"Pod", "Deployment", "CronJob"} <= {
+            k for group in constraint["spec"]["match"]["kinds"] for k in group["kinds"]
+        }
+    assert constraints["gotthardpodimg002"]["spec"]["enforcementAction"] == "warn"
+    assert constraints["gotthardpodimg002"]["spec"]["parameters"]["exemptImages"] == ["nvcr.io/*"]
+    priv = constraints["gotthardpodpriv001"]["spec"]
+    assert priv["enforcementAction"] == "deny"
+    assert priv["match"]["excludedNamespaces"] == ["kube-system"]
+    assert priv["match"]["namespaceSelector"] == {
+        "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["system", "infra"]}]
+    }
+
+
+def test_parameters_reach_the_template(
+    setup: tuple[Templates, eng.EmbeddedEngine, dict[str, Any]],
+) -> None:
+    """A Constraint's parameter replaces the site value of the same name."""
+    templates, _, _ = setup
+    pod = copy.deepcopy(GOOD_POD)
+    pod["spec"]["containers"][0]["image"] = "quay.io/x/y:1.0"
+    request = {"operation": "CREATE", "namespace": "web", "object": pod}
+    assert templates.violations("POD-IMG-001", request)
+    templates.pairs["POD-IMG-001"][1]["spec"]["parameters"] = {"allowed_registries": ["quay.io"]}
+    try:
+        assert templates.violations("POD-IMG-001", request) == []
+    finally:
+        templates.pairs["POD-IMG-001"][1]["spec"]["parameters"] = {}
+
+
+@pytest.mark.parametrize(("name", "review"), REVIEWS, ids=[name for name, _ in REVIEWS])
+def test_template_verdicts_equal_policy_eval(
+    setup: tuple[Templates, eng.EmbeddedEngine, dict[str, Any]], name: str, review: dict[str, Any]
+) -> None:
+    templates, engine, states = setup
+    denied, warned = eval_verdict(engine, review)
+    for rule, state in states.items():
+        if rule not in templates.pairs:
+            assert not state.enabled or state.rule.policy != "pod"
+            continue
+        fired = bool(templates.violations(rule, review["request"]))
+        expected = rule in (denied if state.mode == "enforce" else warned)
+        assert fired is expected, rule
