@@ -1,0 +1,83 @@
+"""``gotthard deploy render --target kubernetes|systemd|prometheus --out DIR``.
+
+Exit status: 0 written; 2 a bad target, an unwritable directory or a site model that
+cannot be rendered (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from gotthard import config as configuration
+from gotthard.config import Config
+from gotthard.deploy.manifest import RenderError, write
+
+TARGETS = ("kubernetes", "systemd", "prometheus")
+
+
+def add_cli(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "deploy", help="deployment: Kubernetes manifests, systemd units, scrape configs"
+    )
+    sub = parser.add_subparsers(dest="deploy_command", metavar="ACTION")
+    sub.required = True
+    render = sub.add_parser(
+        "render",
+        help="write the deployment of every role for one target",
+        description="Render the deployment of every role from the site model and [deploy].",
+    )
+    render.add_argument("--target", required=True, metavar="|".join(TARGETS))
+    render.add_argument("--out", required=True, metavar="DIR", help="directory to write to")
+    render.set_defaults(handler=cmd_render)
+
+
+def _site_toml(args: argparse.Namespace, cfg: Config) -> str:
+    """The site file as given (it becomes the pods' ConfigMap), or the names alone."""
+    path = (
+        getattr(args, configuration.SUB_CONFIG_DEST, None)
+        or getattr(args, "config", None)
+        or os.environ.get(configuration.ENV_VAR)
+    )
+    if path:
+        try:
+            return Path(path).read_text(encoding="utf-8")
+        except OSError as err:
+            raise RenderError(f"{path}: cannot read: {err.strerror or err}") from None
+    return f'site = "{cfg.site}"\ncluster = "{cfg.cluster}"\n'
+
+
+def render_files(target: str, cfg: Config, site_toml: str) -> dict[str, str]:
+    """Relative path -> text of what *target* consists of."""
+    deploy = cfg.deploy
+    if target == "kubernetes":
+        from gotthard.deploy import kubernetes, waivers
+
+        files = kubernetes.render(cfg, deploy.kubernetes, site_toml)
+        files.update(waivers.render(deploy.kubernetes))
+        return files
+    if target == "systemd":
+        from gotthard.deploy import systemd
+
+        return systemd.render(cfg, deploy.systemd, deploy.kubernetes)
+    if target == "prometheus":
+        from gotthard.deploy import prometheus
+
+        return prometheus.render(cfg, deploy.prometheus)
+    raise RenderError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
+
+
+def cmd_render(args: argparse.Namespace, cfg: Config) -> int:
+    try:
+        if args.target not in TARGETS:  # checked before anything is read or written
+            raise RenderError(f"unknown target {args.target!r}; known: {', '.join(TARGETS)}")
+        files = render_files(args.target, cfg, _site_toml(args, cfg))
+        written = write(Path(args.out), files)
+    except RenderError as err:
+        print(f"gotthard deploy: {err}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(written)} files to {args.out}")
+    return 0

@@ -1,0 +1,541 @@
+"""``gotthard deploy render --target kubernetes``: the manifests of every role.
+
+Two namespaces: the node exporter DaemonSet reads the host (hostPath ``/proc``, ``/sys``,
+the kubelet's pod-resources socket, optionally hostPID), which only the Pod Security
+Standards' *privileged* level admits, so it has a namespace of its own; every other
+role only talks to APIs and runs in a namespace that enforces *restricted*. Each
+container runs as a non-root user, drops every capability, cannot escalate, uses the
+runtime's seccomp profile and a read-only root file system (writable paths are
+emptyDirs).
+
+Every object carries the ``gotthard.io/site`` and ``gotthard.io/cluster`` labels of the
+site model, and the ServiceMonitors/PodMonitor add ``site`` and ``cluster`` to every
+scraped series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gotthard import __version__
+from gotthard.config import Config
+from gotthard.deploy import rbac
+from gotthard.deploy.manifest import dump, dump_all
+from gotthard.deploy.roles import AUDIT, DR, NODE_EXPORTER, RUNBOOKS, SLURM_EXPORTER, Role
+from gotthard.deploy.settings import KubernetesDeploy
+
+#: Where the site file (the ConfigMap) is mounted, and the variable naming it.
+CONFIG_DIR = "/etc/gotthard"
+CONFIG_MAP = "gotthard-site"
+SITE_FILE = "site.toml"
+TOKEN_DIR = "/var/run/secrets/gotthard"
+POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
+MUNGE_DIR = "/run/munge"
+SLURM_CONF_DIR = "/etc/slurm"
+
+HOST_PID_WHY = (
+    "hostPID: NVML lists the processes on a GPU by their PID in the host's PID namespace;\n"
+    "the exporter maps each PID to its Slurm job through /proc/<pid>/cgroup, which only\n"
+    "works when it sees the host's processes. [deploy.kubernetes] host_pid = false turns\n"
+    "it off: GPUs are then attributed to pods only (kubelet pod-resources socket)."
+)
+TOKEN_FILE_WHY = (
+    "Secret files are owned by root: the non-root user reads the token through fsGroup\n"
+    "(mode 0440), which the webhook refuses unless --insecure-token-file is given."
+)
+
+
+def image(settings: KubernetesDeploy) -> str:
+    return f"{settings.image_registry}/gotthard:{settings.image_tag or __version__}"
+
+
+def labels(cfg: Config, role: Role | None = None) -> dict[str, str]:
+    """Labels of every object: Gotthard's, the component, and the site model's names."""
+    out = {
+        "app.kubernetes.io/name": "gotthard",
+        "app.kubernetes.io/part-of": "gotthard",
+        "app.kubernetes.io/managed-by": "gotthard",
+        "gotthard.io/site": cfg.site,
+        "gotthard.io/cluster": cfg.cluster,
+    }
+    if role is not None:
+        out["app.kubernetes.io/component"] = role.name
+    return out
+
+
+def selector(role: Role) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "gotthard", "app.kubernetes.io/component": role.name}
+
+
+def _meta(cfg: Config, name: str, namespace: str, role: Role | None = None) -> dict[str, Any]:
+    return {"name": name, "namespace": namespace, "labels": labels(cfg, role)}
+
+
+def pod_security(settings: KubernetesDeploy) -> dict[str, Any]:
+    """Pod securityContext of the restricted profile."""
+    uid = settings.run_as_user
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "fsGroup": uid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def _mount(name: str, path: str, read_only: bool = True) -> dict[str, Any]:
+    return {"name": name, "mountPath": path, "readOnly": read_only}
+
+
+def _host_path(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "hostPath": {"path": path, "type": "Directory"}}
+
+
+def container(
+    role: Role,
+    settings: KubernetesDeploy,
+    args: list[str],
+    *,
+    mounts: Sequence[dict[str, Any]] = (),
+    env: Sequence[dict[str, Any]] = (),
+    cpu: str = "500m",
+    memory: str = "256Mi",
+) -> dict[str, Any]:
+    """The role's one container: ``gotthard ARGS`` with the site file and /tmp mounted."""
+    out: dict[str, Any] = {
+        "name": role.name,
+        "image": image(settings),
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": ["gotthard"],
+        "args": args,
+        "env": [{"name": "GOTTHARD_CONFIG", "value": f"{CONFIG_DIR}/{SITE_FILE}"}, *env],
+        "securityContext": CONTAINER_SECURITY,
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "64Mi"},
+            "limits": {"cpu": cpu, "memory": memory},
+        },
+        "volumeMounts": [_mount("site", CONFIG_DIR), _mount("tmp", "/tmp", False), *mounts],
+    }
+    if role.port:
+        out["ports"] = [{"name": "metrics", "containerPort": role.port, "protocol": "TCP"}]
+        probe = {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 20}
+        out["livenessProbe"] = {**probe, "initialDelaySeconds": 10}
+        out["readinessProbe"] = probe
+    return out
+
+
+def pod_spec(
+    role: Role,
+    settings: KubernetesDeploy,
+    main: dict[str, Any],
+    volumes: Sequence[dict[str, Any]] = (),
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "serviceAccountName": role.full_name,
+        "automountServiceAccountToken": role.kube_api,
+        **extra,
+        "securityContext": pod_security(settings),
+        "containers": [main],
+        "volumes": [
+            {"name": "site", "configMap": {"name": CONFIG_MAP}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+            *volumes,
+        ],
+    }
+
+
+def _template(cfg: Config, role: Role, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"labels": labels(cfg, role)}, "spec": spec}
+
+
+def listen(role: Role) -> str:
+    return f"0.0.0.0:{role.port}"
+
+
+# --- workloads -------------------------------------------------------------------------------
+
+
+def node_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
+    """The GPU/node exporter DaemonSet (its hostPID is explained by :data:`HOST_PID_WHY`)."""
+    args = [
+        "exporter",
+        f"--collectors={','.join(settings.node_collectors)}",
+        f"--listen={listen(NODE_EXPORTER)}",
+        "--path.procfs=/host/proc",
+        "--path.sysfs=/host/sys",
+    ]
+    mounts = [
+        _mount("proc", "/host/proc"),
+        _mount("sys", "/host/sys"),
+        _mount("pod-resources", POD_RESOURCES_DIR),
+    ]
+    main = container(
+        NODE_EXPORTER,
+        settings,
+        args,
+        mounts=mounts,
+        # the NVIDIA container runtime exposes every GPU to a pod that asks for none
+        env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}],
+    )
+    extra: dict[str, Any] = {}
+    if settings.host_pid:
+        extra["hostPID"] = True
+    extra["nodeSelector"] = dict(settings.node_selector)
+    extra["tolerations"] = [
+        {k: v for k, v in t.model_dump().items() if v} for t in settings.tolerations
+    ]
+    spec = pod_spec(
+        NODE_EXPORTER,
+        settings,
+        main,
+        [
+            _host_path("proc", "/proc"),
+            _host_path("sys", "/sys"),
+            _host_path("pod-resources", POD_RESOURCES_DIR),
+        ],
+        **extra,
+    )
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": _meta(cfg, NODE_EXPORTER.full_name, settings.node_namespace, NODE_EXPORTER),
+        "spec": {
+            "selector": {"matchLabels": selector(NODE_EXPORTER)},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "template": _template(cfg, NODE_EXPORTER, spec),
+        },
+    }
+    return daemonset
+
+
+def slurm_namespace(settings: KubernetesDeploy) -> str:
+    """The munge socket is a hostPath: that Slurm exporter needs the privileged namespace."""
+    return settings.node_namespace if settings.slurm_auth == "munge" else settings.namespace
+
+
+def slurm_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
+    args = ["exporter", "--collectors=slurm", f"--listen={listen(SLURM_EXPORTER)}"]
+    env: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    if settings.slurm_auth == "munge":
+        # squeue/sinfo in the image authenticate through the node's munged
+        args.append("--slurm.backend=cli")
+        mounts = [_mount("munge", MUNGE_DIR), _mount("slurm-conf", SLURM_CONF_DIR)]
+        volumes = [_host_path("munge", MUNGE_DIR), _host_path("slurm-conf", SLURM_CONF_DIR)]
+    else:
+        args.append("--slurm.backend=rest")
+        secret = {"name": settings.slurm_token_secret, "key": "token"}
+        env = [{"name": "SLURM_JWT", "valueFrom": {"secretKeyRef": secret}}]
+    main = container(SLURM_EXPORTER, settings, args, mounts=mounts, env=env)
+    extra = {"nodeSelector": dict(settings.node_selector)} if volumes else {}
+    spec = pod_spec(SLURM_EXPORTER, settings, main, volumes, **extra)
+    return _deployment(cfg, SLURM_EXPORTER, slurm_namespace(settings), spec, 1)
+
+
+def dr_daemon(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
+    args = ["dr", "daemon", f"--listen={listen(DR)}"]
+    # the job store and placement state (/var/lib/gotthard by default) live per pod: the
+    # leader rebuilds its jobs from the site file; use a PostgreSQL jobstore_url to share
+    main = container(DR, settings, args, mounts=[_mount("state", "/var/lib/gotthard", False)])
+    spec = pod_spec(
+        DR,
+        settings,
+        main,
+        [{"name": "state", "emptyDir": {"sizeLimit": "256Mi"}}],
+        affinity={
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": selector(DR)},
+                            "topologyKey": "kubernetes.io/hostname",
+                        },
+                    }
+                ]
+            }
+        },
+    )
+    return _deployment(cfg, DR, settings.namespace, spec, 2)
+
+
+def runbooks(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
+    args = [
+        "runbooks",
+        "serve",
+        f"--listen={listen(RUNBOOKS)}",
+        f"--token-file={TOKEN_DIR}/token",
+        "--insecure-token-file",
+        "--audit-log=/var/log/gotthard/runbooks-audit.jsonl",
+    ]
+    mounts = [_mount("token", TOKEN_DIR), _mount("audit", "/var/log/gotthard", False)]
+    main = container(RUNBOOKS, settings, args, mounts=mounts)
+    volumes = [
+        {
+            "name": "token",
+            "secret": {"secretName": settings.runbooks_token_secret, "defaultMode": 0o440},
+        },
+        {"name": "audit", "emptyDir": {"sizeLimit": "256Mi"}},
+    ]
+    spec = pod_spec(RUNBOOKS, settings, main, volumes)
+    return _deployment(cfg, RUNBOOKS, settings.namespace, spec, 1)
+
+
+def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
+    main = container(AUDIT, settings, ["audit", "cluster"], cpu="1", memory="512Mi")
+    spec = pod_spec(AUDIT, settings, main, restartPolicy="Never")
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": _meta(cfg, AUDIT.full_name, settings.namespace, AUDIT),
+        "spec": {
+            "schedule": settings.audit_schedule,
+            "concurrencyPolicy": "Forbid",
+            "jobTemplate": {"spec": {"backoffLimit": 1, "template": _template(cfg, AUDIT, spec)}},
+        },
+    }
+
+
+def _deployment(
+    cfg: Config, role: Role, namespace: str, spec: dict[str, Any], replicas: int
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(cfg, role.full_name, namespace, role),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector(role)},
+            "template": _template(cfg, role, spec),
+        },
+    }
+
+
+# --- services, monitors, policies ------------------------------------------------------------
+
+
+def service(cfg: Config, role: Role, namespace: str) -> dict[str, Any]:
+    port = {"name": "metrics", "port": role.port, "targetPort": "metrics", "protocol": "TCP"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _meta(cfg, role.full_name, namespace, role),
+        "spec": {"type": "ClusterIP", "selector": selector(role), "ports": [port]},
+    }
+
+
+def _site_relabelings(cfg: Config) -> list[dict[str, Any]]:
+    """``site`` and ``cluster`` on every series scraped, from the site model."""
+    return [
+        {"action": "replace", "targetLabel": "site", "replacement": cfg.site},
+        {"action": "replace", "targetLabel": "cluster", "replacement": cfg.cluster},
+    ]
+
+
+#: Monitor kind -> the key of its list of scrape endpoints.
+ENDPOINTS = {"ServiceMonitor": "endpoints", "PodMonitor": "podMetricsEndpoints"}
+
+
+def monitor(
+    cfg: Config, role: Role, namespace: str, settings: KubernetesDeploy, kind: str
+) -> dict[str, Any]:
+    """A ServiceMonitor (of the role's Service) or PodMonitor (of its pods): the
+    ``metrics`` port, with ``site`` and ``cluster`` set from the site model."""
+    meta = _meta(cfg, role.full_name, namespace, role)
+    meta["labels"].update(settings.monitor_labels)
+    endpoint = {
+        "port": "metrics",
+        "path": "/metrics",
+        "interval": "30s",
+        "scrapeTimeout": "10s",
+        "relabelings": _site_relabelings(cfg),
+    }
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": kind,
+        "metadata": meta,
+        "spec": {
+            "selector": {"matchLabels": selector(role)},
+            "namespaceSelector": {"matchNames": [namespace]},
+            ENDPOINTS[kind]: [endpoint],
+        },
+    }
+
+
+def _from_pods(namespace: str, pod_labels: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "podSelector": {"matchLabels": dict(pod_labels)},
+    }
+
+
+def network_policy(
+    cfg: Config, role: Role, namespace: str, settings: KubernetesDeploy
+) -> dict[str, Any]:
+    """Ingress to the role's port from Prometheus only (and Alertmanager, for the webhook)."""
+    peers = [_from_pods(settings.prometheus_namespace, settings.prometheus_pod_labels)]
+    if role == RUNBOOKS:
+        peers.append(_from_pods(settings.prometheus_namespace, settings.alertmanager_pod_labels))
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(cfg, role.full_name, namespace, role),
+        "spec": {
+            "podSelector": {"matchLabels": selector(role)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": peers, "ports": [{"protocol": "TCP", "port": role.port}]}],
+        },
+    }
+
+
+def default_deny(cfg: Config, namespace: str) -> dict[str, Any]:
+    """No ingress to any pod of the namespace unless a policy above allows it."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(cfg, "gotthard-default-deny-ingress", namespace),
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+
+
+def disruption_budget(cfg: Config, role: Role, namespace: str, **budget: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _meta(cfg, role.full_name, namespace, role),
+        "spec": {"selector": {"matchLabels": selector(role)}, **budget},
+    }
+
+
+def namespace(cfg: Config, name: str, level: str) -> dict[str, Any]:
+    """A namespace enforcing Pod Security Standards level *level*, auditing restricted."""
+    meta = _meta(cfg, name, "", None)
+    del meta["namespace"]
+    meta["labels"].update(
+        {
+            "pod-security.kubernetes.io/enforce": level,
+            "pod-security.kubernetes.io/enforce-version": "latest",
+            "pod-security.kubernetes.io/audit": "restricted",
+            "pod-security.kubernetes.io/audit-version": "latest",
+        }
+    )
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def site_config_map(cfg: Config, namespace: str, site_toml: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(cfg, CONFIG_MAP, namespace),
+        "data": {SITE_FILE: site_toml},
+    }
+
+
+# --- the whole output ------------------------------------------------------------------------
+
+
+def workloads(cfg: Config, settings: KubernetesDeploy) -> dict[str, list[dict[str, Any]]]:
+    """Role name -> its workload, Service, monitor, NetworkPolicy and PodDisruptionBudget."""
+    node_ns, slurm_ns = settings.node_namespace, slurm_namespace(settings)
+    # one DR replica keeps the Lease through a node drain
+    served = (
+        (SLURM_EXPORTER, slurm_exporter(cfg, settings), slurm_ns, {"maxUnavailable": 1}),
+        (DR, dr_daemon(cfg, settings), settings.namespace, {"minAvailable": 1}),
+        (RUNBOOKS, runbooks(cfg, settings), settings.namespace, {"maxUnavailable": 1}),
+    )
+    out = {
+        NODE_EXPORTER.name: [
+            node_exporter(cfg, settings),
+            monitor(cfg, NODE_EXPORTER, node_ns, settings, "PodMonitor"),
+            network_policy(cfg, NODE_EXPORTER, node_ns, settings),
+        ],
+        AUDIT.name: [audit(cfg, settings)],
+    }
+    for role, workload, ns, budget in served:
+        out[role.name] = [
+            workload,
+            service(cfg, role, ns),
+            monitor(cfg, role, ns, settings, "ServiceMonitor"),
+            network_policy(cfg, role, ns, settings),
+            disruption_budget(cfg, role, ns, **budget),
+        ]
+    return out
+
+
+def rule_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str, Any]]:
+    """The recording and alerting rules as PrometheusRules (one per component)."""
+    from gotthard.dashboards import deliver
+
+    monitoring = getattr(cfg, "monitoring", None)
+    groups = [
+        *deliver.recording_groups(monitoring),
+        *deliver.alerting_groups(
+            deliver.rules.DEFAULT_RUNBOOK_BASE_URL,
+            deliver.rules.DEFAULT_DASHBOARD_BASE_URL,
+            monitoring,
+        ),
+    ]
+    objects = deliver.prometheus_rules(
+        groups, namespace=settings.namespace, labels={**labels(cfg), **settings.monitor_labels}
+    )
+    return list(objects.values())
+
+
+def dashboard_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str, Any]]:
+    """The Grafana dashboards as ConfigMaps the Grafana sidecar loads (label
+    ``grafana_dashboard: "1"``, folder annotation)."""
+    from gotthard.dashboards import deliver, grafana
+
+    return [
+        deliver.dashboard_configmap(
+            dash,
+            namespace=settings.namespace,
+            folder=deliver.DEFAULT_FOLDER,
+            folder_annotation=deliver.DEFAULT_FOLDER_ANNOTATION,
+            labels=labels(cfg),
+        )
+        for dash in grafana.build_dashboards(getattr(cfg, "monitoring", None))
+    ]
+
+
+def render(cfg: Config, settings: KubernetesDeploy, site_toml: str) -> dict[str, str]:
+    """File name -> text of every manifest (``kubectl apply -f DIR``)."""
+    ns, node_ns = settings.namespace, settings.node_namespace
+    files = {
+        "00-namespaces.yaml": dump_all(
+            [
+                namespace(cfg, ns, "restricted"),
+                namespace(cfg, node_ns, "privileged"),
+                default_deny(cfg, ns),
+                default_deny(cfg, node_ns),
+                site_config_map(cfg, ns, site_toml),
+                site_config_map(cfg, node_ns, site_toml),
+            ]
+        )
+    }
+    access = rbac.documents(cfg, settings, labels(cfg))
+    pods = workloads(cfg, settings)
+    comments = {
+        NODE_EXPORTER.name: {"hostPID": HOST_PID_WHY} if settings.host_pid else {},
+        RUNBOOKS.name: {"secret": TOKEN_FILE_WHY},
+    }
+    for role_name, objects in pods.items():
+        files[f"{role_name}.yaml"] = dump_all(
+            [*access[role_name], *objects], comments.get(role_name)
+        )
+    for obj in rule_objects(cfg, settings):
+        files[f"rules-{obj['metadata']['name']}.yaml"] = dump(obj)
+    for obj in dashboard_objects(cfg, settings):
+        files[f"dashboard-{obj['metadata']['name']}.yaml"] = dump(obj)
+    return files
