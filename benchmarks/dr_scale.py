@@ -2,7 +2,10 @@
 """Scale benchmark of the DR daemon: 500 namespaces x 2 sites of backup schedules.
 
 Configuration: 500 ``[[dr.schedules]]`` (one namespace each, crons spread over the day)
-on 2 sites = 1,000 backup jobs + 2 storage-location jobs, in a SQLite job store on disk.
+on 2 sites = 1,000 backup jobs + 2 storage-location jobs, in a SQLite job store on disk,
+or (``--store postgresql``) in a private PostgreSQL cluster started with Debian's
+``initdb``/``pg_ctl`` (``tests/support/postgres.py``; the ``postgres`` extra's psycopg);
+``--store both`` measures both stores and prints ``{"sqlite": ..., "postgresql": ...}``.
 
 The Kubernetes/Velero side is stubbed at the LOWEST layer of the official client:
 ``ApiClient.rest_client.request`` is replaced by an in-memory Velero API (create = 201,
@@ -45,14 +48,17 @@ NAMESPACES = int(__import__("os").environ.get("DR_SCALE_NAMESPACES", "500"))
 SITES = ("zurich", "lugano")
 
 
-def settings(workdir: Path) -> Any:
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def settings(workdir: Path, url: str) -> Any:
     from gotthard.dr.settings import DrConfig
 
     return DrConfig.model_validate(
         {
             "site": "zurich",
             "sites": {s: {} for s in SITES},
-            "jobstore_url": f"sqlite:///{workdir}/jobs.sqlite",
+            "jobstore_url": url or f"sqlite:///{workdir}/jobs.sqlite",
             "lease": {"enabled": False},
             "poll_interval_seconds": 0.01,
             "backup_timeout_seconds": 30,  # a stub bug fails fast instead of polling 4 h
@@ -150,12 +156,12 @@ def rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def phase_start(workdir: Path) -> dict[str, Any]:
+def phase_start(workdir: Path, url: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     from gotthard.dr.daemon import DrDaemon
 
     t_import = time.perf_counter() - t0
-    s = settings(workdir)
+    s = settings(workdir, url)
     clients, _ = stub_clients()
     t1 = time.perf_counter()
     daemon = DrDaemon(s, api_clients=clients, identity="bench")
@@ -167,12 +173,12 @@ def phase_start(workdir: Path) -> dict[str, Any]:
     return {"seconds": elapsed, "import_seconds": t_import, "jobs": jobs, "rss": rss_mib()}
 
 
-def phase_pass(workdir: Path) -> dict[str, Any]:
+def phase_pass(workdir: Path, url: str) -> dict[str, Any]:
     from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED
 
     from gotthard.dr.daemon import DrDaemon, bsl_job
 
-    s = settings(workdir)
+    s = settings(workdir, url)
     clients, stubs = stub_clients()
     daemon = DrDaemon(s, api_clients=clients, identity="bench")
     t1 = time.perf_counter()
@@ -229,9 +235,9 @@ def phase_pass(workdir: Path) -> dict[str, Any]:
     }
 
 
-def child(phase: str, workdir: Path) -> dict[str, Any]:
+def child(phase: str, workdir: Path, url: str) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--phase", phase, "--workdir", str(workdir)],
+        [sys.executable, __file__, "--phase", phase, "--workdir", str(workdir), "--url", url],
         check=True,
         capture_output=True,
         text=True,
@@ -243,38 +249,62 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phase", choices=("start", "pass"), help=argparse.SUPPRESS)
     parser.add_argument("--workdir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--url", default="", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "postgresql", "both"),
+        default="sqlite",
+        help="the job store to measure (default: sqlite)",
+    )
     args = parser.parse_args()
     if args.phase == "start":
-        print(json.dumps(phase_start(args.workdir)))
+        print(json.dumps(phase_start(args.workdir, args.url)))
         return
     if args.phase == "pass":
-        print(json.dumps(phase_pass(args.workdir)))
+        print(json.dumps(phase_pass(args.workdir, args.url)))
         return
+    if args.store == "both":
+        print(json.dumps({store: measure(store) for store in ("sqlite", "postgresql")}))
+    else:
+        print(json.dumps(measure(args.store)))
+
+
+def measure(store: str) -> dict[str, Any]:
+    """Both phases on a fresh job store of kind *store*; the figures of one JSON line."""
     with tempfile.TemporaryDirectory(prefix="dr-scale-") as tmp:
-        start = child("start", Path(tmp))
-        run = child("pass", Path(tmp))
-    print(
-        json.dumps(
-            {
-                "namespaces": NAMESPACES,
-                "sites": len(SITES),
-                "jobs": start["jobs"],
-                "stub": "kubernetes.client ApiClient.rest_client.request (in-memory Velero API)",
-                "startup_seconds": round(start["seconds"], 3),
-                "import_seconds": round(start["import_seconds"], 3),
-                "restart_seconds": round(run["restart"], 3),
-                "peak_rss_mib": round(start["rss"], 1),
-                "scheduling_pass_seconds": round(run["fire"], 3),
-                "process_jobs_seconds": round(run["process_jobs"], 3),
-                "jobs_executed": run["executed"],
-                "job_errors": run["errors"],
-                "backups_created": run["backups"],
-                "api_calls": run["api_calls"],
-                "bsl_pass_seconds": round(run["bsl"], 3),
-                "pass_peak_rss_mib": round(run["rss"], 1),
-            }
-        )
-    )
+        if store == "postgresql":
+            sys.path.insert(0, str(ROOT))
+            from tests.support.postgres import PostgresCluster
+
+            with PostgresCluster() as cluster:
+                start = child("start", Path(tmp), cluster.url)
+                run = child("pass", Path(tmp), cluster.url)
+        else:
+            start = child("start", Path(tmp), "")
+            run = child("pass", Path(tmp), "")
+    return report(store, start, run)
+
+
+def report(store: str, start: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "store": store,
+        "namespaces": NAMESPACES,
+        "sites": len(SITES),
+        "jobs": start["jobs"],
+        "stub": "kubernetes.client ApiClient.rest_client.request (in-memory Velero API)",
+        "startup_seconds": round(start["seconds"], 3),
+        "import_seconds": round(start["import_seconds"], 3),
+        "restart_seconds": round(run["restart"], 3),
+        "peak_rss_mib": round(start["rss"], 1),
+        "scheduling_pass_seconds": round(run["fire"], 3),
+        "process_jobs_seconds": round(run["process_jobs"], 3),
+        "jobs_executed": run["executed"],
+        "job_errors": run["errors"],
+        "backups_created": run["backups"],
+        "api_calls": run["api_calls"],
+        "bsl_pass_seconds": round(run["bsl"], 3),
+        "pass_peak_rss_mib": round(run["rss"], 1),
+    }
 
 
 if __name__ == "__main__":

@@ -144,11 +144,14 @@ class DrDaemon:
     ) -> None:
         self.settings = settings
         self.metrics = metrics or DrMetrics()
+        self.metrics.record_schedules(settings, clock())
         self.ctx = ops.Context(settings, self.metrics, api_clients, clock=clock)
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.karmada_api = karmada_api
         self.health_source = health_source
         self.scheduler: BackgroundScheduler | None = None
+        #: The elector of the last :meth:`step` (None: no Lease, always leader).
+        self.lease: LeaseElector | None = None
         self._lockfile: IO[bytes] | None = None
         self._stop = threading.Event()
         self.placement_state: dict[str, placement.ServiceState] = placement.load_state(
@@ -356,9 +359,14 @@ class DrDaemon:
         return decisions
 
     # -- main loop -----------------------------------------------------------------
-    def health(self) -> dict[str, Any]:
+    def leading(self) -> bool:
+        """Acting as leader now: the scheduler runs and the Lease's local deadline has not
+        passed (see :mod:`gotthard.dr.lease`)."""
         running = self.scheduler is not None and self.scheduler.running
-        return {"ok": True, "leader": running, "identity": self.identity}
+        return running and (self.lease is None or self.lease.is_leader())
+
+    def health(self) -> dict[str, Any]:
+        return {"ok": True, "leader": self.leading(), "identity": self.identity}
 
     def elector(self) -> LeaseElector:
         lease = self.settings.lease
@@ -373,15 +381,14 @@ class DrDaemon:
 
     def step(self, elector: LeaseElector | None) -> bool:
         """One election round: start or stop the scheduler; returns leadership."""
-        try:
-            leader = True if elector is None else elector.try_acquire()
-        except Exception as err:
-            log.error("lease check failed: %s", err)
-            leader = False
+        self.lease = elector
+        leader = _renew(elector)
         if leader and self.scheduler is None:
             log.info("%s is leader: starting the scheduler", self.identity)
             self.startup_chores()
-            self.start_scheduler()
+            leader = _renew(elector)  # the chores may outlast the Lease
+            if leader:
+                self.start_scheduler()
         elif not leader and self.scheduler is not None:
             log.warning("%s lost the lease: stopping the scheduler", self.identity)
             self.stop_scheduler()
@@ -400,6 +407,15 @@ class DrDaemon:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def _renew(elector: LeaseElector | None) -> bool:
+    """One election round (no elector: always leader); an API error means not leader."""
+    try:
+        return True if elector is None else elector.try_acquire()
+    except Exception as err:
+        log.error("lease check failed: %s", err)
+        return False
 
 
 def karmada_client(settings: DrConfig) -> client.ApiClient:

@@ -1,19 +1,43 @@
-"""Leader election on a Kubernetes Lease (coordination.k8s.io/v1) with get/create/patch.
+"""Leader election on a Kubernetes Lease (coordination.k8s.io/v1) with optimistic concurrency.
 
-``kubernetes.leaderelection`` needs PUT (replace); this loop uses create (409 = someone
-else won the race) and merge-patch, then reads the Lease back and only counts itself
-leader when the holder it reads is its own identity.
+One round (:meth:`LeaseElector.try_acquire`) reads the Lease and, when this identity holds
+it or it has expired, writes it back with PUT (replace) carrying the resourceVersion it
+read. The API server accepts only one writer per version: a replica whose write answers
+409 Conflict has lost the race, and one whose create answers 409 AlreadyExists has lost
+it to a replica that created the Lease first. A missing Lease (404) is created.
+
+Fencing: a replica counts itself leader (:meth:`LeaseElector.is_leader`) only until a
+local deadline, ``renewTime + leaseDurationSeconds - margin``, where ``renewTime`` is the
+clock reading taken *before* the round's first request and written into the Lease. The
+other replicas consider the Lease expired only after ``renewTime + leaseDurationSeconds``
+on their clocks, so a leader that cannot renew stops acting ``margin`` seconds before
+anyone else can acquire. The margin must exceed the clock skew between the replicas.
+Every request of a round is bounded by the time left to that deadline, so a slow API
+server cannot keep a round (and the daemon waiting on it) past the deadline.
+
+``kubernetes.leaderelection`` with its ``LeaseLock`` was not used: its ``run()`` blocks a
+thread for good (no stop, no release), reports leadership only through start/stop
+callbacks fired after its renew deadline, takes no clock and no ``ApiClient`` (its lock
+builds a client from the default configuration), so a daemon could not ask at each
+instant whether it leads.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 from kubernetes import client
 
-from gotthard.kube import Retry, call, call_unless
+from gotthard.kube import Retry, call, call_unless, status_of
+
+#: The share of the lease duration a leader gives up early (bounded below by 0.1 s).
+MARGIN_SHARE = 0.1
+#: The shortest time a request of a round may take before it is given up.
+MIN_REQUEST_SECONDS = 0.05
 
 
 def _fmt(ts: float) -> str:
@@ -29,6 +53,8 @@ def _parse(value: object) -> float | None:
 
 
 class LeaseElector:
+    """One replica's view of the Lease; :meth:`try_acquire` once per renew period."""
+
     def __init__(
         self,
         api: client.ApiClient,
@@ -38,80 +64,136 @@ class LeaseElector:
         duration_seconds: float,
         retry: Retry | None = None,
         clock: Callable[[], float] = time.time,
+        margin_seconds: float | None = None,
     ) -> None:
         self.api = client.CoordinationV1Api(api)
         self.namespace, self.name, self.identity = namespace, name, identity
         self.duration = duration_seconds
-        self.retry = retry or Retry(attempts=2, backoff_seconds=0.2)
+        # one attempt per round: the next round is the retry, and it comes before expiry
+        self.retry = retry or Retry(attempts=1, timeout_seconds=max(duration_seconds / 2, 0.1))
         self.clock = clock
+        self.margin = (
+            max(duration_seconds * MARGIN_SHARE, 0.1) if margin_seconds is None else margin_seconds
+        )
+        #: Clock reading until which this replica may act as leader.
+        self.deadline = -math.inf
 
-    def _spec(self, transitions: int, acquired: float) -> dict[str, object]:
+    def is_leader(self) -> bool:
+        """Whether this replica may act as leader now (held, and its deadline not passed)."""
+        return self.clock() < self.deadline
+
+    def _timeout(self, started: float) -> float:
+        """The time a request may take: what is left of a held lease, else the retry's."""
+        if self.deadline > started:
+            return max(
+                min(self.deadline - self.clock(), self.retry.timeout_seconds), MIN_REQUEST_SECONDS
+            )
+        return self.retry.timeout_seconds
+
+    def _body(
+        self, resource_version: str | None, transitions: int, acquired: float, renewed: float
+    ) -> dict[str, Any]:
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}
+        if resource_version:
+            metadata["resourceVersion"] = resource_version
         return {
-            "holderIdentity": self.identity,
-            "leaseDurationSeconds": int(self.duration),
-            "acquireTime": _fmt(acquired),
-            "renewTime": _fmt(self.clock()),
-            "leaseTransitions": transitions,
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": max(math.ceil(self.duration), 1),
+                "acquireTime": _fmt(acquired),
+                "renewTime": _fmt(renewed),
+                "leaseTransitions": transitions,
+            },
         }
 
-    def _read(self) -> client.V1Lease:
-        return call(
-            self.retry, "get lease", self.api.read_namespaced_lease, self.name, self.namespace
-        )
-
-    def _patch(self, spec: dict[str, object]) -> None:
-        call(
-            self.retry,
-            "patch lease",
-            self.api.patch_namespaced_lease,
-            self.name,
-            self.namespace,
-            {"spec": spec},
-        )
+    def _lose(self) -> bool:
+        self.deadline = -math.inf
+        return False
 
     def try_acquire(self) -> bool:
-        """Acquire or renew; True while this identity holds the Lease."""
+        """One round: acquire or renew. True while this identity holds the Lease and its
+        deadline has not passed; an API error other than a conflict is raised."""
+        started = self.clock()
         found, lease = call_unless(
-            404, self.retry, "get lease", self.api.read_namespaced_lease, self.name, self.namespace
+            404,
+            self.retry,
+            "get lease",
+            self.api.read_namespaced_lease,
+            self.name,
+            self.namespace,
+            _request_timeout=self._timeout(started),
         )
-        if not found:
-            body = {
-                "metadata": {"name": self.name, "namespace": self.namespace},
-                "spec": self._spec(0, self.clock()),
-            }
+        if not found or lease is None:
             created, _ = call_unless(
                 409,
                 self.retry,
                 "create lease",
                 self.api.create_namespaced_lease,
                 self.namespace,
-                body,
+                self._body(None, 0, started, started),
+                _request_timeout=self._timeout(started),
             )
-            return created and self._holds()
+            return self._won(started) if created else self._lose()
         spec = lease.spec
         holder = spec.holder_identity if spec else None
         renewed = _parse(spec.renew_time) if spec else None
         duration = (spec.lease_duration_seconds if spec else None) or self.duration
-        expired = renewed is None or self.clock() > renewed + duration
-        if holder != self.identity and not expired:
-            return False
+        expired = renewed is None or started > renewed + duration
+        if holder != self.identity and holder and not expired:
+            return self._lose()
         transitions = int((spec.lease_transitions if spec else 0) or 0)
-        if holder != self.identity:
-            transitions += 1
-            acquired = self.clock()
+        if holder == self.identity:
+            acquired = (_parse(spec.acquire_time) if spec else None) or started
         else:
-            acquired = _parse(spec.acquire_time) or self.clock()
-        self._patch(self._spec(transitions, acquired))
-        return self._holds()
+            transitions, acquired = transitions + 1, started
+        body = self._body(lease.metadata.resource_version, transitions, acquired, started)
+        if not self._replace(body, started):
+            return self._lose()
+        return self._won(started)
 
-    def _holds(self) -> bool:
-        lease = self._read()
-        return bool(lease.spec and lease.spec.holder_identity == self.identity)
+    def _replace(self, body: dict[str, Any], started: float) -> bool:
+        """PUT *body*; False when its resourceVersion is stale (409: another replica won)."""
+        try:
+            call(
+                self.retry,
+                "update lease",
+                self.api.replace_namespaced_lease,
+                self.name,
+                self.namespace,
+                body,
+                _request_timeout=self._timeout(started),
+            )
+        except Exception as err:
+            if status_of(err) == 409:
+                return False
+            raise
+        return True
+
+    def _won(self, renewed: float) -> bool:
+        self.deadline = renewed + self.duration - self.margin
+        return self.is_leader()
 
     def release(self) -> None:
         """Give the Lease up (expire it) if held, so a standby takes over at once."""
+        held = self.is_leader()
+        self.deadline = -math.inf  # stop acting first
+        if not held:
+            return
         try:
-            if self._holds():
-                self._patch({"holderIdentity": "", "renewTime": _fmt(0)})
-        except Exception:  # best effort on shutdown
+            lease = self.api.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=self.retry.timeout_seconds
+            )
+            if lease.spec and lease.spec.holder_identity == self.identity:
+                body = self._body(lease.metadata.resource_version, 0, 0, 0)
+                body["spec"].update(
+                    holderIdentity="",
+                    leaseTransitions=lease.spec.lease_transitions or 0,
+                )
+                self.api.replace_namespaced_lease(
+                    self.name, self.namespace, body, _request_timeout=self.retry.timeout_seconds
+                )
+        except Exception:  # best effort on shutdown: the Lease then expires by itself
             pass

@@ -1,0 +1,194 @@
+"""The Kubernetes API emulator behaves like an API server where Gotthard depends on it.
+
+Each test drives the emulator with the official ``kubernetes`` client, as the code under
+test does, and checks what a real API server answers: 201 on create, 409 AlreadyExists,
+resourceVersion bumped on every write, PUT with optimistic concurrency (409 Conflict),
+label selectors on list, namespace deletion taking its objects along, and Leases.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+from kubernetes import client
+
+from tests.support.kube import DEPLOYMENTS, LEASES, PODS, EmulatorThread, label_selector
+
+
+@pytest.fixture
+def k8s(kube_emulator: Callable[..., EmulatorThread]) -> EmulatorThread:
+    return kube_emulator(PODS, DEPLOYMENTS, LEASES)
+
+
+def pod(name: str, namespace: str = "app", **labels: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+def lease(name: str, holder: str) -> client.V1Lease:
+    return client.V1Lease(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1LeaseSpec(holder_identity=holder, lease_duration_seconds=15),
+    )
+
+
+def api_error(call: Callable[[], object]) -> tuple[int, dict[str, object]]:
+    with pytest.raises(client.ApiException) as info:
+        call()
+    return info.value.status, json.loads(info.value.body)
+
+
+def test_create_answers_201_and_a_second_create_409_already_exists(k8s: EmulatorThread) -> None:
+    core = client.CoreV1Api(k8s.api())
+    _, status, _ = core.create_namespaced_pod_with_http_info("app", pod("web"))
+    assert status == 201
+    code, body = api_error(lambda: core.create_namespaced_pod("app", pod("web")))
+    assert code == 409
+    assert body["kind"] == "Status" and body["reason"] == "AlreadyExists"
+    # the same name in another namespace is another object
+    assert core.create_namespaced_pod("other", pod("web", "other")).metadata.name == "web"
+
+
+def test_resource_version_is_set_and_bumped_on_every_write(k8s: EmulatorThread) -> None:
+    core = client.CoreV1Api(k8s.api())
+    created = core.create_namespaced_pod("app", pod("web"))
+    v1 = created.metadata.resource_version
+    assert v1 and created.metadata.uid and created.metadata.creation_timestamp
+    patched = core.patch_namespaced_pod("web", "app", {"metadata": {"labels": {"a": "b"}}})
+    v2 = patched.metadata.resource_version
+    assert int(v2) > int(v1)
+    status = core.patch_namespaced_pod_status("web", "app", {"status": {"phase": "Running"}})
+    assert int(status.metadata.resource_version) > int(v2)
+    read = core.read_namespaced_pod("web", "app")
+    assert read.metadata.resource_version == status.metadata.resource_version
+    assert read.metadata.uid == created.metadata.uid
+    assert read.status.phase == "Running"
+
+
+def test_put_replaces_and_a_stale_resource_version_is_a_conflict(k8s: EmulatorThread) -> None:
+    core = client.CoreV1Api(k8s.api())
+    created = core.create_namespaced_pod("app", pod("web", tier="a"))
+    body = core.read_namespaced_pod("web", "app")
+    body.metadata.labels = {"tier": "b"}
+    replaced = core.replace_namespaced_pod("web", "app", body)
+    assert replaced.metadata.labels == {"tier": "b"}  # replaced, not merged
+    assert int(replaced.metadata.resource_version) > int(created.metadata.resource_version)
+    assert replaced.metadata.uid == created.metadata.uid
+
+    body.metadata.labels = {"tier": "c"}  # still carries the old resourceVersion
+    code, status = api_error(lambda: core.replace_namespaced_pod("web", "app", body))
+    assert code == 409 and status["reason"] == "Conflict"
+    stale = {"metadata": {"resourceVersion": created.metadata.resource_version, "labels": {}}}
+    code, status = api_error(lambda: core.patch_namespaced_pod("web", "app", stale))
+    assert code == 409 and status["reason"] == "Conflict"
+    assert core.read_namespaced_pod("web", "app").metadata.labels == {"tier": "b"}
+
+    fresh = {"metadata": {"resourceVersion": replaced.metadata.resource_version}}
+    assert core.patch_namespaced_pod("web", "app", fresh).metadata.labels == {"tier": "b"}
+    code, _ = api_error(lambda: core.replace_namespaced_pod("gone", "app", body))
+    assert code == 404
+
+
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        ("tier=web", ["a"]),
+        ("tier==web", ["a"]),
+        ("tier!=web", ["b", "c"]),
+        ("tier in (web, db)", ["a", "b"]),
+        ("tier notin (web,db)", ["c"]),
+        ("tier", ["a", "b"]),
+        ("!tier", ["c"]),
+        ("tier in (web,db),env=prod", ["b"]),
+    ],
+)
+def test_list_honours_label_selectors(
+    k8s: EmulatorThread, selector: str, expected: list[str]
+) -> None:
+    core = client.CoreV1Api(k8s.api())
+    core.create_namespaced_pod("app", pod("a", tier="web"))
+    core.create_namespaced_pod("app", pod("b", tier="db", env="prod"))
+    core.create_namespaced_pod("app", pod("c", env="prod"))
+    found = core.list_namespaced_pod("app", label_selector=selector)
+    assert sorted(p.metadata.name for p in found.items) == expected
+    assert found.metadata.resource_version
+
+
+def test_a_malformed_label_selector_is_a_bad_request(k8s: EmulatorThread) -> None:
+    core = client.CoreV1Api(k8s.api())
+    code, status = api_error(lambda: core.list_namespaced_pod("app", label_selector="a in b"))
+    assert code == 400 and status["reason"] == "BadRequest"
+    with pytest.raises(ValueError):
+        label_selector("!a=b")
+
+
+def test_namespaces_are_selected_by_label_and_deleting_one_deletes_its_objects(
+    k8s: EmulatorThread,
+) -> None:
+    core = client.CoreV1Api(k8s.api())
+    custom = client.CustomObjectsApi(k8s.api())
+    for name, labels in (("app", {"scratch": "true"}), ("keep", {})):
+        meta = client.V1ObjectMeta(name=name, labels=labels)
+        assert core.create_namespace(client.V1Namespace(metadata=meta)).metadata.resource_version
+    code, status = api_error(
+        lambda: core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="app")))
+    )
+    assert code == 409 and status["reason"] == "AlreadyExists"
+    listed = core.list_namespace(label_selector="scratch=true")
+    assert [n.metadata.name for n in listed.items] == ["app"]
+
+    core.create_namespaced_pod("app", pod("web"))
+    core.create_namespaced_pod("keep", pod("web", "keep"))
+    deployment = {"metadata": {"name": "d", "namespace": "app"}, "spec": {"replicas": 1}}
+    custom.create_namespaced_custom_object("apps", "v1", "app", "deployments", deployment)
+    core.delete_namespace("app")
+    assert core.list_namespaced_pod("app").items == []
+    assert custom.list_namespaced_custom_object("apps", "v1", "app", "deployments")["items"] == []
+    assert [p.metadata.name for p in core.list_namespaced_pod("keep").items] == ["web"]
+    code, _ = api_error(lambda: core.read_namespaced_pod("web", "app"))
+    assert code == 404
+    code, _ = api_error(lambda: core.read_namespace("app"))
+    assert code == 404
+
+
+def test_lease_api_create_replace_and_conflict(k8s: EmulatorThread) -> None:
+    leases = client.CoordinationV1Api(k8s.api())
+    _, status, _ = leases.create_namespaced_lease_with_http_info("gotthard", lease("l", "a"))
+    assert status == 201
+    code, body = api_error(lambda: leases.create_namespaced_lease("gotthard", lease("l", "b")))
+    assert code == 409 and body["reason"] == "AlreadyExists"
+
+    seen_by_a = leases.read_namespaced_lease("l", "gotthard")
+    seen_by_b = leases.read_namespaced_lease("l", "gotthard")
+    seen_by_b.spec.holder_identity = "b"
+    assert leases.replace_namespaced_lease("l", "gotthard", seen_by_b).spec.holder_identity == "b"
+    seen_by_a.spec.holder_identity = "a"  # a read before b wrote: it lost the race
+    code, body = api_error(lambda: leases.replace_namespaced_lease("l", "gotthard", seen_by_a))
+    assert code == 409 and body["reason"] == "Conflict"
+    assert leases.read_namespaced_lease("l", "gotthard").spec.holder_identity == "b"
+
+
+def test_writes_with_an_injected_delay_keep_their_order(k8s: EmulatorThread) -> None:
+    """A delayed request is delayed before it is served: the version check happens at
+    serving time, so a write that waited behind a faster one conflicts."""
+    leases = client.CoordinationV1Api(k8s.api())
+    leases.create_namespaced_lease("gotthard", lease("l", "a"))
+    slow = leases.read_namespaced_lease("l", "gotthard")
+    fast = leases.read_namespaced_lease("l", "gotthard")
+    k8s.fault("PUT", "/apis/coordination.k8s.io/v1/namespaces/gotthard/leases", 0, 0.3)
+    slow.spec.holder_identity = "slow"
+    thread = leases.replace_namespaced_lease("l", "gotthard", slow, async_req=True)
+    time.sleep(0.05)
+    fast.spec.holder_identity = "fast"
+    leases.replace_namespaced_lease("l", "gotthard", fast)
+    with pytest.raises(client.ApiException) as info:
+        thread.get(5)
+    assert info.value.status == 409
+    assert leases.read_namespaced_lease("l", "gotthard").spec.holder_identity == "fast"
