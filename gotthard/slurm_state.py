@@ -23,6 +23,10 @@ import functools
 import re
 from collections.abc import Collection, Iterable
 
+#: How every drain reason written by Gotthard's runbooks starts (``gotthard: GPULost``).
+#: A drain with any other reason is an operator's (maintenance): never resumed by Gotthard.
+DRAIN_REASON_PREFIX = "gotthard: "
+
 #: Base states, by every spelling (long and compact), to the name used as a label.
 BASE_STATES: dict[str, str] = {
     "idle": "idle",

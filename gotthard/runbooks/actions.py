@@ -62,7 +62,8 @@ class SlurmNode:
 
 
 def slurm_reason(alertname: str) -> str:
-    return f"gotthard: {alertname}"
+    """The drain reason of the *alertname* runbook; resume acts only on this exact reason."""
+    return f"{slurm_state.DRAIN_REASON_PREFIX}{alertname}"
 
 
 class SlurmActions:

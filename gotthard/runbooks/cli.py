@@ -8,7 +8,7 @@ import signal
 import sys
 from typing import Any
 
-from gotthard.config import Config, add_config_option
+from gotthard.config import Config, ConfigError, add_config_option
 from gotthard.runbooks.settings import RunbooksConfig
 
 
@@ -71,7 +71,7 @@ def effective_settings(args: argparse.Namespace, cfg: Config) -> RunbooksConfig:
 
 
 def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
-    from gotthard.runbooks.actions import DrActions, KubernetesActions, SlurmActions
+    from gotthard.runbooks.clusters import from_config
     from gotthard.runbooks.engine import AuditLog, Engine
     from gotthard.runbooks.server import TokenError, make_server, read_token
     from gotthard.serve import WebConfigError, optional_web_config
@@ -80,17 +80,14 @@ def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
     try:
         settings = effective_settings(args, cfg)
         token = read_token(settings.token_file, allow_insecure=args.insecure_token_file)
-        # the Slurm and Kubernetes of the webhook's own cluster, from the site model
-        cluster = cfg.cluster_config(cfg.site, cfg.cluster)
-        slurm = SlurmActions(settings, slurm_conf=cluster.slurm_conf)
-        kubernetes = KubernetesActions(
-            settings, access=cluster.kubernetes, where=f"site {cfg.site} cluster {cfg.cluster}"
-        )
+        # the clusters the webhook owns, each with its Slurm, Kubernetes and Prometheus
+        clusters = from_config(cfg, settings)
         audit = AuditLog(settings.audit_log)
-    except (RunbooksConfigError, TokenError, ValueError, OSError) as err:
+    except (RunbooksConfigError, ConfigError, TokenError, ValueError, OSError) as err:
+        # ValueError includes OwnershipError: [runbooks] clusters that the site lacks
         print(f"gotthard runbooks: {err}", file=sys.stderr)
         return 2
-    engine = Engine(settings, audit=audit, slurm=slurm, kubernetes=kubernetes, dr=DrActions(cfg.dr))
+    engine = Engine(settings, audit=audit, clusters=clusters)
     try:
         web = optional_web_config(getattr(settings, "web_config", ""))
         server = make_server(settings.listen, engine, token, web=web)
@@ -111,8 +108,8 @@ def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     print(
-        f"gotthard runbooks: serving {server.url}/alerts in {settings.mode} mode,"
-        f" audit log {settings.audit_log}",
+        f"gotthard runbooks: serving {server.url}/alerts in {settings.mode} mode"
+        f" for cluster(s) {', '.join(clusters.names)}, audit log {settings.audit_log}",
         file=sys.stderr,
         flush=True,
     )

@@ -3,10 +3,19 @@
 One lock serialises the processing of payloads, so that the limit checks and the
 actions they allow are atomic: two concurrent notifications can never both take the
 last node the blast radius allows.
+
+A step that puts a node back into service (resume, uncordon) first needs the repair
+confirmed by Prometheus (:mod:`gotthard.runbooks.repair`); otherwise it is
+``not-repaired``, a result that the next notification retries.
+
+Every action goes to the cluster the alert is of (:mod:`gotthard.runbooks.clusters`): its
+Slurm controller, its Kubernetes API, its Prometheus. An alert of a cluster the webhook
+does not own is audited as ``foreign-cluster`` and never acted on.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -21,16 +30,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from gotthard.files import open_private
+from gotthard.runbooks import clusters as ownership
 from gotthard.runbooks import registry, validate
-from gotthard.runbooks.actions import (
-    ActionError,
-    Backends,
-    DrActions,
-    KubernetesActions,
-    Outcome,
-    SlurmActions,
-)
-from gotthard.runbooks.registry import ActionSpec
+from gotthard.runbooks.actions import ActionError, Outcome
+from gotthard.runbooks.clusters import Cluster, Clusters
+from gotthard.runbooks.registry import ActionSpec, Runbook
 from gotthard.runbooks.settings import RunbooksConfig
 from gotthard.runbooks.validate import Alert, TargetError, WebhookPayload
 
@@ -133,17 +137,15 @@ class Engine:
         settings: RunbooksConfig,
         *,
         audit: AuditLog,
-        slurm: SlurmActions | None = None,
-        kubernetes: KubernetesActions | None = None,
-        dr: DrActions | None = None,
+        clusters: Clusters | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """*clusters*: those the webhook owns (default: one, ``default_cluster`` or
+        ``default``, acting through the default backends)."""
         self.settings = settings
         self.audit = audit
-        self.backends = Backends(
-            slurm=slurm or SlurmActions(settings),
-            kubernetes=kubernetes or KubernetesActions(settings),
-            dr=dr or DrActions(),
+        self.clusters = clusters or ownership.shared(
+            settings, [settings.default_cluster or "default"]
         )
         self.clock = clock
         self.metrics = Metrics(self)
@@ -153,8 +155,8 @@ class Engine:
         self._handled: dict[str, float] = dict.fromkeys(audit.handled_keys(settings.mode), clock())
         #: cluster -> {node: time it was first taken out of service in the window}
         self._window: dict[str, dict[str, float]] = {}
-        #: nodes drained (or, in dry-run, planned to be) and not resumed: node -> time
-        self._drained: dict[str, float] = {}
+        #: cluster -> {node drained (or, in dry-run, planned to be) and not resumed: time}
+        self._drained: dict[str, dict[str, float]] = {}
 
     # ------------------------------------------------------------------ helpers
 
@@ -171,7 +173,8 @@ class Engine:
         for cluster, nodes in list(self._window.items()):
             self._window[cluster] = {n: t for n, t in nodes.items() if now - t < window}
         if self.settings.mode != "enforce":
-            self._drained = {n: t for n, t in self._drained.items() if now - t < window}
+            for cluster, nodes in list(self._drained.items()):
+                self._drained[cluster] = {n: t for n, t in nodes.items() if now - t < window}
 
     def _targets(self, spec: ActionSpec, alert: Alert) -> dict[str, str]:
         targets: dict[str, str] = {}
@@ -182,16 +185,21 @@ class Engine:
             targets[label] = check(value, self.settings)
         return targets
 
-    def _cluster(self, alert: Alert) -> str:
-        value = alert.labels.get("cluster") or self.settings.default_cluster
+    @staticmethod
+    def _cluster_label(alert: Alert) -> str:
+        """The alert's ``cluster`` label as the audit shows it (of a foreign alert)."""
+        value = alert.labels.get("cluster", "")
+        if not value:
+            return ""
         try:
             return validate.cluster(value)
         except TargetError:
             return "(invalid)"
 
-    def _limit(self, spec: ActionSpec, node: str, cluster: str) -> str | None:
+    def _limit(self, spec: ActionSpec, node: str, owner: Cluster) -> str | None:
         """Why taking ``node`` out of service is refused now, or None when allowed."""
         limits = self.settings.limits
+        cluster = owner.name
         in_window = self._window.setdefault(cluster, {})
         if node not in in_window and len(in_window) >= limits.max_nodes_per_window:
             return (
@@ -202,7 +210,7 @@ class Engine:
         if spec.slurm != "drain":
             return None
         try:
-            inventory = self.backends.slurm.inventory()
+            inventory = owner.backends.slurm.inventory()
         except ActionError as err:
             return f"blast radius unknown, refusing: {err}"
         target = inventory.get(node)
@@ -211,11 +219,13 @@ class Engine:
         if target.unavailable:
             return None  # draining it takes no capacity away
         unavailable = {name for name, info in inventory.items() if info.unavailable}
-        unavailable |= set(self._drained) | {node}
+        unavailable |= set(self._drained.get(cluster, {})) | {node}
         for partition in sorted(target.partitions):
             members = {name for name, info in inventory.items() if partition in info.partitions}
             down = len(members & unavailable)
-            if down > limits.max_partition_fraction * len(members) + 1e-9:
+            # one node per partition may always go, or small partitions could never drain
+            allowed = max(1.0, limits.max_partition_fraction * len(members))
+            if down > allowed + 1e-9:
                 return (
                     f"blast radius: draining {node} would leave {down}/{len(members)} nodes of"
                     f" partition {partition} unavailable"
@@ -223,10 +233,12 @@ class Engine:
                 )
         return None
 
-    def _execute(self, spec: ActionSpec, targets: Mapping[str, str], alert: Alert) -> Outcome:
+    def _execute(
+        self, spec: ActionSpec, targets: Mapping[str, str], alert: Alert, owner: Cluster
+    ) -> Outcome:
         timeout = self.settings.action_timeout_seconds
         started = time.monotonic()
-        future = self._executor.submit(spec.run, self.backends, targets, alert)
+        future = self._executor.submit(spec.run, owner.backends, targets, alert)
         try:
             return future.result(timeout=timeout + 1)
         except FutureTimeout:
@@ -255,16 +267,21 @@ class Engine:
             "status": alert.status,
             "fingerprint": alert.fingerprint,
             "startsAt": alert.starts_at_key,
-            "cluster": self._cluster(alert),
         }
         book = registry.find(alert.labels)
+        owner = self.clusters.owner(alert.labels)
         if book is None:
-            record = {**base, "runbook": None, "result": "no-runbook", "why": "no runbook"}
-            self.audit.write(record)
-            self.metrics.actions.labels("none", "none", "no-runbook").inc()
-            return [record]
+            cluster = owner.name if isinstance(owner, Cluster) else self._cluster_label(alert)
+            return [self._not_acted(base, cluster, None, "no-runbook", "no runbook")]
+        if isinstance(owner, str):
+            # not ours to act on; the 200 answer keeps Alertmanager from retrying
+            cluster = self._cluster_label(alert)
+            return [self._not_acted(base, cluster, book, ownership.FOREIGN, owner)]
+        base["cluster"] = owner.name
         decisions = []
         limited_nodes: set[str] = set()
+        # asked at most once per alert, by the first step that puts a node back
+        repair = functools.cache(lambda: owner.repair.unconfirmed(alert))
         for index, step in enumerate(book.steps):
             action = step.action if alert.status == "firing" else step.on_resolve
             if action is None:
@@ -273,7 +290,8 @@ class Engine:
             record: dict[str, Any] = {**base, "runbook": book.alertname, "step": index}
             record.update(action=action, key=key)
             spec = registry.ACTIONS[action]
-            result, why, targets = self._decide(alert, spec, key, limited_nodes, now)
+            decide = self._decide(alert, owner, spec, key, limited_nodes, repair, now)
+            result, why, targets = decide
             record.update(result=result, why=why, targets=targets)
             if result in FINAL_RESULTS:
                 self._handled[key] = now
@@ -283,8 +301,25 @@ class Engine:
             decisions.append(record)
         return decisions
 
+    def _not_acted(
+        self, base: Mapping[str, Any], cluster: str, book: Runbook | None, result: str, why: str
+    ) -> dict[str, Any]:
+        """Audit and count an alert none of whose steps is considered."""
+        runbook = book.alertname if book else None
+        record = {**base, "cluster": cluster, "runbook": runbook, "result": result, "why": why}
+        self.audit.write(record)
+        self.metrics.actions.labels(runbook or "none", "none", result).inc()
+        return record
+
     def _decide(
-        self, alert: Alert, spec: ActionSpec, key: str, limited_nodes: set[str], now: float
+        self,
+        alert: Alert,
+        owner: Cluster,
+        spec: ActionSpec,
+        key: str,
+        limited_nodes: set[str],
+        repair: Callable[[], str | None],
+        now: float,
     ) -> tuple[str, str, dict[str, str]]:
         if key in self._handled:
             return "duplicate", "already handled for this (fingerprint, startsAt)", {}
@@ -296,7 +331,10 @@ class Engine:
             return "disabled", f"{spec.name} needs {spec.needs_setting} = true", targets
         if self.kill_switch_on():
             return "killed", f"kill switch {self.settings.kill_switch_file} is present", targets
-        cluster = self._cluster(alert)
+        if spec.restores_node:
+            unconfirmed = repair()
+            if unconfirmed is not None:
+                return "not-repaired", unconfirmed, targets
         node = targets.get("node", "")
         if spec.removes_node:
             node = node.split(".", 1)[0] if self.settings.slurm_strip_domain else node
@@ -304,33 +342,33 @@ class Engine:
             if node in limited_nodes:
                 why = "an earlier step of this runbook was refused by a limit"
             else:
-                why = self._limit(spec, node, cluster)
+                why = self._limit(spec, node, owner)
             if why is not None:
                 limited_nodes.add(node)
                 return "limited", why, targets
         if self.settings.mode != "enforce":
-            self._account(spec, node, cluster, now)
+            self._account(spec, node, owner.name, now)
             return "planned", "dry-run: nothing changed", targets
         try:
-            outcome = self._execute(spec, targets, alert)
+            outcome = self._execute(spec, targets, alert, owner)
         except ActionError as err:
             return "failed", str(err), targets
         except Exception as err:  # an action must never take the server down
             log.exception("action %s failed", spec.name)
             return "failed", f"{type(err).__name__}: {err}", targets
         if outcome.result == "ok":
-            self._account(spec, node, cluster, now)
+            self._account(spec, node, owner.name, now)
         elif spec.slurm == "resume":
-            self._drained.pop(node, None)
+            self._drained.get(owner.name, {}).pop(node, None)
         return outcome.result, outcome.detail, targets
 
     def _account(self, spec: ActionSpec, node: str, cluster: str, now: float) -> None:
         if spec.removes_node:
             self._window.setdefault(cluster, {}).setdefault(node, now)
         if spec.slurm == "drain":
-            self._drained.setdefault(node, now)
+            self._drained.setdefault(cluster, {}).setdefault(node, now)
         elif spec.slurm == "resume":
-            self._drained.pop(node, None)
+            self._drained.get(cluster, {}).pop(node, None)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -47,6 +47,9 @@ class ActionSpec:
     run: RunFunc
     #: Takes a node out of service: subject to the rate and blast-radius limits.
     removes_node: bool = False
+    #: Puts a node back into service: runs only once the alert's ``repair_query`` confirms
+    #: the repair (see :mod:`gotthard.runbooks.repair`).
+    restores_node: bool = False
     #: How the action changes Slurm capacity: a drain is checked against the partition
     #: blast radius and remembered until the matching resume.
     slurm: Literal["drain", "resume"] | None = None
@@ -77,35 +80,49 @@ def _notify(backends: Backends, targets: Mapping[str, str], alert: Alert) -> Out
     return Outcome("ok", "logged")
 
 
+def _node_pair(
+    target: tuple[str, Validator],
+    take: tuple[str, str, RunFunc],
+    put_back: tuple[str, str, RunFunc],
+    *,
+    slurm: bool = False,
+) -> tuple[ActionSpec, ActionSpec]:
+    """An action that takes a node out of service (rate and blast-radius limits apply) and
+    the one that puts it back (only on a confirmed repair); each given as (name, doc, run).
+    With *slurm*, they change Slurm capacity (partition blast radius, drained nodes)."""
+    name, doc, run = take
+    out = ActionSpec(name, (target,), doc, run, removes_node=True, slurm="drain" if slurm else None)
+    name, doc, run = put_back
+    back = ActionSpec(
+        name, (target,), doc, run, restores_node=True, slurm="resume" if slurm else None
+    )
+    return out, back
+
+
 _ACTION_LIST: tuple[ActionSpec, ...] = (
     ActionSpec("notify", (), "log the alert to the audit log", _notify),
-    ActionSpec(
-        "slurm.drain_node",
-        (_SLURM_NODE,),
-        "drain the node in Slurm",
-        lambda b, t, alert: b.slurm.drain(t["node"], alert.name),
-        removes_node=True,
-        slurm="drain",
+    *_node_pair(
+        _SLURM_NODE,
+        (
+            "slurm.drain_node",
+            "drain the node in Slurm",
+            lambda b, t, a: b.slurm.drain(t["node"], a.name),
+        ),
+        ("slurm.resume_node", "resume it", lambda b, t, a: b.slurm.resume(t["node"], a.name)),
+        slurm=True,
     ),
-    ActionSpec(
-        "slurm.resume_node",
-        (_SLURM_NODE,),
-        "resume it",
-        lambda b, t, alert: b.slurm.resume(t["node"], alert.name),
-        slurm="resume",
-    ),
-    ActionSpec(
-        "k8s.cordon_node",
-        (_K8S_NODE,),
-        "cordon the Kubernetes node",
-        lambda b, t, alert: b.kubernetes.cordon(t["node"], alert.name),
-        removes_node=True,
-    ),
-    ActionSpec(
-        "k8s.uncordon_node",
-        (_K8S_NODE,),
-        "uncordon it",
-        lambda b, t, alert: b.kubernetes.uncordon(t["node"], alert.name),
+    *_node_pair(
+        _K8S_NODE,
+        (
+            "k8s.cordon_node",
+            "cordon the Kubernetes node",
+            lambda b, t, a: b.kubernetes.cordon(t["node"], a.name),
+        ),
+        (
+            "k8s.uncordon_node",
+            "uncordon it",
+            lambda b, t, a: b.kubernetes.uncordon(t["node"], a.name),
+        ),
     ),
     ActionSpec(
         "dr.backup_now",
@@ -170,8 +187,8 @@ _CORDON = Step("k8s.cordon_node")
 
 #: First match wins. Alerts without a runbook are audited as such and otherwise ignored.
 RUNBOOKS: tuple[Runbook, ...] = (
-    # A lost GPU: take the node out of service; the alert resolves only when the GPU is
-    # back with readings, so the node is put back then.
+    # A lost GPU: take the node out of service; put it back when the alert resolves and
+    # its repair query confirms the GPU is healthy again (not merely gone stale).
     Runbook("GPULost", (_NOTIFY, _DRAIN_RESUME, _CORDON_UNCORDON)),
     # Fatal XIDs and row-remap failures need a reset or an RMA: drain and cordon, and let
     # a human resume (the XID alert resolves after 10 minutes whether or not it is fixed).

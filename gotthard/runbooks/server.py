@@ -180,6 +180,7 @@ class RunbookServer(Server):
             "status": "ok",
             "mode": engine.settings.mode,
             "kill_switch": engine.kill_switch_on(),
+            "clusters": engine.clusters.names,
         }
         return _reply(200, state)
 

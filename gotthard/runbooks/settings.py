@@ -22,7 +22,8 @@ class LimitSettings(Strict):
     #: At most this many distinct nodes drained/cordoned per window and cluster.
     max_nodes_per_window: Annotated[int, Field(ge=0, le=100_000)] = 3
     window_seconds: Seconds = 600.0
-    #: Never leave more than this fraction of a Slurm partition unavailable.
+    #: Never leave more than this fraction of a Slurm partition unavailable; one unavailable
+    #: node per partition is always allowed, whatever the fraction.
     max_partition_fraction: Annotated[float, Field(ge=0, le=1)] = 0.10
 
 
@@ -42,8 +43,12 @@ class RunbooksConfig(Strict):
     action_timeout_seconds: Seconds = 30.0
     #: Remember handled (fingerprint, startsAt, status, step) keys this long.
     idempotency_ttl_seconds: Annotated[float, Field(gt=0, le=90 * 86400)] = 7 * 86400.0
-    #: Cluster name used when an alert has no ``cluster`` label.
-    default_cluster: Name = "default"
+    #: The clusters of this site the webhook acts on; empty = every cluster of its site.
+    #: An alert of any other cluster is audited as ``foreign-cluster`` and not acted on.
+    clusters: list[Name] = Field(default_factory=list)
+    #: The cluster of an alert without a ``cluster`` label; empty = the webhook's only
+    #: cluster (with several, such an alert is ``foreign-cluster``).
+    default_cluster: Literal[""] | Name = ""
     scontrol_path: str = "scontrol"
     sinfo_path: str = "sinfo"
     #: Strip the domain of a ``node`` label (``nid001.example.org`` -> ``nid001``) for Slurm.
@@ -52,4 +57,9 @@ class RunbooksConfig(Strict):
     allow_failover: bool = False
     #: Per-request timeout of Kubernetes API calls (cordon, uncordon).
     kubernetes_timeout_seconds: Seconds = 10.0
+    #: The Prometheus that confirms a repair (``repair_query``) before a node is resumed or
+    #: uncordoned; empty = this cluster's (or else this site's) ``prometheus_url``.
+    prometheus_url: str = ""
+    #: Timeout of that query; no answer in time means the repair is unconfirmed.
+    prometheus_timeout_seconds: Seconds = 10.0
     limits: LimitSettings = LimitSettings()

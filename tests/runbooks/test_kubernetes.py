@@ -11,7 +11,14 @@ import pytest
 from kubernetes import client
 
 from gotthard.runbooks.actions import CORDON_ANNOTATION, DrActions, KubernetesActions
-from tests.runbooks.conftest import FIXTURES, Running, alert_payload, settings_for
+from tests.runbooks.conftest import (
+    FIXTURES,
+    RepairFeed,
+    Running,
+    alert_payload,
+    settings_for,
+    with_repair_query,
+)
 from tests.support.kube import NODES, EmulatorThread, crd_resources
 
 
@@ -25,9 +32,12 @@ def kube(kube_emulator: Callable[..., EmulatorThread]) -> EmulatorThread:
     return emulator
 
 
-def enforcing(tmp_path: Path, fake_slurm: Any, start_server: Any, kube: EmulatorThread) -> Running:
-    """The webhook in enforce mode with Kubernetes actions on the emulator; 10 GPU nodes."""
-    settings = settings_for(tmp_path, fake_slurm, mode="enforce")
+def enforcing(
+    tmp_path: Path, fake_slurm: Any, start_server: Any, kube: EmulatorThread, prometheus: str = ""
+) -> Running:
+    """The webhook in enforce mode with Kubernetes actions on the emulator and repairs
+    confirmed by the Prometheus at *prometheus*; 10 GPU nodes."""
+    settings = settings_for(tmp_path, fake_slurm, mode="enforce", prometheus_url=prometheus)
     running = start_server(settings, kubernetes=KubernetesActions(settings, api_client=kube.api()))
     fake_slurm.set_nodes({"gpu": [f"gpu{i:02d}" for i in range(1, 11)]})
     return running
@@ -38,10 +48,14 @@ def _node(kube: EmulatorThread, name: str) -> dict[str, Any]:
     return api.api_client.sanitize_for_serialization(api.read_node(name))
 
 
-def test_cordon_on_firing_and_uncordon_on_resolve(
-    tmp_path: Path, fake_slurm: Any, start_server: Any, kube: EmulatorThread
+def test_cordon_on_firing_and_uncordon_only_on_repair(
+    tmp_path: Path,
+    fake_slurm: Any,
+    start_server: Any,
+    kube: EmulatorThread,
+    repair_feed: RepairFeed,
 ) -> None:
-    running = enforcing(tmp_path, fake_slurm, start_server, kube)
+    running = enforcing(tmp_path, fake_slurm, start_server, kube, repair_feed.url)
     code, answer = running.post(alert_payload("GPULost", node="gpu01"))
     assert code == 200 and answer["results"] == {"ok": 3}, running.audit()
     node = _node(kube, "gpu01")
@@ -51,7 +65,14 @@ def test_cordon_on_firing_and_uncordon_on_resolve(
     # Repeated notification: no second action.
     assert running.post(alert_payload("GPULost", node="gpu01"))[1]["results"] == {"duplicate": 3}
 
-    resolved = alert_payload("GPULost", status="resolved", node="gpu01")
+    # The GPU's series went stale (say, the exporter restarted): the node stays cordoned.
+    repair_feed.health("gpu01", None)
+    resolved = with_repair_query(alert_payload("GPULost", status="resolved", node="gpu01"))
+    assert running.post(resolved)[1]["results"] == {"not-repaired": 2}
+    assert _node(kube, "gpu01")["spec"]["unschedulable"] is True
+    assert fake_slurm.state()["nodes"]["gpu01"]["state"] == "drained"
+    # The GPU reports healthy: resumed and uncordoned.
+    repair_feed.health("gpu01", 1)
     assert running.post(resolved)[1]["results"] == {"ok": 2}
     node = _node(kube, "gpu01")
     assert not (node.get("spec") or {}).get("unschedulable")

@@ -17,12 +17,14 @@ from gotthard.sandbox import free_ports
 from tests.runbooks.conftest import (
     TOKEN,
     FakeSlurm,
+    RepairFeed,
     Running,
     alert_payload,
     many_alerts,
     run_threads,
     sample_payload,
     settings_for,
+    with_repair_query,
 )
 from tests.support.cli import ROOT, gotthard, gotthard_argv
 from tests.support.monitoring import get_json, http_ok
@@ -102,7 +104,12 @@ def test_healthz_metrics_and_recorded_sample(tmp_path, fake_slurm, start_server)
     running = start_server(settings_for(tmp_path, fake_slurm))
     code, body = running.get("/healthz")
     assert code == 200
-    assert json.loads(body) == {"status": "ok", "mode": "dry-run", "kill_switch": False}
+    assert json.loads(body) == {
+        "status": "ok",
+        "mode": "dry-run",
+        "kill_switch": False,
+        "clusters": ["hpc1", "hpc2", "sandbox"],
+    }
     # The recorded Alertmanager notification (SlurmNodesDown has no runbook) is accepted.
     code, answer = running.post(sample_payload(0))
     assert code == 200 and answer["results"] == {"no-runbook": 1}
@@ -135,11 +142,10 @@ def test_dry_run_plans_and_changes_nothing(tmp_path, fake_slurm, start_server) -
 
 
 def test_enforce_drains_once_for_duplicates_and_resumes_on_resolve(
-    tmp_path, fake_slurm, start_server
+    tmp_path, fake_slurm, start_server, repair_feed: RepairFeed
 ) -> None:
-    running = start_server(
-        settings_for(tmp_path, fake_slurm, mode="enforce"), kubernetes=_NoKubernetes()
-    )
+    settings = settings_for(tmp_path, fake_slurm, mode="enforce", prometheus_url=repair_feed.url)
+    running = start_server(settings, kubernetes=_NoKubernetes())
     firing = alert_payload("SlingshotLinkDown", node="nid004.example.org")
     for _ in range(3):
         assert running.post(firing)[0] == 200
@@ -157,19 +163,24 @@ def test_enforce_drains_once_for_duplicates_and_resumes_on_resolve(
     ]
     assert _results(running, "slurm.drain_node") == ["ok"] + ["duplicate"] * 7
     assert fake_slurm.state()["nodes"]["nid004"]["reason"] == "gotthard: SlingshotLinkDown"
+    repair_feed.health("nid004.example.org", 1)  # the link is back
     resolved = alert_payload("SlingshotLinkDown", status="resolved", node="nid004.example.org")
-    assert running.post(resolved)[1]["results"] == {"ok": 1}
-    assert running.post(resolved)[1]["results"] == {"duplicate": 1}
+    assert running.post(with_repair_query(resolved))[1]["results"] == {"ok": 1}
+    assert running.post(with_repair_query(resolved))[1]["results"] == {"duplicate": 1}
     assert fake_slurm.state()["nodes"]["nid004"]["state"] == "idle"
 
 
-def test_resume_leaves_a_node_drained_by_someone_else(tmp_path, fake_slurm, start_server) -> None:
+def test_resume_leaves_a_node_drained_by_someone_else(
+    tmp_path, fake_slurm, start_server, repair_feed: RepairFeed
+) -> None:
     state = fake_slurm.state()
     state["nodes"]["nid005"].update(state="drained", reason="hardware ticket 1234")
     fake_slurm.write(state)
-    running = start_server(settings_for(tmp_path, fake_slurm, mode="enforce"))
+    settings = settings_for(tmp_path, fake_slurm, mode="enforce", prometheus_url=repair_feed.url)
+    running = start_server(settings)
+    repair_feed.health("nid005", 1)  # repaired, but the drain is an operator's
     resolved = alert_payload("SlingshotLinkDown", status="resolved", node="nid005")
-    assert running.post(resolved)[1]["results"] == {"skipped": 1}
+    assert running.post(with_repair_query(resolved))[1]["results"] == {"skipped": 1}
     assert fake_slurm.state()["nodes"]["nid005"]["reason"] == "hardware ticket 1234"
     assert fake_slurm.updates() == []
 
@@ -230,11 +241,19 @@ def test_hostile_labels_never_reach_a_command(tmp_path, fake_slurm, start_server
     dr = many_alerts(
         [
             {
-                "labels": {"alertname": "DRBackupTooOld", "namespace": "../kube-system"},
+                "labels": {
+                    "alertname": "DRBackupTooOld",
+                    "cluster": "hpc1",
+                    "namespace": "../kube-system",
+                },
                 "fingerprint": "d1",
             },
             {
-                "labels": {"alertname": "DRBackupTooOld", "namespace": "Prod_DB"},
+                "labels": {
+                    "alertname": "DRBackupTooOld",
+                    "cluster": "hpc1",
+                    "namespace": "Prod_DB",
+                },
                 "fingerprint": "d2",
             },
         ]
