@@ -7,9 +7,11 @@ variable; with neither, the defaults apply, so every command runs without a file
 reach its Slurm (``slurm_conf`` or ``slurmrestd_url``), its Kubernetes API
 (``[sites.NAME.clusters.CLUSTER.kubernetes]``), its Prometheus and its Karmada member
 names. Every area reads that one model: the exporter (its ``site``/``cluster``), the
-runbook webhook (the Slurm and Kubernetes of its own cluster), DR (backups, drills, placement) and
-``gotthard audit cluster``. The areas' own tables (``[exporter]``, ``[dr]``,
-``[runbooks]``) hold only their settings; their models live in their folders.
+runbook webhook (the clusters of its site it owns, each with its own Slurm, Kubernetes and
+Prometheus), DR (backups, drills, placement), ``gotthard audit cluster`` and
+``gotthard deploy render``. The areas' own tables (``[exporter]``, ``[dr]``,
+``[runbooks]``, ``[monitoring]``, ``[policies]``, ``[deploy]``) hold only their settings;
+their models live in their folders.
 
 Cross-references (a drill's site, a placed service's primary site, the installation's
 own cluster, ...) are checked at load time. An invalid file raises
@@ -27,8 +29,11 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from gotthard.base import Name, Strict, format_validation_error, parse_listen
+from gotthard.dashboards.settings import MonitoringConfig
+from gotthard.deploy.settings import DeployConfig
 from gotthard.dr.settings import DrConfig
 from gotthard.exporters.settings import KNOWN_COLLECTORS, ExporterConfig
+from gotthard.policies.settings import PoliciesConfig
 from gotthard.runbooks.settings import RunbooksConfig
 from gotthard.site import ClusterConfig, KubeAccess, SiteConfig
 
@@ -87,6 +92,9 @@ class Config(Strict):
     exporter: ExporterConfig = ExporterConfig()
     dr: DrConfig = DrConfig()
     runbooks: RunbooksConfig = RunbooksConfig()
+    monitoring: MonitoringConfig = MonitoringConfig()
+    policies: PoliciesConfig = PoliciesConfig()
+    deploy: DeployConfig = DeployConfig()
 
     @model_validator(mode="before")
     @classmethod

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gzip
 import hashlib
 import hmac
 import io
@@ -630,6 +631,61 @@ class _Listener(socketserver.ThreadingMixIn, socketserver.TCPServer):
                 sock.shutdown(socket.SHUT_RDWR)
 
 
+#: The route every Gotthard server exposes its metrics on.
+METRICS_ROUTE = "GET /metrics"
+#: Gauge appended to ``/metrics`` of every server that serves TLS.
+CERTIFICATE_NOT_AFTER = "gotthard_tls_certificate_not_after_timestamp_seconds"
+
+
+def certificate_not_after(path: Path) -> float | None:
+    """The notAfter of the (first) certificate in the PEM file *path*, in Unix seconds;
+    None when it cannot be read."""
+    try:
+        # the stdlib's PEM decoder (no third-party X.509 library is needed for one field)
+        decoded = ssl._ssl._test_decode_cert(str(path))  # type: ignore[attr-defined]
+        return float(ssl.cert_time_to_seconds(decoded["notAfter"]))
+    except (OSError, ssl.SSLError, KeyError, ValueError):
+        return None
+
+
+def certificate_exposition(server: Server) -> bytes:
+    """The certificate gauge of *server*: its notAfter, by listen address, server name and
+    certificate file (empty when the certificate cannot be read)."""
+    cert = server.web.cert_file
+    not_after = certificate_not_after(cert) if cert is not None else None
+    if not_after is None:
+        return b""
+    host, port = server.server_address
+    labels = f'listen="{host}:{port}",server="{server.name}",cert_file="{_escape_label(cert)}"'
+    return (
+        f"# HELP {CERTIFICATE_NOT_AFTER} notAfter of the TLS certificate served (Unix seconds).\n"
+        f"# TYPE {CERTIFICATE_NOT_AFTER} gauge\n"
+        f"{CERTIFICATE_NOT_AFTER}{{{labels}}} {not_after:.0f}\n"
+    ).encode()
+
+
+def _escape_label(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _with_certificate(route: Handler, server: Server) -> Handler:
+    """*route* (a ``/metrics`` handler) with the certificate gauge appended to its body
+    when it answers 200 in the Prometheus text format (plain or gzip)."""
+
+    def handler(request: Request) -> Response:
+        status, headers, body = route(request)
+        fields = {k.lower(): v for k, v in headers}
+        exposition = fields.get("content-type", "").startswith("text/plain; version=")
+        encoding = fields.get("content-encoding", "")
+        if status != 200 or not exposition or encoding not in ("", "gzip"):
+            return status, headers, body
+        extra = certificate_exposition(server)
+        # a gzip body takes a second gzip member: readers decode concatenated members
+        return status, headers, body + (gzip.compress(extra) if encoding and extra else extra)
+
+    return handler
+
+
 class Server:
     """An HTTP(S) server for ``routes``: ``{"GET /metrics": handler, "POST /alerts": ...}``.
 
@@ -662,6 +718,8 @@ class Server:
         self.limits = limits
         self.auth = BasicAuth(self.web.basic_auth_users)
         self.tls = TLSReloader(self.web, limits.tls_reload_seconds) if self.web.tls else None
+        if self.tls is not None and METRICS_ROUTE in self.routes:
+            self.routes[METRICS_ROUTE] = _with_certificate(self.routes[METRICS_ROUTE], self)
         self.thread: threading.Thread | None = None
         self._serving = False
         self.listener = _Listener(listen, self)

@@ -67,7 +67,7 @@ def _check_model(model: type[BaseModel], raw: dict[str, Any], where: str, defaul
         _check_field(name, field, raw, where, defaults)
 
 
-@pytest.mark.parametrize("table", ["exporter", "runbooks", "dr"])
+@pytest.mark.parametrize("table", ["exporter", "runbooks", "dr", "monitoring", "policies"])
 def test_the_example_lists_every_key_with_its_real_default(table: str) -> None:
     raw = tomllib.loads(EXAMPLE.read_text())[table]
     model = type(getattr(config.Config(), table))

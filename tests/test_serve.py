@@ -4,6 +4,7 @@ runbook webhook and DR daemon behind a web config."""
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import json
 import os
@@ -23,6 +24,7 @@ import bcrypt
 import pytest
 
 from gotthard.dr.metrics import DrMetrics, MetricsServer
+from gotthard.exporters.web import make_server as make_exporter_server
 from gotthard.runbooks.engine import AuditLog, Engine
 from gotthard.runbooks.server import make_server as make_runbook_server
 from gotthard.serve import (
@@ -315,3 +317,56 @@ def test_dr_metrics_server_with_tls_and_basic_auth(certificate, auth_web) -> Non
         assert get(server.url + "/healthz", login, context)[0] == 200
     finally:
         server.stop()
+
+
+# --- certificate expiry ---------------------------------------------------------------------
+
+
+def test_a_tls_server_exports_its_certificate_not_after(tmp_path, certificate) -> None:
+    """Every server that serves TLS adds its certificate's notAfter to ``/metrics``
+    (here the DR daemon's; the exporter and the webhook use the same Server), so an
+    alert can fire before it expires."""
+    web = tls_web(tmp_path, *certificate)
+    server = MetricsServer(DrMetrics(), "127.0.0.1", 0, lambda: {"ok": True}, web=web).start()
+    try:
+        status, body = get(server.url + "/metrics", context=client_context(certificate[0]))
+    finally:
+        server.stop()
+    assert status == 200
+    lines = [
+        line
+        for line in body.decode().splitlines()
+        if line.startswith("gotthard_tls_certificate_not_after_timestamp_seconds{")
+    ]
+    assert len(lines) == 1, body
+    labels, value = lines[0].rsplit(" ", 1)
+    assert f'listen="127.0.0.1:{server.port}"' in labels and 'server="dr-metrics"' in labels
+    # make_certificate's certificates are valid for one day
+    assert 0 < float(value) - time.time() <= 86400 + 60
+    # the body is still one valid exposition: one TYPE line per family
+    types = [line for line in body.decode().splitlines() if line.startswith("# TYPE ")]
+    assert len(types) == len(set(types))
+
+
+def test_a_gzip_scrape_gets_the_certificate_in_a_second_member(tmp_path, certificate) -> None:
+    web = tls_web(tmp_path, *certificate)
+    server = make_exporter_server(
+        "127.0.0.1", 0, lambda timeout: "up 1\n", default_timeout=5.0, web=web
+    ).start()
+    try:
+        status, body = get(
+            server.url + "/metrics",
+            {"Accept-Encoding": "gzip"},
+            context=client_context(certificate[0]),
+        )
+    finally:
+        server.close()
+    assert status == 200
+    text_body = gzip.decompress(body).decode()
+    assert text_body.startswith("up 1\n")
+    assert "gotthard_tls_certificate_not_after_timestamp_seconds{" in text_body
+
+
+def test_a_plain_http_server_exports_no_certificate(start) -> None:
+    server = start()
+    assert get(server.url + "/metrics") == (200, b"up 1\n")

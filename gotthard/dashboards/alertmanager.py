@@ -14,13 +14,19 @@ The root receiver is ``ticket``, so an alert without a known severity still reac
 human. Pager and ticket receivers are plain webhook URLs: placeholders (``*.invalid``) by
 default, to be pointed at the site's paging and ticketing bridges (``--pager-url``,
 ``--ticket-url``).
+
+:func:`config` is that complete file (``--mode full``). :func:`subtree` is the same routes,
+receivers and inhibitions for a site that already runs Alertmanager (``--mode subtree``):
+under one route that matches Gotthard's alerts by name, with every receiver named
+``gotthard-...``; :func:`merge` puts it into the site's configuration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from gotthard.dashboards.rules import dump_yaml
 
@@ -52,6 +58,8 @@ class Inhibition:
     target: tuple[str, ...]
     equal: tuple[str, ...]
     why: str
+    #: (source alert, name prefix) of an inhibition that mutes a whole family
+    family: tuple[str, str] | tuple[()] = ()
 
 
 #: The labels every inhibition compares: an alert only mutes alerts of its own cluster.
@@ -65,6 +73,7 @@ def _mutes_family(alert: str, family: str, *equal: str, why: str) -> Inhibition:
         target=(f'alertname=~"{family}.+"', f'alertname!="{alert}"'),
         equal=(*_CLUSTER, *equal),
         why=why,
+        family=(alert, family),
     )
 
 
@@ -103,6 +112,19 @@ INHIBITIONS: tuple[Inhibition, ...] = (
         "GotthardCollectorDown",
         "instance",
         why="a collector of an exporter that cannot be scraped is not the problem",
+    ),
+    _mutes(
+        ("GotthardExporterDown", "GotthardCollectorDown"),
+        "GotthardCollectorStale",
+        "instance",
+        why="an exporter or collector that is down already says why its data is old",
+    ),
+    _mutes(
+        ("LustreOSTFillHigh", "LustreOSTFillCritical"),
+        "LustreOSTFillPredicted",
+        "fs",
+        "target",
+        why="the OST is already over a static fill threshold",
     ),
     _mutes(
         ("LustreOSTFillCritical",),
@@ -150,61 +172,175 @@ def pager_receiver(site: str) -> str:
     return f"pager-{site}"
 
 
-def config(settings: AlertmanagerSettings | None = None) -> dict[str, Any]:
-    settings = settings or AlertmanagerSettings()
+#: Prefix of every receiver name in the subtree, so that it cannot clash with the site's.
+SUBTREE_PREFIX = "gotthard-"
+Mode = Literal["full", "subtree"]
+MODES: tuple[Mode, ...] = ("full", "subtree")
+
+
+def _receivers(settings: AlertmanagerSettings, name: Callable[[str], str]) -> list[dict[str, Any]]:
     sites: Sequence[str] = list(settings.pager_urls)
-    receivers: list[dict[str, Any]] = [
-        {"name": NULL_RECEIVER},
+    return [
+        {"name": name(NULL_RECEIVER)},
         {
-            "name": WEBHOOK_RECEIVER,
+            "name": name(WEBHOOK_RECEIVER),
             "webhook_configs": [_webhook(settings.webhook_url, settings.webhook_token_file)],
         },
         *(
-            {"name": pager_receiver(site), "webhook_configs": [_webhook(settings.pager_urls[site])]}
+            {
+                "name": name(pager_receiver(site)),
+                "webhook_configs": [_webhook(settings.pager_urls[site])],
+            }
             for site in sites
         ),
         {
-            "name": DEFAULT_PAGER_RECEIVER,
+            "name": name(DEFAULT_PAGER_RECEIVER),
             "webhook_configs": [_webhook(settings.pager_fallback_url)],
         },
-        {"name": TICKET_RECEIVER, "webhook_configs": [_webhook(settings.ticket_url)]},
+        {"name": name(TICKET_RECEIVER), "webhook_configs": [_webhook(settings.ticket_url)]},
     ]
-    routes: list[dict[str, Any]] = [
+
+
+def _routes(settings: AlertmanagerSettings, name: Callable[[str], str]) -> list[dict[str, Any]]:
+    """The severity/site routes below the root (see the module docstring)."""
+    return [
         {
-            "receiver": WEBHOOK_RECEIVER,
+            "receiver": name(WEBHOOK_RECEIVER),
             "matchers": ['severity=~"critical|warning"'],
             "continue": True,
         },
         {
-            "receiver": DEFAULT_PAGER_RECEIVER,
+            "receiver": name(DEFAULT_PAGER_RECEIVER),
             "matchers": ['severity="critical"'],
             "routes": [
-                {"receiver": pager_receiver(site), "matchers": [f'site="{site}"']} for site in sites
+                {"receiver": name(pager_receiver(site)), "matchers": [f'site="{site}"']}
+                for site in settings.pager_urls
             ],
         },
-        {"receiver": TICKET_RECEIVER, "matchers": ['severity="warning"']},
-        {"receiver": NULL_RECEIVER, "matchers": ['severity="info"']},
+        {"receiver": name(TICKET_RECEIVER), "matchers": ['severity="warning"']},
+        {"receiver": name(NULL_RECEIVER), "matchers": ['severity="info"']},
     ]
+
+
+def _grouping(settings: AlertmanagerSettings) -> dict[str, Any]:
+    return {
+        "group_by": list(GROUP_BY),
+        "group_wait": settings.group_wait,
+        "group_interval": settings.group_interval,
+        "repeat_interval": settings.repeat_interval,
+    }
+
+
+def _target(rule: Inhibition, alert_names: Sequence[str] | None) -> list[str]:
+    """*rule*'s target matchers. Given Gotthard's *alert_names*, a family target names
+    its members instead of a prefix, so that it cannot mute a site's own alerts."""
+    if alert_names is None or not rule.family:
+        return list(rule.target)
+    source, prefix = rule.family
+    members = sorted(n for n in alert_names if n.startswith(prefix) and n != source)
+    return [f'alertname=~"{"|".join(members)}"']
+
+
+def _inhibit_rules(alert_names: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """:data:`INHIBITIONS` as Alertmanager writes them (see :func:`_target`)."""
+    return [
+        {
+            "source_matchers": list(rule.source),
+            "target_matchers": _target(rule, alert_names),
+            "equal": list(rule.equal),
+        }
+        for rule in INHIBITIONS
+    ]
+
+
+def config(settings: AlertmanagerSettings | None = None) -> dict[str, Any]:
+    """The complete ``alertmanager.yml`` (``--mode full``)."""
+    settings = settings or AlertmanagerSettings()
+
+    def same(name: str) -> str:
+        return name
+
     return {
         "global": {"resolve_timeout": settings.resolve_timeout},
         "route": {
             "receiver": TICKET_RECEIVER,
-            "group_by": list(GROUP_BY),
-            "group_wait": settings.group_wait,
-            "group_interval": settings.group_interval,
-            "repeat_interval": settings.repeat_interval,
-            "routes": routes,
+            **_grouping(settings),
+            "routes": _routes(settings, same),
         },
-        "inhibit_rules": [
-            {
-                "source_matchers": list(rule.source),
-                "target_matchers": list(rule.target),
-                "equal": list(rule.equal),
-            }
-            for rule in INHIBITIONS
-        ],
-        "receivers": receivers,
+        "inhibit_rules": _inhibit_rules(),
+        "receivers": _receivers(settings, same),
     }
+
+
+def gotthard_matcher(alert_names: Iterable[str]) -> str:
+    """The matcher that selects exactly Gotthard's alerts (by their names)."""
+    return f'alertname=~"{"|".join(sorted(alert_names))}"'
+
+
+def subtree_name(name: str) -> str:
+    return SUBTREE_PREFIX + name
+
+
+def subtree(
+    alert_names: Iterable[str], settings: AlertmanagerSettings | None = None
+) -> dict[str, Any]:
+    """``--mode subtree``: Gotthard's route, receivers and inhibitions, to merge into a
+    site's own configuration.
+
+    The document is itself a valid configuration: its root route (receiver
+    ``gotthard-null``) only holds the one route to merge, ``route.routes[0]``. That route
+    matches Gotthard's alerts by name and does not continue, so the site's own routes
+    never see them; every receiver is named ``gotthard-...``; every inhibition names
+    Gotthard's alerts on both sides, so it never mutes the site's own alerts.
+    """
+    settings = settings or AlertmanagerSettings()
+    names = sorted(alert_names)
+    route = {
+        "receiver": subtree_name(TICKET_RECEIVER),
+        "matchers": [gotthard_matcher(names)],
+        **_grouping(settings),
+        "routes": _routes(settings, subtree_name),
+    }
+    return {
+        "route": {"receiver": subtree_name(NULL_RECEIVER), "routes": [route]},
+        "inhibit_rules": _inhibit_rules(names),
+        "receivers": _receivers(settings, subtree_name),
+    }
+
+
+class MergeError(ValueError):
+    """The site's configuration cannot take the subtree."""
+
+
+def merge(existing: Any, tree: dict[str, Any]) -> dict[str, Any]:
+    """*existing* (a parsed ``alertmanager.yml``) with the subtree *tree* merged in.
+
+    Gotthard's route becomes the first child of the site's root route; its receivers and
+    inhibitions are appended. Parts of an earlier merge (receivers named ``gotthard-...``,
+    root children routed to them, inhibitions equal to the new ones) are replaced, so
+    merging again gives the same file. A site receiver already named ``gotthard-...`` that
+    the subtree also defines is replaced too: the prefix is Gotthard's.
+    """
+    if not isinstance(existing, dict) or not isinstance(existing.get("route"), dict):
+        raise MergeError("not an Alertmanager configuration: no top-level route")
+    merged = copy.deepcopy(existing)
+    route = merged["route"]
+    if not route.get("receiver"):
+        raise MergeError("the root route has no receiver")
+    (gotthard_route,) = tree["route"]["routes"]
+
+    def ours(name: object) -> bool:
+        return isinstance(name, str) and name.startswith(SUBTREE_PREFIX)
+
+    children = [r for r in route.get("routes") or [] if not ours(r.get("receiver"))]
+    route["routes"] = [copy.deepcopy(gotthard_route), *children]
+    receivers = [r for r in merged.get("receivers") or [] if not ours(r.get("name"))]
+    merged["receivers"] = [*receivers, *copy.deepcopy(tree["receivers"])]
+    inhibitions = [
+        rule for rule in merged.get("inhibit_rules") or [] if rule not in tree["inhibit_rules"]
+    ]
+    merged["inhibit_rules"] = [*inhibitions, *copy.deepcopy(tree["inhibit_rules"])]
+    return merged
 
 
 HEADER = (
@@ -214,3 +350,8 @@ HEADER = (
 
 def render(settings: AlertmanagerSettings | None = None) -> str:
     return HEADER + dump_yaml(config(settings))
+
+
+def render_document(document: dict[str, Any], command: str = "gotthard rules build") -> str:
+    """*document* as YAML under a header naming the *command* that wrote it."""
+    return HEADER.replace("`gotthard rules build`", f"`{command}`") + dump_yaml(document)

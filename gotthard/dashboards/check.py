@@ -11,21 +11,18 @@ many-to-many matching) or when it returns no series, unless it is on
 :data:`ALLOWED_EMPTY` with a reason. For an empty result the check names the selectors
 that match nothing, which is where a typo'd metric or label shows.
 
-Only the standard library is used (urllib).
+The API client is :class:`gotthard.prometheus.Prometheus` (standard library only).
 """
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from gotthard.dashboards import lint
+from gotthard.prometheus import Prometheus, PrometheusError
 
 #: (dashboard uid, panel title, refId) -> why an empty result is fine there. Keep short.
 ALLOWED_EMPTY: dict[tuple[str, str, str], str] = {
@@ -48,15 +45,6 @@ _LABEL_VALUES = re.compile(r"^\s*label_values\((?:(?P<selector>.*),)?\s*(?P<labe
 _VARIABLE = re.compile(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)|\[\[(\w+)\]\]")
 
 
-class PrometheusError(Exception):
-    """Prometheus answered with an error, or could not be reached."""
-
-    def __init__(self, message: str, *, status: int = 0, error_type: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type
-
-
 class CheckError(Exception):
     """The check cannot run at all (Prometheus unreachable)."""
 
@@ -70,64 +58,6 @@ class Result:
     series: int
     detail: str = ""
     query: str = ""
-
-
-class Prometheus:
-    """The few HTTP API calls the check needs."""
-
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
-        self.url = url.rstrip("/")
-        self.timeout = timeout
-
-    def _call(self, path: str, params: Sequence[tuple[str, str]], *, post: bool = False) -> Any:
-        encoded = urllib.parse.urlencode(list(params))
-        url = f"{self.url}{path}"
-        if post:
-            request = urllib.request.Request(
-                url,
-                data=encoded.encode(),
-                headers={"Content-Type": "application/x-www-form-urlencoded"},
-            )
-        else:
-            request = urllib.request.Request(f"{url}?{encoded}" if encoded else url)
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                body = response.read()
-                status = response.status
-        except urllib.error.HTTPError as err:
-            body = err.read()
-            status = err.code
-        except (urllib.error.URLError, OSError) as err:
-            reason = getattr(err, "reason", err)
-            raise PrometheusError(f"cannot reach {self.url}: {reason}") from None
-        try:
-            envelope = json.loads(body)
-        except ValueError:
-            snippet = body[:200].decode(errors="replace").strip()
-            raise PrometheusError(
-                f"HTTP {status} from {path}, not a Prometheus API answer: {snippet!r}",
-                status=status,
-            ) from None
-        if status >= 400 or envelope.get("status") != "success":
-            error_type = str(envelope.get("errorType", ""))
-            raise PrometheusError(
-                str(envelope.get("error", f"HTTP {status}")), status=status, error_type=error_type
-            )
-        return envelope.get("data")
-
-    def buildinfo(self) -> dict[str, Any]:
-        return self._call("/api/v1/status/buildinfo", ())
-
-    def label_values(self, label: str, selector: str = "") -> list[str]:
-        params = [("match[]", selector)] if selector else []
-        return sorted(self._call(f"/api/v1/label/{urllib.parse.quote(label)}/values", params))
-
-    def query(self, expr: str) -> tuple[str, list[Any]]:
-        data = self._call("/api/v1/query", [("query", expr)], post=True)
-        result = data.get("result")
-        if data.get("resultType") in ("scalar", "string"):
-            return data["resultType"], [result]
-        return str(data.get("resultType")), list(result or [])
 
 
 def regex_escape(value: str) -> str:
@@ -320,12 +250,47 @@ def format_table(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
+def counts(results: Sequence[Result]) -> dict[str, int]:
+    """Status -> number of queries with it."""
+    return {status: sum(r.status == status for r in results) for status in (OK, ALLOWED, FAIL)}
+
+
 def summary(results: Sequence[Result]) -> str:
-    counts = {status: sum(r.status == status for r in results) for status in (OK, ALLOWED, FAIL)}
+    found = counts(results)
     return (
-        f"{len(results)} queries: {counts[OK]} ok, {counts[ALLOWED]} allowed empty, "
-        f"{counts[FAIL]} failed"
+        f"{len(results)} queries: {found[OK]} ok, {found[ALLOWED]} allowed empty, "
+        f"{found[FAIL]} failed"
     )
+
+
+#: ``--format json`` names of the statuses.
+JSON_STATUS = {OK: "ok", ALLOWED: "allowed_empty", FAIL: "failed"}
+
+
+def to_json(results: Sequence[Result], lint_problems: Sequence[str] = ()) -> dict[str, Any]:
+    """The machine-readable report of ``dashboards check --format json``."""
+    found = counts(results)
+    return {
+        "ok": not lint_problems and not found[FAIL],
+        "summary": {
+            "queries": len(results),
+            **{JSON_STATUS[status]: number for status, number in found.items()},
+            "lint_problems": len(lint_problems),
+        },
+        "lint": list(lint_problems),
+        "queries": [
+            {
+                "dashboard": r.dashboard,
+                "panel": r.panel,
+                "ref": r.ref,
+                "status": JSON_STATUS[r.status],
+                "series": r.series,
+                "detail": r.detail,
+                "query": r.query,
+            }
+            for r in results
+        ],
+    }
 
 
 def report(results: Sequence[Result], out: TextIO) -> None:

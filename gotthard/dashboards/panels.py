@@ -3,16 +3,18 @@
 Every dashboard module in :mod:`gotthard.dashboards.boards` is written with these helpers,
 so that the conventions checked by :mod:`gotthard.dashboards.lint` hold by construction:
 
-* every selector filters on ``site=~"$site", cluster=~"$cluster"`` (:func:`sel`; both are
-  target labels added by Prometheus' scrape configuration, never by an exporter);
-* ``rate``/``irate``/``increase`` use ``[$__rate_interval]`` (:func:`rate`);
+* every selector filters on ``site=~"$site", cluster=~"$cluster"``
+  (:func:`gotthard.dashboards.shared.sel`; both are target labels added by Prometheus'
+  scrape configuration, never by an exporter);
+* ``rate``/``irate``/``increase`` use ``[$__rate_interval]``
+  (:func:`gotthard.dashboards.shared.rate`);
 * every panel and target uses the ``${datasource}`` variable and has a unit;
-* uids are ``gotthard-<slug of the name>``, at most 40 characters (:func:`uid_for`).
+* uids are ``gotthard-<slug of the name>``, at most 40 characters
+  (:data:`gotthard.dashboards.shared.DASHBOARD_UIDS`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,65 +36,11 @@ from grafanalib.core import (
     TimeSeries,
 )
 
+from gotthard.dashboards.shared import DASHBOARD_NAMES, TITLE_PREFIX, sel, uid_for
+
 DATASOURCE: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
-UID_PREFIX = "gotthard-"
-UID_MAX_LENGTH = 40
-UID_PATTERN = re.compile(r"^gotthard-[a-z0-9]+(?:-[a-z0-9]+)*$")
-TITLE_PREFIX = "Gotthard / "
 TAG = "gotthard"
-#: The filter every selector carries. Both labels are scrape-time target labels.
-SITE_CLUSTER = 'site=~"$site", cluster=~"$cluster"'
-RATE = "[$__rate_interval]"
 REF_IDS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-# --------------------------------------------------------------------------------------
-# PromQL helpers
-# --------------------------------------------------------------------------------------
-
-
-def eq(label: str, value: str) -> str:
-    return f'{label}="{value}"'
-
-
-def rx(label: str, value: str) -> str:
-    return f'{label}=~"{value}"'
-
-
-def sel(metric: str, *matchers: str) -> str:
-    """``metric{site=~"$site", cluster=~"$cluster", <matchers>}``."""
-    return metric + "{" + ", ".join((SITE_CLUSTER, *matchers)) + "}"
-
-
-def rate(metric: str, *matchers: str, fn: str = "rate") -> str:
-    """``rate(metric{...}[$__rate_interval])`` (or ``increase``/``irate`` with *fn*)."""
-    return f"{fn}({sel(metric, *matchers)}{RATE})"
-
-
-def zero_if_none(counted: str, by: str, base: str) -> str:
-    """``count by (by) (counted) or 0 * count by (by) (base)``.
-
-    A count of bad things is empty, not 0, when there are none; ``or vector(0)`` would
-    hide a typo'd metric name. This keeps the labels and still needs *base* to exist.
-    """
-    grouping = f" by ({by})" if by else ""
-    return f"count{grouping} ({counted}) or 0 * count{grouping} ({base})"
-
-
-def count_zero(metric: str, *matchers: str) -> str:
-    """How many series of a 0/1 gauge (up, healthy) are 0, and 0 when none is."""
-    selector = sel(metric, *matchers)
-    return zero_if_none(selector + " == 0", "", selector)
-
-
-def agg(fn: str, labels: str, expr: str) -> str:
-    """``fn by (labels) (expr)``, or ``fn(expr)`` when *labels* is empty."""
-    return f"{fn} by ({labels}) ({expr})" if labels else f"{fn}({expr})"
-
-
-def ratio(fn: str, labels: str, numerator: str, denominator: str) -> str:
-    """``agg(numerator) / agg(denominator)``, both aggregated the same way."""
-    return f"{agg(fn, labels, numerator)} / {agg(fn, labels, denominator)}"
 
 
 # --------------------------------------------------------------------------------------
@@ -139,8 +87,9 @@ class Query:
 
 
 def threshold_steps(thresholds: Iterable[tuple[float, str]]) -> list[dict[str, Any]]:
+    """Grafana's colour steps: green below the first threshold, lowest value first."""
     return [{"color": "green", "value": None}] + [
-        {"color": color, "value": value} for value, color in thresholds
+        {"color": color, "value": value} for value, color in sorted(thresholds)
     ]
 
 
@@ -207,7 +156,9 @@ def timeseries(
     stack: bool = False,
     minimum: int | None = None,
     maximum: int | None = None,
+    lines: tuple[tuple[float, str], ...] = (),
 ) -> TimeSeries:
+    """*lines* are thresholds drawn across the graph (an alert's, at its current value)."""
     return TimeSeries(
         **_common(title, description, queries, instant=False, table=False),
         unit=unit,
@@ -221,20 +172,32 @@ def timeseries(
         valueMin=minimum,
         valueMax=maximum,
         overrides=_overrides(queries, table=False),
-        thresholds=threshold_steps(()),
+        thresholds=threshold_steps(lines),
+        thresholdsStyleMode="line" if lines else "off",
     )
 
 
 def gauge_timeseries(
-    title: str, unit: str, metric: str, legend: str, *, description: str = ""
+    title: str,
+    unit: str,
+    metric: str,
+    legend: str,
+    *,
+    description: str = "",
+    lines: tuple[tuple[float, str], ...] = (),
 ) -> TimeSeries:
     """Every series of one gauge over time, as it is (no aggregation)."""
-    return timeseries(title, unit, Query(sel(metric), legend), description=description)
+    query = Query(sel(metric), legend)
+    return timeseries(title, unit, query, description=description, lines=lines)
 
 
-def ratio_timeseries(title: str, *queries: Query, description: str = "") -> TimeSeries:
+def ratio_timeseries(
+    title: str, *queries: Query, description: str = "", lines: tuple[tuple[float, str], ...] = ()
+) -> TimeSeries:
     """A time series of ratios between 0 and 1, shown as percentages on a fixed axis."""
-    return timeseries(title, "percentunit", *queries, description=description, minimum=0, maximum=1)
+    return timeseries(
+        title, "percentunit", *queries, description=description, minimum=0, maximum=1, lines=lines
+    )
 
 
 def stat(
@@ -369,17 +332,6 @@ class Board:
 # --------------------------------------------------------------------------------------
 
 
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def uid_for(name: str) -> str:
-    uid = UID_PREFIX + slug(name)
-    if len(uid) > UID_MAX_LENGTH:
-        raise ValueError(f"dashboard uid {uid!r} is longer than {UID_MAX_LENGTH} characters")
-    return uid
-
-
 def query_variable(
     name: str, label: str, query: str, *, multi: bool = True, include_all: bool = True
 ) -> Template:
@@ -416,13 +368,15 @@ def base_variables() -> list[Template]:
 
 
 def dashboard(
-    name: str,
+    key: str,
     description: str,
     tags: Sequence[str],
     board: Board,
     variables: Sequence[Template] = (),
 ) -> Dashboard:
-    """The dashboard titled ``Gotthard / <name>``, its uid derived from *name*."""
+    """The dashboard *key* of :data:`~gotthard.dashboards.shared.DASHBOARD_NAMES`, titled
+    ``Gotthard / <name>``, its uid derived from the name."""
+    name = DASHBOARD_NAMES[key]
     return Dashboard(
         title=TITLE_PREFIX + name,
         uid=uid_for(name),

@@ -5,24 +5,14 @@ See :mod:`gotthard.dashboards.rules` for the conventions the rules follow.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from gotthard.dashboards.shared import DASHBOARD_UIDS
+
 Severity = Literal["critical", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
-
-#: Grafana dashboard uids, by slug of the dashboard title (``gotthard-`` + slug). The
-#: dashboards area builds its dashboards with exactly these uids.
-DASHBOARD_UIDS: Mapping[str, str] = {
-    "site-overview": "gotthard-site-overview",
-    "slurm-cluster": "gotthard-slurm-cluster",
-    "gpu-fleet": "gotthard-gpu-fleet",
-    "slingshot-network-health": "gotthard-slingshot-network-health",
-    "lustre-storage": "gotthard-lustre-storage",
-    "dr": "gotthard-dr",
-    "security-compliance": "gotthard-security-compliance",
-}
 
 #: ``runbook_url`` is ``<base>/<AlertName>.md``; the default points at docs/runbooks/.
 DEFAULT_RUNBOOK_BASE_URL = "https://gotthard.example.org/docs/runbooks"
@@ -64,10 +54,19 @@ class AlertRule:
     severity: Severity
     summary: str
     description: str
-    #: key of DASHBOARD_UIDS
+    #: key of :data:`gotthard.dashboards.shared.DASHBOARD_UIDS`
     dashboard: str
     #: one line for docs/alerts.md: what the expression means
     expr_summary: str
+    #: For alerts whose runbook undoes its action when the alert resolves (drain/resume,
+    #: cordon/uncordon): PromQL that returns a series only once the thing is healthy
+    #: again, with ``$labels.X`` placeholders (outside ``{{ }}``: Prometheus leaves them
+    #: as they are, and the runbook webhook fills them in, escaped). It travels as the
+    #: ``repair_query`` annotation, so the webhook can tell a repair from a stale series.
+    repair_query: str = ""
+    #: The labels the ``dashboard_url`` passes as dashboard variables (``var-<label>``);
+    #: only labels the alert's series carry.
+    url_labels: tuple[str, ...] = ("site", "cluster")
 
     @property
     def promql(self) -> str:
@@ -86,18 +85,37 @@ class AlertRule:
 
     def dashboard_url(self, base: str = DEFAULT_DASHBOARD_BASE_URL) -> str:
         uid = DASHBOARD_UIDS[self.dashboard]
-        return (
-            f"{base.rstrip('/')}/d/{uid}"
-            "?var-site={{ $labels.site }}&var-cluster={{ $labels.cluster }}"
-        )
+        variables = "&".join(f"var-{label}={{{{ $labels.{label} }}}}" for label in self.url_labels)
+        return f"{base.rstrip('/')}/d/{uid}" + (f"?{variables}" if variables else "")
 
-
-def num(value: float) -> str:
-    """A threshold as PromQL and people write it: 0.1, 100, 1e-6."""
-    text = f"{value:g}"
-    return text.replace("e-0", "e-").replace("e+0", "e+")
+    def annotations(
+        self,
+        runbook_base: str = DEFAULT_RUNBOOK_BASE_URL,
+        dashboard_base: str = DEFAULT_DASHBOARD_BASE_URL,
+    ) -> dict[str, str]:
+        """The annotations written to the rule file, in their order there."""
+        notes = {
+            "summary": self.summary,
+            "description": self.description,
+            "runbook_url": self.runbook_url(runbook_base),
+            "dashboard_url": self.dashboard_url(dashboard_base),
+        }
+        if self.repair_query:
+            notes["repair_query"] = self.repair_query
+        return notes
 
 
 def regex_any(values: Iterable[str]) -> str:
     """A regex matching any of *values* (which hold no regex metacharacters)."""
     return "|".join(values)
+
+
+#: Where an alert fires: every series carries the site and cluster target labels.
+AT = "{{ $labels.site }}/{{ $labels.cluster }}"
+#: The subjects descriptions start from: a host, a GPU, a Slingshot NIC, a Lustre file
+#: system and one of its targets.
+HOST = "{{ $labels.instance }} in " + AT
+GPU = "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on " + HOST
+LINK = "{{ $labels.device }} on " + HOST
+FS = "{{ $labels.fs }} in " + AT
+TARGET = "{{ $labels.target }} of " + FS

@@ -16,27 +16,23 @@ Conventions (monitoring-mixins, prometheus.io "recording rules"):
 * Every series carries the ``site`` and ``cluster`` target labels, and every rule keeps
   them, so Alertmanager can route by site and group by cluster.
 
-Thresholds are module constants (:mod:`gotthard.dashboards.thresholds`) so that the
-rules, the unit tests and docs/alerts.md agree. Metric names that the exporters have not
-shipped yet are listed, with the assumptions made about them, in docs/alerts.md.
-
-The rules live in :mod:`gotthard.dashboards.recording_rules` and
-:mod:`gotthard.dashboards.alert_rules`, their types in :mod:`gotthard.dashboards.rule_model`;
-this module renders them and re-exports the names the rest of Gotthard uses.
+The rules live in one module per area, :mod:`gotthard.dashboards.components`, with
+their thresholds (:mod:`gotthard.dashboards.thresholds`), which the site file's
+``[monitoring]`` table tunes (:mod:`gotthard.dashboards.settings`); their types are in
+:mod:`gotthard.dashboards.rule_model`. This module renders them and re-exports the names
+the rest of Gotthard uses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from gotthard.dashboards.alert_rules import ALERTS
-from gotthard.dashboards.recording_rules import RECORDING_RULES
+from gotthard.dashboards.components import RECORDING_RULES, all_alerts, threshold_values
 from gotthard.dashboards.rule_model import (
     COMPONENTS,
-    DASHBOARD_UIDS,
     DEFAULT_DASHBOARD_BASE_URL,
     DEFAULT_RUNBOOK_BASE_URL,
     NODE_COMPONENTS,
@@ -47,6 +43,11 @@ from gotthard.dashboards.rule_model import (
     Severity,
     group_name,
 )
+from gotthard.dashboards.shared import DASHBOARD_UIDS
+from gotthard.dashboards.thresholds import ThresholdValues
+
+if TYPE_CHECKING:
+    from gotthard.dashboards.settings import MonitoringConfig
 
 __all__ = [
     "ALERTS",
@@ -57,6 +58,7 @@ __all__ = [
     "HEADER",
     "NODE_COMPONENTS",
     "NODE_REGEX",
+    "RECORDED_SERIES",
     "RECORDING_RULES",
     "SEVERITIES",
     "AlertRule",
@@ -65,6 +67,7 @@ __all__ = [
     "alert",
     "alert_names",
     "alerting_groups",
+    "alerts",
     "alerts_markdown_table",
     "dump_yaml",
     "group_name",
@@ -72,15 +75,33 @@ __all__ = [
     "recording_rules_markdown_table",
     "render_alerting_rules",
     "render_recording_rules",
+    "values_for",
 ]
 
+#: Every alert at the default thresholds.
+ALERTS: tuple[AlertRule, ...] = all_alerts()
+#: The series the recording rules write: dashboards read them, so a Prometheus that
+#: serves the dashboards loads ``recording.rules.yml``.
+RECORDED_SERIES: frozenset[str] = frozenset(rule.record for rule in RECORDING_RULES)
 
-def alert_names() -> list[str]:
-    return [alert.name for alert in ALERTS]
+
+def values_for(monitoring: MonitoringConfig | None = None) -> ThresholdValues:
+    """The thresholds of *monitoring* (the site's ``[monitoring]``), or the defaults."""
+    return threshold_values(monitoring.thresholds if monitoring else {})
 
 
-def alert(name: str) -> AlertRule:
-    for candidate in ALERTS:
+def alerts(monitoring: MonitoringConfig | None = None) -> tuple[AlertRule, ...]:
+    """The alerts at the site's thresholds, without those it disabled."""
+    disabled = set(monitoring.disabled_alerts) if monitoring else set()
+    return tuple(rule for rule in all_alerts(values_for(monitoring)) if rule.name not in disabled)
+
+
+def alert_names(monitoring: MonitoringConfig | None = None) -> list[str]:
+    return [rule.name for rule in alerts(monitoring)]
+
+
+def alert(name: str, *, monitoring: MonitoringConfig | None = None) -> AlertRule:
+    for candidate in alerts(monitoring) if monitoring else ALERTS:
         if candidate.name == name:
             return candidate
     raise KeyError(name)
@@ -130,7 +151,8 @@ def _by_component(
     return grouped
 
 
-def recording_groups() -> dict[str, Any]:
+def recording_groups(monitoring: MonitoringConfig | None = None) -> dict[str, Any]:
+    """The recording rules; *monitoring* is accepted for symmetry (no rule depends on it)."""
     return {
         "groups": [
             {
@@ -145,35 +167,36 @@ def recording_groups() -> dict[str, Any]:
 def alerting_groups(
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL,
     dashboard_base_url: str = DEFAULT_DASHBOARD_BASE_URL,
+    *,
+    monitoring: MonitoringConfig | None = None,
 ) -> dict[str, Any]:
     groups = []
-    for component, alerts in _by_component(ALERTS):
+    for component, members in _by_component(alerts(monitoring)):
         rules = []
-        for rule in alerts:
+        for rule in members:
             entry: dict[str, Any] = {"alert": rule.name, "expr": rule.promql}
             if rule.for_ not in ("0s", "0m", "0"):
                 entry["for"] = rule.for_
             entry["labels"] = {"severity": rule.severity}
-            entry["annotations"] = {
-                "summary": rule.summary,
-                "description": rule.description,
-                "runbook_url": rule.runbook_url(runbook_base_url),
-                "dashboard_url": rule.dashboard_url(dashboard_base_url),
-            }
+            entry["annotations"] = rule.annotations(runbook_base_url, dashboard_base_url)
             rules.append(entry)
         groups.append({"name": group_name(component, "alerts"), "rules": rules})
     return {"groups": groups}
 
 
-def render_recording_rules() -> str:
-    return HEADER + dump_yaml(recording_groups())
+def render_recording_rules(monitoring: MonitoringConfig | None = None) -> str:
+    return HEADER + dump_yaml(recording_groups(monitoring))
 
 
 def render_alerting_rules(
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL,
     dashboard_base_url: str = DEFAULT_DASHBOARD_BASE_URL,
+    *,
+    monitoring: MonitoringConfig | None = None,
 ) -> str:
-    return HEADER + dump_yaml(alerting_groups(runbook_base_url, dashboard_base_url))
+    return HEADER + dump_yaml(
+        alerting_groups(runbook_base_url, dashboard_base_url, monitoring=monitoring)
+    )
 
 
 def _cell(text: str) -> str:

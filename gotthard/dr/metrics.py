@@ -7,8 +7,9 @@ daemon with ``honor_labels: true``.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -19,6 +20,9 @@ from prometheus_client import (
 )
 
 from gotthard.serve import Request, Response, Server, WebConfig, json_response, text
+
+if TYPE_CHECKING:
+    from gotthard.dr.settings import DrConfig
 
 _SITE_SCHEDULE = ("site", "schedule")
 _SITE_NAMESPACE = ("site", "namespace")
@@ -126,6 +130,35 @@ _FAMILIES: tuple[tuple[str, type[Gauge | Counter], str, tuple[str, ...], str], .
         "1 while this replica holds the Lease and runs the scheduler.",
     ),
     (
+        "schedule_period",
+        Gauge,
+        "gotthard_dr_schedule_period_seconds",
+        ("site", "schedule", "namespace"),
+        "Longest gap between two runs of the backup schedule's cron, per namespace it covers.",
+    ),
+    (
+        "schedule_loaded",
+        Gauge,
+        "gotthard_dr_schedule_loaded_timestamp_seconds",
+        _SITE_SCHEDULE,
+        "When the daemon loaded the backup schedule (Unix seconds): the age of a schedule "
+        "that has not succeeded yet.",
+    ),
+    (
+        "drill_period",
+        Gauge,
+        "gotthard_dr_drill_period_seconds",
+        _SITE_NAMESPACE,
+        "Longest gap between two runs of the drill's cron.",
+    ),
+    (
+        "drill_loaded",
+        Gauge,
+        "gotthard_dr_drill_loaded_timestamp_seconds",
+        _SITE_NAMESPACE,
+        "When the daemon loaded the drill (Unix seconds): the age of a drill not run yet.",
+    ),
+    (
         "orphans_cleaned",
         Counter,
         "gotthard_dr_drill_orphans_cleaned",
@@ -152,6 +185,10 @@ class DrMetrics:
     scheduler_events: Counter
     api_retries: Counter
     leader: Gauge
+    schedule_period: Gauge
+    schedule_loaded: Gauge
+    drill_period: Gauge
+    drill_loaded: Gauge
     orphans_cleaned: Counter
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -161,6 +198,47 @@ class DrMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def record_schedules(self, settings: DrConfig, now: float) -> None:
+        """Each backup schedule's and drill's period (from its cron) and load time.
+
+        The alerts compare the age of the last success with the period, so a schedule
+        that has never succeeded (no last-success series) is judged from *now*.
+        """
+        for schedule in settings.schedules:
+            period = cron_period_seconds(schedule.cron, settings.timezone)
+            for site in settings.schedule_sites(schedule):
+                self.schedule_loaded.labels(site, schedule.name).set(now)
+                for namespace in schedule.namespaces:
+                    self.schedule_period.labels(site, schedule.name, namespace).set(period)
+        for drill in settings.drills:
+            self.drill_period.labels(drill.site, drill.namespace).set(
+                cron_period_seconds(drill.cron, settings.timezone)
+            )
+            self.drill_loaded.labels(drill.site, drill.namespace).set(now)
+
+
+#: How many runs ahead :func:`cron_period_seconds` looks: enough for a weekly or monthly
+#: cron's irregular gaps.
+_RUNS = 64
+
+
+def cron_period_seconds(cron: str, timezone: str = "UTC") -> float:
+    """The longest gap between two consecutive runs of *cron* over its next runs."""
+    from gotthard.dr.settings import cron_trigger
+
+    trigger = cron_trigger(cron, timezone)
+    previous: dt.datetime | None = None
+    current = dt.datetime.now(dt.UTC)
+    longest = 0.0
+    for _ in range(_RUNS):
+        fire = trigger.get_next_fire_time(previous, current)
+        if fire is None:
+            break
+        if previous is not None:
+            longest = max(longest, (fire - previous).total_seconds())
+        previous, current = fire, fire + dt.timedelta(seconds=1)
+    return longest
 
 
 class MetricsServer(Server):

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -27,6 +25,7 @@ from kubernetes import client
 from gotthard.dr.settings import DrConfig, HealthQueries, PlacedService, PlacementConfig
 from gotthard.files import write_private_atomically
 from gotthard.kube import CustomObjects, Retry
+from gotthard.prometheus import Prometheus, PrometheusError
 
 KARMADA_GROUP, KARMADA_VERSION = "policy.karmada.io", "v1alpha1"
 #: PropagationPolicy's plural, and its name in retry logs and metrics.
@@ -123,18 +122,10 @@ def decide(
 
 def prometheus_scalar(url: str, expr: str, timeout: float = 10.0) -> float | None:
     """Evaluate *expr*; the first sample's value, or None if empty or unreachable."""
-    query = urllib.parse.urlencode({"query": expr})
     try:
-        with urllib.request.urlopen(
-            f"{url.rstrip('/')}/api/v1/query?{query}", timeout=timeout
-        ) as r:
-            data = json.load(r)
-    except (OSError, ValueError):
+        return Prometheus(url, timeout=timeout).scalar(expr)
+    except (PrometheusError, ValueError, TypeError, IndexError, KeyError):
         return None
-    result = (data.get("data") or {}).get("result") or []
-    if not result:
-        return None
-    return float(result[0]["value"][1])
 
 
 def site_health(

@@ -55,12 +55,22 @@ def _lustre(cfg: configuration.Config) -> Collector:
     )
 
 
+def _textfile(cfg: configuration.Config) -> Collector:
+    from gotthard.exporters.slurm.collector import SetupError
+    from gotthard.exporters.textfile import TextfileCollector
+
+    if not cfg.exporter.textfile.directory:
+        raise SetupError("no directory: set --textfile.directory or [exporter.textfile]")
+    return TextfileCollector(cfg.exporter.textfile)
+
+
 #: Collector name -> factory. Later collectors register here, one module each.
 FACTORIES: dict[str, Callable[[configuration.Config], Collector]] = {
     "slurm": _slurm,
     "gpu": _gpu,
     "slingshot": _slingshot,
     "lustre": _lustre,
+    "textfile": _textfile,
 }
 
 
@@ -223,6 +233,12 @@ FLAGS: tuple[_Flag, ...] = (
         action="store_true",
         default=None,
         help="export bulk RPC and disk I/O size distributions from brw_stats",
+    ),
+    _flag(
+        "--textfile.directory",
+        "textfile.directory",
+        metavar="DIR",
+        help="directory of *.prom files the textfile collector serves",
     ),
     _flag("--log.level", default="info", choices=("debug", "info", "warning", "error")),
 )

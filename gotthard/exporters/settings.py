@@ -8,9 +8,10 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from gotthard.base import ListenAddress, Strict
+from gotthard.exporters.slingshot.limits import MAX_RESTARTS_1H, MAX_RESTARTS_10H
 
 #: Collectors the exporter knows by name; the runtime refuses any other.
-KNOWN_COLLECTORS = ("slurm", "gpu", "slingshot", "lustre")
+KNOWN_COLLECTORS = ("slurm", "gpu", "slingshot", "lustre", "textfile")
 
 PositiveSeconds = Annotated[float, Field(gt=0, le=86400)]
 
@@ -52,8 +53,8 @@ class SlingshotExporterConfig(Strict):
     #: Regex of further telemetry file names exported as slingshot_counter{counter}.
     extra_counters: str = ""
     #: cxi_healthcheck thresholds: healthy needs fewer restarts than these.
-    max_restarts_1h: Annotated[int, Field(ge=1)] = 5
-    max_restarts_10h: Annotated[int, Field(ge=1)] = 10
+    max_restarts_1h: Annotated[int, Field(ge=1)] = MAX_RESTARTS_1H
+    max_restarts_10h: Annotated[int, Field(ge=1)] = MAX_RESTARTS_10H
 
     @field_validator("extra_counters")
     @classmethod
@@ -91,6 +92,11 @@ class LustreExporterConfig(Strict):
     command_timeout_seconds: PositiveSeconds = 10.0
 
 
+class TextfileExporterConfig(Strict):
+    #: Directory of ``*.prom`` files (node_exporter's textfile format), read every scrape.
+    directory: str = ""
+
+
 class ExporterConfig(Strict):
     listen: ListenAddress = "127.0.0.1:9877"
     collectors: list[str] = Field(default_factory=lambda: ["slurm"])
@@ -105,6 +111,7 @@ class ExporterConfig(Strict):
     gpu: GpuExporterConfig = GpuExporterConfig()
     slingshot: SlingshotExporterConfig = SlingshotExporterConfig()
     lustre: LustreExporterConfig = LustreExporterConfig()
+    textfile: TextfileExporterConfig = TextfileExporterConfig()
 
     @field_validator("collectors")
     @classmethod

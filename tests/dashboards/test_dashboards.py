@@ -1,23 +1,25 @@
 """Dashboards: deterministic build, offline lint, known metric names, live check.
 
-The live test runs a real Prometheus (1 s scrape interval) that scrapes
+The live test runs a real Prometheus (1 s scrape and rule interval, Gotthard's recording
+rules loaded) that scrapes real sources only:
 
 * the real ``gotthard exporter`` with the ``slurm`` collector on the recorded Slurm
-  22.05 output (``tests/fixtures/recorded-slurm-bin``) and the ``gpu`` collector on the
+  22.05 output (``tests/fixtures/recorded-slurm-bin``), the ``gpu`` collector on the
   FAKE ``libnvidia-ml.so.1`` (``tests/fakenvml``) with a fake procfs that puts Slurm jobs
-  1 and 2 and one Kubernetes pod on the GPUs,
+  1 and 2 and one Kubernetes pod on the GPUs, and the ``textfile`` collector on the files
+  ``gotthard policy eval --textfile`` and ``gotthard audit kube-bench --textfile`` write;
 * three more real ``gotthard exporter`` processes on trees built with
   ``tests/exporters/slingshot_tree.py`` and ``tests/exporters/lustre_tree.py``
-  (:class:`LiveTrees`): a compute node (``slingshot`` + Lustre client), a Lustre OSS and
-  a Lustre MDS (``lustre --lustre.job-stats``, job ids = the recorded Slurm jobs), whose
-  counters move once a second, and
-* a SYNTHETIC exposition endpoint for the families whose collectors do not exist yet
-  (DR daemon, security audit). Its text is made here, from
-  :data:`gotthard.dashboards.grafana.PLANNED_METRICS`; it proves only that the queries
-  fit the metric names and labels the issues specify.
+  (:class:`~tests.dashboards.live_sources.LiveTrees`): a compute node (``slingshot`` +
+  Lustre client), a Lustre OSS and a Lustre MDS (``lustre --lustre.job-stats``, job ids =
+  the recorded Slurm jobs), whose counters move once a second;
+* the real DR daemon's ``/metrics`` (:class:`~tests.dashboards.live_sources.LiveDr`: the
+  daemon on the Kubernetes emulator with the simulated Velero, after a backup, a drill
+  and a placement round).
 
-Each target is scraped twice, once labelled ``site=zurich, cluster=alps`` and once
-``site=lugano, cluster=todi``, so both sites of the overview have data.
+Each exporter is scraped twice, once labelled ``site=zurich, cluster=alps`` and once
+``site=lugano, cluster=todi``, so both sites of the overview have data; the DR daemon,
+whose series name the site they describe, once with ``honor_labels``.
 """
 
 from __future__ import annotations
@@ -27,10 +29,8 @@ import importlib
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -39,22 +39,18 @@ import pytest
 
 from gotthard.dashboards import check as live
 from gotthard.dashboards import grafana, lint
-from gotthard.exporters.gpu.render import render as render_gpu
-from gotthard.exporters.gpu.snapshot import (
-    DeviceReading,
-    GpuSnapshot,
-    JobAttribution,
-    PodAttribution,
-)
+from gotthard.dr.metrics import DrMetrics
+from gotthard.policies.metrics import FAMILIES as SECURITY_FAMILIES
 from gotthard.sandbox import free_ports
-from tests.support.cli import gotthard, gotthard_argv, run, run_in_process
-from tests.support.monitoring import (
-    Processes,
-    QuietHandler,
-    instant,
-    serve_http,
-    start_prometheus,
+from tests.dashboards.gpu_sample import gpu_family_names
+from tests.dashboards.live_sources import (
+    LUSTRE_VERSION,
+    LiveDr,
+    LiveTrees,
+    write_security_textfiles,
 )
+from tests.support.cli import gotthard, gotthard_argv, run, run_in_process
+from tests.support.monitoring import Processes, instant, start_prometheus
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -384,7 +380,9 @@ def exposition_names(text: str) -> set[str]:
 def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> None:
     """Slurm, Slingshot, Lustre and exporter names against ``gotthard exporter --once``
     (recorded Slurm output; a Slingshot tree and a Lustre node with every role and job
-    stats), GPU names against a full GPU snapshot, the rest against the declared list."""
+    stats), GPU names against a full GPU snapshot, DR names against the DR daemon's
+    families, security names against the policy textfiles' families, recorded names
+    against the recording rules."""
     slingshot = repo_module("tests.exporters.slingshot_tree")
     lustre = repo_module("tests.exporters.lustre_tree")
     slingshot.build(tmp_path / "node" / "sys", slingshot.STATIC_NICS)
@@ -400,8 +398,15 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
     exporter_names = exposition_names(result.stdout)
     assert "slurm_job_info" in exporter_names and "gotthard_collector_up" in exporter_names
     assert {"slingshot_link_restarts_recent", "lustre_job_write_bytes_total"} <= exporter_names
-    gpu_names = {family.name for family in render_gpu(full_gpu_snapshot()) if family.samples}
+    gpu_names = gpu_family_names()
     assert "gpu_job_info" in gpu_names and "gpu_tensor_active_ratio" in gpu_names
+
+    dr_names = {
+        family.name + ("_total" if family.type == "counter" else "")
+        for family in DrMetrics().registry.collect()
+    }
+    assert "gotthard_dr_backups_total" in dr_names
+    recorded = {rule["record"] for rule in recording_rules()}
 
     unknown = {}
     real = ("slurm_", "slingshot_", "lustre_", "gotthard_collector_", "gotthard_build_")
@@ -410,53 +415,21 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
             known = name in exporter_names
         elif name.startswith("gpu_"):
             known = name in gpu_names
+        elif name.startswith("gotthard_dr_"):
+            known = name in dr_names
+        elif ":" in name:
+            known = name in recorded
         else:
-            known = name in grafana.PLANNED_METRICS or name in grafana.PROMETHEUS_BUILTIN_METRICS
+            known = name in SECURITY_FAMILIES or name in grafana.PROMETHEUS_BUILTIN_METRICS
         if not known:
-            unknown[name] = "not emitted by the exporter / not declared"
+            unknown[name] = "no real source emits or records it"
     assert unknown == {}
-    # the declared list never shadows what the real exporters emit
-    assert not set(grafana.PLANNED_METRICS) & (exporter_names | gpu_names)
-    assert not any(name.startswith(real) for name in grafana.PLANNED_METRICS)
 
 
-def full_gpu_snapshot() -> GpuSnapshot:
-    """One whole GPU with every reading set, one MIG instance, one job and one pod."""
-    whole = DeviceReading(
-        index="0",
-        uuid="GPU-0",
-        name="NVIDIA H200",
-        pci_bus_id="00000000:18:00.0",
-        utilization_ratio=0.5,
-        memory_utilization_ratio=0.25,
-        memory_used_bytes=1,
-        memory_total_bytes=2,
-        memory_reserved_bytes=0,
-        power_watts=400.0,
-        power_limit_watts=700.0,
-        energy_joules=1.0,
-        temperature_celsius={"gpu": 40.0, "memory": 45.0},
-        clock_hertz={"sm": 1.9e9, "memory": 3.2e9},
-        clocks_event_reasons={"sw_power_cap": 0},
-        throttle_seconds={"power": 0.0},
-        ecc_errors={"corrected": 0, "uncorrected": 0},
-        remapped_rows={"correctable": 0, "uncorrectable": 0, "pending": 0, "failure": 0},
-        pcie_replay=0,
-        pcie_bytes={"tx": 1, "rx": 1},
-        nvlink_errors={("0", "crc_flit"): 0},
-        nvlink_bytes={("0", "tx"): 1},
-        gpm={"sm_active": 0.5, "sm_occupancy": 0.5, "tensor_active": 0.5, "dram_active": 0.5},
-        xid_counts={79: 1},
-        last_xid=79,
-    )
-    mig = DeviceReading(index="1", uuid="GPU-1", gpu_instance="3", memory_used_bytes=1)
-    return GpuSnapshot(
-        driver_version="570.133.20",
-        cuda_version="12.8",
-        devices=(whole, mig),
-        jobs=(JobAttribution("0", "GPU-0", "", "1"),),
-        pods=(PodAttribution("1", "GPU-1", "3", "uid-1", "ml", "train", "main"),),
-    )
+def recording_rules() -> list[dict[str, str]]:
+    from gotthard.dashboards import rules
+
+    return [rule for group in rules.recording_groups()["groups"] for rule in group["rules"]]
 
 
 # --------------------------------------------------------------------------------------
@@ -464,211 +437,9 @@ def full_gpu_snapshot() -> GpuSnapshot:
 # --------------------------------------------------------------------------------------
 
 
-def synthetic_security_text(elapsed: float) -> str:
-    """SYNTHETIC stand-in for the kube-bench/policy textfile of the security audit: the
-    names and labels the policy exporters write."""
-    lines = ["# SYNTHETIC exposition for dashboard tests: not the security audit"]
-    for node_type, passed, failed in (("master", 60, 1), ("node", 20, 0)):
-        for status, count in (("pass", passed), ("fail", failed), ("warn", 3), ("info", 0)):
-            lines.append(
-                f'gotthard_kube_bench_checks{{status="{status}",node_type="{node_type}"}} {count}'
-            )
-    lines += [
-        'gotthard_kube_bench_check_failed{id="1.1.9",node_type="master"} 1',
-        'gotthard_policy_violations{policy="admission",rule="no-privileged"} 0',
-        'gotthard_policy_violations{policy="admission",rule="no-latest-tag"} 2',
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def synthetic_dr_text(elapsed: float) -> str:
-    """SYNTHETIC stand-in for the DR daemon. The daemon labels each series with
-    the site it is about (and, assumed here, the cluster), so it is scraped with
-    honor_labels: true."""
-    now = time.time()
-    lines = ["# SYNTHETIC exposition for dashboard tests: not the DR daemon"]
-    for site, cluster in SITES:
-        at = f'site="{site}",cluster="{cluster}"'
-        lines += [
-            f"gotthard_dr_site_healthy{{{at}}} 1",
-            f'gotthard_dr_backup_last_success_timestamp_seconds{{{at},schedule="hourly"}} '
-            f"{now - 1800:.0f}",
-            f'gotthard_dr_backup_duration_seconds{{{at},schedule="hourly"}} 95',
-            f'gotthard_dr_backups_total{{{at},schedule="hourly",phase="Completed"}} {int(elapsed)}',
-            f'gotthard_dr_rpo_seconds{{{at},namespace="ml"}} 1800',
-            f'gotthard_dr_drill_last_success{{{at},namespace="ml"}} 1',
-            f'gotthard_dr_drill_rto_seconds{{{at},namespace="ml"}} 420',
-            f'gotthard_dr_drill_rpo_seconds{{{at},namespace="ml"}} 1900',
-            f'gotthard_dr_drill_last_timestamp_seconds{{{at},namespace="ml"}} {now - 86400:.0f}',
-            f'gotthard_dr_placement{{{at},service="inference"}} {1 if site == "zurich" else 0}',
-        ]
-    return "\n".join(lines) + "\n"
-
-
-class SyntheticHandler(QuietHandler):
-    started = time.monotonic()
-
-    def do_GET(self) -> None:
-        elapsed = time.monotonic() - self.started
-        pages = {
-            "/synthetic/security": synthetic_security_text,
-            "/synthetic/dr": synthetic_dr_text,
-        }
-        page = pages.get(self.path)
-        if page is None:
-            self.send_error(404)
-            return
-        self.send_body(page(elapsed).encode())
-
-
-#: Lustre version of the live trees (tests/exporters/lustre_tree.py lays out each one).
-LUSTRE_VERSION = "2.15"
-#: Lustre job ids (``jobid_var=SLURM_JOB_ID``) of the live OSS and MDS -> size: Slurm
-#: jobs 1 and 2 of the recorded output, and ``rsync.1000`` (``procname_uid``), IO
-#: outside any job that the join to ``slurm_job_info`` drops. Odd sizes also read.
-OST_JOBS = {"lustre-OST0000": {"1": 9, "2": 2, "rsync.1000": 1}, "lustre-OST0001": {"1": 4}}
-MDT_JOBS = {"lustre-MDT0000": {"1": 7, "2": 30}, "lustre-MDT0001": {"1": 2}}
-
-
-def grown(samples: int, total: int, elapsed: int) -> tuple[int, int]:
-    """A (samples, sum) pair *elapsed* seconds later: 1 % of the count (at least 1) more
-    per second, of the same mean size. Untouched counters stay 0."""
-    if samples == 0:
-        return 0, 0
-    step = max(samples // 100, 1) * elapsed
-    return samples + step, total + step * (total // samples)
-
-
-class LiveTrees:
-    """The sysfs/procfs trees the real Slingshot and Lustre exporters read, and a thread
-    that moves their counters forward once a second, as on busy nodes.
-
-    * ``compute``: a GPU node with two Slingshot NICs (Cassini-1 ``cxi0``, Cassini-2
-      ``cxi1``; ``tests/exporters/slingshot_tree.py``) whose ``link_restarts`` are recent
-      relative to now (cxi0: one in the last hour, two in 10 h; cxi1: one in 10 h), and a
-      Lustre client (``lustre_tree.NODES["client"]``: file systems ``lustre``, with one
-      OST deactivated, and ``scratch``; unevenly filled OSTs);
-    * ``oss`` and ``mds``: the fixture OSS and MDS serving ``lustre``, with job_stats of
-      :data:`OST_JOBS` and :data:`MDT_JOBS` (``--lustre.job-stats``).
-
-    Static counters would give rate() = 0 and the ratio panels (codeword error ratio,
-    mean metadata latency) 0/0; so Slingshot telemetry moves as the builder's
-    ``elapsed`` says, and the OSS/MDS stats, md_stats and job_stats as :func:`grown`
-    says (client counters no panel reads stay put). Files are replaced atomically
-    (written beside the tree, renamed over), so a scrape reads the old or the new value
-    and the collectors count no errors.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.slingshot = repo_module("tests.exporters.slingshot_tree")
-        self.lustre = repo_module("tests.exporters.lustre_tree")
-        self.root = root
-        self.now = int(time.time())
-        nic = self.slingshot.Nic
-        self.nics = (
-            nic(0, generation=1, restarts=(self.now - 600, self.now - 7_200)),
-            nic(1, generation=2, restarts=(self.now - 30_000,)),
-        )
-        nodes = self.lustre.NODES
-        self.servers = {
-            "oss": self._with_jobs(nodes["oss"], "ost", OST_JOBS),
-            "mds": self._with_jobs(nodes["mds"], "mdt", MDT_JOBS),
-        }
-        self._scratch = root / "scratch"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    @property
-    def compute(self) -> Path:
-        return self.root / "compute"
-
-    def _with_jobs(self, node: Any, kind: str, sizes: dict[str, dict[str, int]]) -> Any:
-        def jobs(target: Any) -> Any:
-            found = sizes.get(target.name, {})
-            return replace(target, jobs=tuple(self._job(i, kind, n) for i, n in found.items()))
-
-        return replace(node, osts=[jobs(t) for t in node.osts], mdts=[jobs(t) for t in node.mdts])
-
-    def _job(self, job_id: str, kind: str, size: int) -> Any:
-        if kind == "ost":
-            ops = {"write_bytes": (1_000 * size, 1_000 * size * (4 << 20))}
-            ops["write"] = (1_000 * size, 1_000 * size * 1_700)
-            if size % 2:
-                ops["read_bytes"] = (500 * size, 500 * size * (1 << 20))
-                ops["read"] = (500 * size, 500 * size * 600)
-        else:
-            ops = {name: (300 * size, 300 * size * 40) for name in ("open", "close")}
-            ops["getattr"] = (1_200 * size, 1_200 * size * 5)
-        return self.lustre.Job(job_id, ops)
-
-    def build(self) -> None:
-        self.slingshot.build(self.compute / "sys", self.nics, now=self.now)
-        self.lustre.write_tree(self.compute, self.lustre.NODES["client"], LUSTRE_VERSION)
-        for name, node in self.servers.items():
-            self.lustre.write_tree(self.root / name, node, LUSTRE_VERSION)
-        self._scratch.mkdir()
-
-    def advance(self, elapsed: int) -> None:
-        """Rewrite every moving counter file as it reads *elapsed* seconds after build."""
-        sysfs = self.compute / "sys"
-        for nic in self.nics:
-            device = self.slingshot.device_path(sysfs, nic)
-            files = self.slingshot.nic_files(nic, now=self.now, elapsed=elapsed)
-            for rel, text in files.items():
-                if rel.startswith("telemetry/"):
-                    self._replace(device / rel, text)
-        for name, node in self.servers.items():
-            for param in self.lustre.params(self._moved(node, elapsed), LUSTRE_VERSION):
-                if param.name in ("stats", "md_stats", "job_stats"):
-                    self._replace(self.root / name / param.path, param.text)
-
-    def _moved(self, node: Any, elapsed: int) -> Any:
-        def ops(items: tuple[Any, ...]) -> tuple[Any, ...]:
-            moved = []
-            for op in items:
-                samples, total = grown(op.samples, op.total, elapsed)
-                moved.append(replace(op, samples=samples, total=total))
-            return tuple(moved)
-
-        def target(item: Any) -> Any:
-            jobs = tuple(
-                self.lustre.Job(
-                    job.job_id, {k: grown(*value, elapsed) for k, value in job.ops.items()}
-                )
-                for job in item.jobs
-            )
-            return replace(item, ops=ops(item.ops), jobs=jobs)
-
-        return replace(
-            node, osts=[target(t) for t in node.osts], mdts=[target(t) for t in node.mdts]
-        )
-
-    def _replace(self, path: Path, text: str) -> None:
-        staged = self._scratch / "next"
-        staged.write_text(text)
-        os.replace(staged, path)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        started = time.monotonic()
-        done = 0
-        while not self._stop.wait(0.2):
-            elapsed = int(time.monotonic() - started)
-            if elapsed != done:
-                self.advance(elapsed)
-                done = elapsed
-
-
-def prometheus_config(ports: dict[str, int], synthetic: int) -> str:
-    def job(name: str, port: int, path: str, *, honor: bool = False, sites=SITES) -> str:
-        text = f"  - job_name: {name}\n    metrics_path: {path}\n"
+def prometheus_config(ports: dict[str, int], dr: int, rule_file: Path) -> str:
+    def job(name: str, port: int, *, honor: bool = False, sites=SITES) -> str:
+        text = f"  - job_name: {name}\n"
         if honor:
             text += "    honor_labels: true\n"
         text += "    static_configs:\n"
@@ -681,11 +452,19 @@ def prometheus_config(ports: dict[str, int], synthetic: int) -> str:
 
     return (
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
+        f"rule_files:\n  - {rule_file}\n"
         "scrape_configs:\n"
-        + "".join(job(name, port, "/metrics") for name, port in ports.items())
-        + job("synthetic-security", synthetic, "/synthetic/security")
-        + job("synthetic-dr", synthetic, "/synthetic/dr", honor=True, sites=SITES[:1])
+        + "".join(job(name, port) for name, port in ports.items())
+        # the daemon's series carry the site they describe (zurich or lugano)
+        + job("gotthard-dr", dr, honor=True, sites=SITES[:1])
     )
+
+
+def recording_rule_file(root: Path) -> Path:
+    """``recording.rules.yml`` as ``gotthard rules build`` writes it (no alerts: a healthy
+    test site fires none, and the overview's alert table is allowed to be empty)."""
+    assert run_in_process("rules", "build", "--out", str(root / "rules")) == 0
+    return root / "rules" / "recording.rules.yml"
 
 
 def fake_gpu_node(root: Path) -> tuple[dict[str, str], Path]:
@@ -731,9 +510,11 @@ def live_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     config = root / "site.toml"
     config.write_text(
         "[exporter]\n"
-        'collectors = ["slurm", "gpu"]\n'
+        'collectors = ["slurm", "gpu", "textfile"]\n'
         f'listen = "127.0.0.1:{ports["gotthard"]}"\n'
         f'path_procfs = "{procfs}"\n'
+        "[exporter.textfile]\n"
+        f'directory = "{root / "textfile"}"\n'
         "[exporter.slurm]\n"
         f'bin_dir = "{RECORDED_BIN}"\n'
         "poll_interval_seconds = 1\n"
@@ -741,6 +522,7 @@ def live_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "poll_interval_seconds = 1\n"
         f'kubelet_socket = "{root / "no-kubelet.sock"}"\n'
     )
+    write_security_textfiles(root / "textfile")
     trees = LiveTrees(root / "nodes")
     trees.build()
     # the Slingshot and Lustre exporters get everything from flags, nothing from a site file
@@ -770,20 +552,21 @@ def live_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             for server in trees.servers
         },
     }
-    server = serve_http(SyntheticHandler)
-    (root / "prometheus.yml").write_text(prometheus_config(ports, server.server_address[1]))
+    dr = LiveDr(root / "dr")
     try:
+        dr_port = dr.start()
+        config_text = prometheus_config(ports, dr_port, recording_rule_file(root))
+        (root / "prometheus.yml").write_text(config_text)
         with Processes(root / "logs") as procs:
             trees.start()
             for name, (argv, process_env) in commands.items():
                 procs.start(name, argv, process_env)
             url = start_prometheus(procs, root / "prometheus.yml", root, "--log.level=warn")
-            wait_for_data(url, procs, targets=2 * (len(ports) + 1) + 1)
+            wait_for_data(url, procs, targets=2 * len(ports) + 1)
             yield url
     finally:
         trees.stop()
-        server.shutdown()
-        server.server_close()
+        dr.stop()
 
 
 #: Counters that move in the live trees: the wait ends once they have a rate.
@@ -913,6 +696,26 @@ def test_slingshot_and_lustre_panels_read_the_real_exporters(
     }
 
 
+def test_dr_and_security_panels_read_the_real_daemon_and_textfiles(live_prometheus: str) -> None:
+    # every DR series comes from the daemon, every security series from the textfiles
+    # (the scheduler's own series have a job label of their own, kept by honor_labels)
+    selector = '{__name__=~"gotthard_dr_.+", __name__!~"gotthard_dr_scheduler_.+"}'
+    dr = instant(live_prometheus, f"count by (job) ({selector})")
+    assert {s["metric"]["job"] for s in dr} == {"gotthard-dr"}
+    families = "gotthard_policy_violations|gotthard_kube_bench_.+"
+    security = instant(live_prometheus, f'count by (job) ({{__name__=~"{families}"}})')
+    assert {s["metric"]["job"] for s in security} == {"gotthard"}
+    files = instant(live_prometheus, "gotthard_textfile_mtime_seconds")
+    assert {s["metric"]["file"] for s in files} == {"policy.prom", "kube-bench.prom"}
+    # the daemon ran a backup and a verified drill of prod in zurich, and placed inference
+    drill = instant(live_prometheus, "gotthard_dr_drill_last_success")
+    assert [(s["metric"]["site"], s["value"][1]) for s in drill] == [("zurich", "1")]
+    placed = instant(live_prometheus, "gotthard_dr_placement == 1")
+    assert [s["metric"]["site"] for s in placed] == ["zurich"]
+    denied = instant(live_prometheus, 'gotthard_policy_violations{rule="POD-PRIV-001"}')
+    assert {s["value"][1] for s in denied} == {"1"} and len(denied) == len(SITES)
+
+
 def test_the_naive_join_fails_on_a_shared_gpu(live_prometheus: str) -> None:
     """``metric * on(...) group_left(job_id) gpu_job_info`` breaks once a GPU holds two
     jobs; the dashboards keep gpu_job_info on the many side instead."""
@@ -963,6 +766,36 @@ def test_check_exits_1_on_a_broken_dashboard_and_2_without_prometheus(
     (port,) = free_ports(1)
     assert run_in_process("dashboards", "check", "--prometheus", f"http://127.0.0.1:{port}") == 2
     assert "cannot reach" in capsys.readouterr().err
+
+
+def test_check_json_is_machine_readable(
+    live_prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    grafana.write_dashboards(tmp_path)
+    argv = ("dashboards", "check", "--prometheus", live_prometheus, "--dashboards", str(tmp_path))
+    assert run_in_process(*argv, "--format", "json") == 0
+    report = json.loads(capsys.readouterr().out)
+    total = sum(len(exprs_of(p)) for d in grafana.build_dashboards() for p in lint.iter_panels(d))
+    assert report["ok"] is True and report["lint"] == []
+    assert report["summary"]["queries"] == total == len(report["queries"])
+    assert report["summary"]["failed"] == 0
+    statuses = {q["status"] for q in report["queries"]}
+    assert statuses == {"ok", "allowed_empty"}
+    first = report["queries"][0]
+    assert set(first) == {"dashboard", "panel", "ref", "status", "series", "detail", "query"}
+    # a broken query and a lint problem: exit 1, both in the report, nothing else printed
+    path = tmp_path / "gotthard-slurm-cluster.json"
+    dash = json.loads(path.read_text())
+    dash["panels"][0]["targets"][0]["expr"] = 'slurm_upp{site=~"$site", cluster=~"$cluster"}'
+    dash["panels"][1]["fieldConfig"]["defaults"].pop("unit")
+    path.write_text(json.dumps(dash))
+    assert run_in_process(*argv, "--format", "json") == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["summary"]["failed"] == 1
+    assert len(report["lint"]) == 1 and "[panel-unit]" in report["lint"][0]
+    (failed,) = [q for q in report["queries"] if q["status"] == "failed"]
+    assert failed["dashboard"] == "gotthard-slurm-cluster"
+    assert "nothing matches slurm_upp{" in failed["detail"]
 
 
 def test_allow_list_is_short_and_names_real_queries(dashboards) -> None:

@@ -86,8 +86,10 @@ def test_build_writes_three_files_with_deterministic_bytes(tmp_path: Path) -> No
     assert run_in_process("rules", "build", "--out", str(first)) == 0
     assert run_in_process("rules", "build", "--out", str(second)) == 0
     names = sorted(p.name for p in first.iterdir())
-    assert names == ["alertmanager.yml", "alerts.rules.yml", "recording.rules.yml"]
-    for name in names:
+    assert names == ["alertmanager.yml", "alerts.rules.yml", "recording.rules.yml", "runbooks"]
+    pages = sorted(p.name for p in (first / "runbooks").iterdir())
+    assert len(pages) == len(rules.alert_names())
+    for name in [*names[:3], *(f"runbooks/{page}" for page in pages)]:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
 
@@ -200,13 +202,10 @@ def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:
                 bucket = firing if expected else quiet
                 bucket[alertname] = bucket.get(alertname, 0) + 1
                 for alert in expected:
-                    # annotations are compared exactly: all four must be spelled out
-                    assert set(alert["exp_annotations"]) == {
-                        "summary",
-                        "description",
-                        "runbook_url",
-                        "dashboard_url",
-                    }, f"{name}: {alertname}"
+                    # annotations are compared exactly: all of them must be spelled out
+                    assert set(alert["exp_annotations"]) == set(
+                        rules.alert(alertname).annotations()
+                    ), f"{name}: {alertname}"
                     assert alert["exp_labels"]["severity"] == rules.alert(alertname).severity
     missing_firing = [a for a in rules.alert_names() if a not in firing]
     missing_quiet = [a for a in rules.alert_names() if a not in quiet]
@@ -250,17 +249,29 @@ def test_every_alert_carries_severity_summary_description_and_urls(built: Path) 
             assert re.fullmatch(r"[A-Z][A-Za-z0-9]+", name) and name.startswith(prefixes), name
             assert rule["labels"]["severity"] in rules.SEVERITIES, name
             notes = rule["annotations"]
-            assert set(notes) == {"summary", "description", "runbook_url", "dashboard_url"}
+            definition = rules.alert(name)
+            expected_notes = {"summary", "description", "runbook_url", "dashboard_url"}
+            if definition.repair_query:
+                expected_notes.add("repair_query")
+                assert notes["repair_query"] == definition.repair_query, name
+            assert set(notes) == expected_notes, name
             assert notes["summary"] and "{{" not in notes["summary"], name
-            assert "{{ $labels." in notes["description"], name
+            # an alert about a labelled thing names it (DRNoLeader is about no series at all)
+            assert "{{ $labels." in notes["description"] or not definition.url_labels, name
             assert notes["runbook_url"] == f"{rules.DEFAULT_RUNBOOK_BASE_URL}/{name}.md"
+            variables = "&".join(
+                f"var-{label}={{{{ $labels.{label} }}}}" for label in definition.url_labels
+            )
             match = re.fullmatch(
                 re.escape(rules.DEFAULT_DASHBOARD_BASE_URL)
-                + r"/d/([a-z0-9-]+)\?var-site=\{\{ \$labels\.site \}\}"
-                r"&var-cluster=\{\{ \$labels\.cluster \}\}",
+                + r"/d/([a-z0-9-]+)"
+                + (re.escape(f"?{variables}") if variables else ""),
                 notes["dashboard_url"],
             )
             assert match and match.group(1) in uids, notes["dashboard_url"]
+            # every component but DR (whose metrics have no cluster) links site and cluster
+            if definition.component != "dr":
+                assert definition.url_labels == ("site", "cluster"), name
     assert seen == rules.alert_names()
     assert len(seen) == len(set(seen))
 
@@ -315,6 +326,22 @@ def test_every_runbook_url_names_a_complete_runbook_page(built: Path) -> None:
             assert f"```promql\n{definition.promql}\n```" in text, f"{page}: expression"
     pages = {p.stem for p in RUNBOOKS.glob("*.md")}
     assert pages == set(rules.alert_names()), "runbook pages without an alert"
+
+
+def test_runbook_pages_name_receivers_that_exist(built: Path) -> None:
+    """A page that says who is paged names the generated receiver that does it."""
+    receivers = {r["name"] for r in load_yaml(built / "alertmanager.yml")["receivers"]}
+    for page in sorted(RUNBOOKS.glob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        escalation = text.split("## Escalation", 1)[1].split("\n## ", 1)[0]
+        named = re.findall(r"receiver `([^`]+)`", escalation)
+        for name in named:
+            sites = ("zurich", "lugano") if "SITE" in name else ("",)
+            for site in sites:
+                assert name.replace("SITE", site) in receivers, f"{page.name}: {name}"
+        if rules.alert(page.stem).severity == "critical":
+            assert "receiver `pager-SITE`" in escalation, f"{page.name}: who is paged"
+        assert not re.search(r"pages the (?!site's on-call)", escalation), page.name
 
 
 def test_alerts_doc_index_matches_the_rules() -> None:

@@ -118,9 +118,16 @@ class _Prometheus(QuietHandler):
     """``/<site>/api/v1/query``: every query answers 1, Zurich's API server answers 0."""
 
     def do_GET(self) -> None:
-        parsed = urllib.parse.urlparse(self.path)
-        site = parsed.path.strip("/").split("/")[0]
-        query = urllib.parse.parse_qs(parsed.query)["query"][0]
+        self._answer(urllib.parse.urlparse(self.path).query)
+
+    def do_POST(self) -> None:
+        # the real API takes the form-encoded query in the body as well
+        length = int(self.headers.get("Content-Length") or 0)
+        self._answer(self.rfile.read(length).decode())
+
+    def _answer(self, form: str) -> None:
+        site = urllib.parse.urlparse(self.path).path.strip("/").split("/")[0]
+        query = urllib.parse.parse_qs(form)["query"][0]
         value = "0" if site == "zurich" and "apiserver" in query else "8"
         body = json.dumps(
             {

@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import pytest
 
+from gotthard.exporters.families import render_text
+from gotthard.exporters.slurm.render import render
 from gotthard.exporters.slurm.rest import (
     SUPPORTED_VERSIONS,
     RestBackend,
@@ -895,6 +897,27 @@ def test_ping_saying_down_is_a_failed_probe_not_a_failed_poll(
     assert snapshot.up
     assert not snapshot.probes[0].success
     assert "node001: DOWN" in snapshot.probes[0].error
+
+
+def test_primary_down_backup_up_gives_one_series_per_controller(
+    serve: Callable[..., str],
+) -> None:
+    docs = v38_documents()
+    primary = docs["ping"]["pings"][0]
+    primary["ping"] = "DOWN"
+    docs["ping"]["pings"].append({**primary, "hostname": "ctl2", "ping": "UP", "mode": "backup"})
+    snapshot = RestBackend(serve(FakeRestd({"v0.0.38": docs}))).poll(PollOptions())
+    assert snapshot.probes[0].success and snapshot.errors == 0
+    assert [(c.hostname, c.role, c.index, c.up) for c in snapshot.controllers] == [
+        ("node001", "primary", 0, False),
+        ("ctl2", "backup", 1, True),
+    ]
+    text = render_text(render(snapshot, PollOptions()))
+    assert 'slurm_controller_up{controller="node001",role="primary",index="0"} 0' in text
+    assert 'slurm_controller_up{controller="ctl2",role="backup",index="1"} 1' in text
+    # without the probe there is no ping, hence no controller series
+    quiet = RestBackend(serve(FakeRestd({"v0.0.38": docs}))).poll(PollOptions(probe=False))
+    assert quiet.controllers == ()
 
 
 def test_malformed_json_is_unavailable(serve: Callable[..., str]) -> None:

@@ -4,81 +4,84 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard
 
-from gotthard.dashboards.panels import (
-    HEALTHY,
-    PASS_FAIL,
-    Board,
-    Query,
-    dashboard,
-    gauge_timeseries,
-    label_table,
-    rate,
-    sel,
-    stat,
-    table,
-    timeseries,
+from gotthard.dashboards import panels as ui
+from gotthard.dashboards.components.dr import (
+    BACKUP_GRACE,
+    DRILL_PASSED,
+    DRILL_RPO,
+    DRILL_RTO,
+    LAST_BACKUP,
+    RTO_TARGET,
+    SCHEDULE_PERIOD,
+    SITE_HEALTHY,
 )
+from gotthard.dashboards.shared import rate, sel
+from gotthard.dashboards.thresholds import ThresholdValues
 
-NAME = "DR"
 DESCRIPTION = "Velero backups, DR drills with measured RTO and RPO, and Zurich/Lugano placement."
 TAGS = ("dr",)
-LAST_BACKUP = "gotthard_dr_backup_last_success_timestamp_seconds"
-DRILL_PASSED = "gotthard_dr_drill_last_success"
-DRILL_RTO = "gotthard_dr_drill_rto_seconds"
-DRILL_RPO = "gotthard_dr_drill_rpo_seconds"
 #: Per namespace: the drill and RPO series carry ``site`` and ``namespace``.
 NAMESPACE = "{{site}} {{namespace}}"
 
 
-def _site_health() -> Query:
-    return Query(f"min by (site) ({sel('gotthard_dr_site_healthy')})", "{{site}}")
+def _site_health() -> ui.Query:
+    return ui.Query(f"min by (site) ({sel(SITE_HEALTHY)})", "{{site}}")
 
 
 def _per_namespace(metric: str) -> str:
     return f"max by (site, namespace) ({sel(metric)})"
 
 
-def disaster_recovery() -> Dashboard:
+def disaster_recovery(t: ThresholdValues) -> Dashboard:
+    too_old = ((t[BACKUP_GRACE], "red"),)
+    # how far each schedule's last success is past the schedule's period
+    lateness = (
+        f"max by (site, schedule) (time() - {sel(LAST_BACKUP)})"
+        f"\n- max by (site, schedule) ({sel(SCHEDULE_PERIOD)})"
+    )
+    rto = ((t[RTO_TARGET], "red"),)
     passing = f"sum({sel(DRILL_PASSED)}) / count({sel(DRILL_PASSED)})"
-    board = Board()
+    board = ui.Board()
     board.stats(
-        stat(
+        ui.stat(
             "Site health",
             "none",
             _site_health(),
-            mappings=(HEALTHY,),
+            mappings=(ui.HEALTHY,),
             description="The placement controller's verdict on each site.",
         ),
-        stat(
-            "Oldest successful backup",
+        ui.stat(
+            "Most overdue backup schedule",
             "s",
-            Query(f"max(time() - {sel(LAST_BACKUP)})", "age"),
-            thresholds=((86400.0, "orange"), (172800.0, "red")),
+            ui.Query(f"max({lateness})", "late by"),
+            thresholds=too_old,
         ),
-        stat("Drills passing", "percentunit", Query(passing, "passing")),
-        stat("Worst drill RTO", "s", Query(f"max({sel(DRILL_RTO)})", "RTO")),
+        ui.stat("Drills passing", "percentunit", ui.Query(passing, "passing")),
+        ui.stat("Worst drill RTO", "s", ui.Query(f"max({sel(DRILL_RTO)})", "RTO"), thresholds=rto),
     )
     board.row(
-        timeseries(
-            "Backup age by schedule",
+        ui.timeseries(
+            "Backup age past the schedule's period",
             "s",
-            Query(f"time() - {sel(LAST_BACKUP)}", "{{site}} {{schedule}}"),
+            ui.Query(lateness, "{{site}} {{schedule}}"),
+            description="DRBackupTooOld fires above the line (the schedule's grace).",
+            lines=too_old,
         ),
-        gauge_timeseries(
+        ui.gauge_timeseries(
             "Backup duration", "s", "gotthard_dr_backup_duration_seconds", "{{site}} {{schedule}}"
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "Backups by phase",
             "short",
-            Query(
+            ui.Query(
                 f"sum by (site, phase) ({rate('gotthard_dr_backups_total', fn='increase')})",
                 "{{site}} {{phase}}",
             ),
             stack=True,
         ),
-        gauge_timeseries(
+        ui.gauge_timeseries(
             "RPO by namespace",
             "s",
             "gotthard_dr_rpo_seconds",
@@ -87,18 +90,18 @@ def disaster_recovery() -> Dashboard:
         ),
     )
     board.row(
-        table(
+        ui.table(
             "Drills",
             "s",
-            Query(
+            ui.Query(
                 _per_namespace(DRILL_PASSED),
                 name="last drill",
                 unit="none",
-                mappings=(PASS_FAIL,),
+                mappings=(ui.PASS_FAIL,),
             ),
-            Query(_per_namespace(DRILL_RTO), name="RTO"),
-            Query(_per_namespace(DRILL_RPO), name="RPO"),
-            Query(
+            ui.Query(_per_namespace(DRILL_RTO), name="RTO"),
+            ui.Query(_per_namespace(DRILL_RPO), name="RPO"),
+            ui.Query(
                 "time() - " + _per_namespace("gotthard_dr_drill_last_timestamp_seconds"),
                 name="since last drill",
             ),
@@ -106,12 +109,19 @@ def disaster_recovery() -> Dashboard:
         )
     )
     board.row(
-        gauge_timeseries("Drill RTO", "s", DRILL_RTO, NAMESPACE),
-        gauge_timeseries("Drill RPO", "s", DRILL_RPO, NAMESPACE),
-        timeseries("Site health over time", "none", _site_health()),
+        ui.gauge_timeseries(
+            "Drill RTO",
+            "s",
+            DRILL_RTO,
+            NAMESPACE,
+            description="DRRTOOverTarget fires above the line (the RTO target).",
+            lines=rto,
+        ),
+        ui.gauge_timeseries("Drill RPO", "s", DRILL_RPO, NAMESPACE),
+        ui.timeseries("Site health over time", "none", _site_health()),
     )
     board.row(
-        label_table(
+        ui.label_table(
             "Placement",
             f"max by (service, site) ({sel('gotthard_dr_placement')})",
             "placed",
@@ -119,4 +129,4 @@ def disaster_recovery() -> Dashboard:
             sort_by="service",
         )
     )
-    return dashboard(NAME, DESCRIPTION, TAGS, board)
+    return ui.dashboard("dr", DESCRIPTION, TAGS, board)

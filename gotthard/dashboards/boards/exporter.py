@@ -4,21 +4,10 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard
 
-from gotthard.dashboards.panels import (
-    UP_DOWN,
-    Board,
-    Query,
-    count_zero,
-    dashboard,
-    gauge_timeseries,
-    problem_stat,
-    rate,
-    sel,
-    table,
-    timeseries,
-)
+from gotthard.dashboards import panels as ui
+from gotthard.dashboards.shared import count_zero, rate, sel
+from gotthard.dashboards.thresholds import ThresholdValues
 
-NAME = "Exporters"
 DESCRIPTION = "Gotthard's own exporters: scrape health, collector state, poll duration, errors."
 TAGS = ("meta",)
 
@@ -27,27 +16,27 @@ def _per_collector(metric: str) -> str:
     return f"max by (site, cluster, instance, collector) ({sel(metric)})"
 
 
-def exporter_health() -> Dashboard:
-    board = Board()
+def exporter_health(t: ThresholdValues) -> Dashboard:
+    board = ui.Board()
     board.stats(
-        problem_stat("Scrape targets down", count_zero("up"), "down"),
-        problem_stat("Collectors down", count_zero("gotthard_collector_up"), "down"),
-        problem_stat(
+        ui.problem_stat("Scrape targets down", count_zero("up"), "down"),
+        ui.problem_stat("Collectors down", count_zero("gotthard_collector_up"), "down"),
+        ui.problem_stat(
             "Collectors serving stale data", f"sum({sel('gotthard_collector_stale')})", "stale"
         ),
     )
     board.row(
-        table(
+        ui.table(
             "Collectors",
             "none",
-            Query(_per_collector("gotthard_collector_up"), name="up", mappings=(UP_DOWN,)),
-            Query(_per_collector("gotthard_collector_stale"), name="stale"),
-            Query(
+            ui.Query(_per_collector("gotthard_collector_up"), name="up", mappings=(ui.UP_DOWN,)),
+            ui.Query(_per_collector("gotthard_collector_stale"), name="stale"),
+            ui.Query(
                 "time() - " + _per_collector("gotthard_collector_last_success_timestamp_seconds"),
                 name="since last good poll",
                 unit="s",
             ),
-            Query(
+            ui.Query(
                 _per_collector("gotthard_collector_duration_seconds"),
                 name="poll duration",
                 unit="s",
@@ -55,34 +44,36 @@ def exporter_health() -> Dashboard:
         )
     )
     board.row(
-        gauge_timeseries(
+        ui.gauge_timeseries(
             "Poll duration",
             "s",
             "gotthard_collector_duration_seconds",
             "{{instance}} {{collector}}",
         ),
-        timeseries(
+        ui.timeseries(
             "Collector errors",
             "cps",
-            Query(
+            ui.Query(
                 f"sum by (instance, collector) ({rate('gotthard_collector_errors_total')})",
                 "{{instance}} {{collector}}",
             ),
         ),
     )
     board.row(
-        gauge_timeseries("Scrape duration", "s", "scrape_duration_seconds", "{{job}} {{instance}}"),
-        gauge_timeseries(
+        ui.gauge_timeseries(
+            "Scrape duration", "s", "scrape_duration_seconds", "{{job}} {{instance}}"
+        ),
+        ui.gauge_timeseries(
             "Samples per scrape", "short", "scrape_samples_scraped", "{{job}} {{instance}}"
         ),
     )
     build = "site, cluster, instance, version, python_version"
     board.row(
-        table(
+        ui.table(
             "Exporter versions",
             "none",
-            Query(f"max by ({build}) ({sel('gotthard_build_info')})", name="build"),
+            ui.Query(f"max by ({build}) ({sel('gotthard_build_info')})", name="build"),
             hide=("Time", "Value"),
         )
     )
-    return dashboard(NAME, DESCRIPTION, TAGS, board)
+    return ui.dashboard("exporters", DESCRIPTION, TAGS, board)

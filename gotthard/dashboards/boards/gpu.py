@@ -4,52 +4,30 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard
 
-from gotthard.dashboards.boards.slurm import owner_join
-from gotthard.dashboards.panels import (
-    BAD_FROM_ONE,
-    Board,
-    Query,
+from gotthard.dashboards import panels as ui
+from gotthard.dashboards.components import gpu
+from gotthard.dashboards.shared import (
+    GPU_KEY,
     agg,
-    bargauge,
     count_zero,
-    dashboard,
-    label_variable,
-    problem_stat,
+    owner_join,
+    per_gpu_job,
     rate,
     ratio,
-    ratio_timeseries,
     sel,
-    stat,
-    table,
-    timeseries,
 )
+from gotthard.dashboards.thresholds import ThresholdValues
 
-NAME = "GPU fleet"
 DESCRIPTION = (
     "NVML metrics of every GPU: utilisation, GPM activity, memory, power, throttling, "
     "XIDs, ECC and row remapping, with per-job and per-pod views."
 )
 TAGS = ("gpu",)
-#: Labels that identify one whole GPU across the fleet (``instance`` is the node's
-#: exporter, ``gpu`` the NVML index, ``uuid`` the board).
-GPU_KEY = "site, cluster, instance, gpu, uuid"
+#: The dashboard's own variable, after datasource, site and cluster.
+VARIABLES = (ui.label_variable("instance", "Node", "gpu_info"),)
 NODE = 'instance=~"$instance"'
 #: The whole GPU rather than one of its MIG instances.
 WHOLE = 'gpu_instance=""'
-
-
-def per_gpu_job(metric: str, *, mig: bool = False, instance: bool = True) -> str:
-    """``gpu_job_info * on(<gpu key>) group_left <metric>``: one series per (GPU, job).
-
-    ``gpu_job_info`` is the "many" side: a GPU shared by two jobs (or two MIG
-    instances) has two info series but one ``gpu_utilization_ratio``. The reverse,
-    ``metric * on(...) group_left(job_id) gpu_job_info``, fails with "many-to-many
-    matching" as soon as a GPU holds two jobs. MIG-aware metrics also match on
-    ``gpu_instance`` (empty, i.e. absent, for a whole GPU).
-    """
-    key = GPU_KEY + (", gpu_instance" if mig else "")
-    node = (NODE,) if instance else ()
-    return f"{sel('gpu_job_info', *node)} * on({key}) group_left {sel(metric, *node)}"
 
 
 def _per_job(fn: str, expr: str) -> str:
@@ -57,35 +35,48 @@ def _per_job(fn: str, expr: str) -> str:
     return owner_join(agg(fn, "site, cluster, job_id", expr))
 
 
-def _node_mean(*metrics: tuple[str, str]) -> list[Query]:
+def _node_mean(*metrics: tuple[str, str]) -> list[ui.Query]:
     """One ``avg`` over the selected whole GPUs per (metric, legend)."""
-    return [Query(f"avg({sel(metric, NODE, WHOLE)})", legend) for metric, legend in metrics]
+    return [ui.Query(f"avg({sel(metric, NODE, WHOLE)})", legend) for metric, legend in metrics]
 
 
-def gpu_fleet() -> Dashboard:
-    utilisation = _per_job("avg", per_gpu_job("gpu_utilization_ratio"))
-    board = Board()
+def _on_node(metric: str, *, mig: bool = False) -> str:
+    """:func:`~gotthard.dashboards.shared.per_gpu_job` on the selected nodes.
+
+    The recorded per-job utilisation has no ``instance`` label, so the node filter needs
+    the join itself.
+    """
+    return per_gpu_job(metric, NODE, mig=mig)
+
+
+def gpu_fleet(t: ThresholdValues) -> Dashboard:
+    utilisation = _per_job("avg", _on_node("gpu_utilization_ratio"))
+    throttling = (
+        (t[gpu.THERMAL_THROTTLE], "orange"),
+        (t[gpu.POWER_THROTTLE], "red"),
+    )
+    board = ui.Board()
     board.stats(
-        stat("GPUs", "short", Query(f"count({sel('gpu_info', NODE)})", "GPUs")),
-        problem_stat(
+        ui.stat("GPUs", "short", ui.Query(f"count({sel('gpu_info', NODE)})", "GPUs")),
+        ui.problem_stat(
             "Unhealthy GPUs",
             count_zero("gpu_health", NODE, WHOLE),
             "unhealthy",
             description="Lost, row-remap failure, or a fatal XID within the health window.",
         ),
-        stat(
+        ui.stat(
             "Mean utilisation",
             "percentunit",
-            Query(f"avg({sel('gpu_utilization_ratio', NODE)})", "utilisation"),
+            ui.Query(f"avg({sel('gpu_utilization_ratio', NODE)})", "utilisation"),
         ),
-        stat("Power draw", "watt", Query(f"sum({sel('gpu_power_watts', NODE)})", "power")),
+        ui.stat("Power draw", "watt", ui.Query(f"sum({sel('gpu_power_watts', NODE)})", "power")),
     )
     board.row(
-        ratio_timeseries(
+        ui.ratio_timeseries(
             "GPU utilisation by node",
-            Query(f"avg by (instance) ({sel('gpu_utilization_ratio', NODE)})", "{{instance}}"),
+            ui.Query(f"avg by (instance) ({sel('gpu_utilization_ratio', NODE)})", "{{instance}}"),
         ),
-        ratio_timeseries(
+        ui.ratio_timeseries(
             "SM and tensor activity",
             *_node_mean(
                 ("gpu_sm_active_ratio", "SM active"),
@@ -99,9 +90,9 @@ def gpu_fleet() -> Dashboard:
     power = f"sum by (instance) ({sel('gpu_power_watts', NODE)})"
     power_limit = f"sum by (instance) ({sel('gpu_power_limit_watts', NODE)})"
     board.row(
-        ratio_timeseries(
+        ui.ratio_timeseries(
             "Memory used by node",
-            Query(
+            ui.Query(
                 ratio(
                     "sum",
                     "instance",
@@ -111,40 +102,42 @@ def gpu_fleet() -> Dashboard:
                 "{{instance}}",
             ),
         ),
-        timeseries(
+        ui.timeseries(
             "Power by node",
             "watt",
-            Query(power, "{{instance}}"),
-            Query(power_limit, "{{instance}} limit"),
+            ui.Query(power, "{{instance}}"),
+            ui.Query(power_limit, "{{instance}} limit"),
         ),
-        timeseries(
+        ui.timeseries(
             "Hottest GPU by node",
             "celsius",
-            Query(
+            ui.Query(
                 f"max by (instance, sensor) ({sel('gpu_temperature_celsius', NODE)})",
                 "{{instance}} {{sensor}}",
             ),
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "Throttled time by reason",
             "percentunit",
-            Query(f"avg by (reason) ({rate('gpu_throttle_seconds_total', NODE)})", "{{reason}}"),
+            ui.Query(f"avg by (reason) ({rate('gpu_throttle_seconds_total', NODE)})", "{{reason}}"),
             description="Share of time the clocks were held back (NVML violation counters), "
-            "averaged over the selected GPUs.",
+            "averaged over the selected GPUs. Lines: the thermal (orange) and power (red) "
+            "throttling alerts' thresholds, which apply to each GPU.",
             minimum=0,
+            lines=throttling,
         ),
-        timeseries(
+        ui.timeseries(
             "Clock event reasons active",
             "short",
-            Query(f"sum by (reason) ({sel('gpu_clocks_event_reasons', NODE)})", "{{reason}}"),
+            ui.Query(f"sum by (reason) ({sel('gpu_clocks_event_reasons', NODE)})", "{{reason}}"),
             description="GPUs whose clocks are held down by each reason right now.",
         ),
-        timeseries(
+        ui.timeseries(
             "XID errors",
             "short",
-            Query(
+            ui.Query(
                 f"sum by (instance, xid) ({rate('gpu_xid_errors_total', NODE, fn='increase')})",
                 "{{instance}} XID {{xid}}",
             ),
@@ -152,41 +145,41 @@ def gpu_fleet() -> Dashboard:
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "ECC errors",
             "short",
-            Query(
+            ui.Query(
                 f"sum by (instance, type) ({rate('gpu_ecc_errors_total', NODE, fn='increase')})",
                 "{{instance}} {{type}}",
             ),
         ),
-        bargauge(
+        ui.bargauge(
             "Remapped rows",
             "short",
-            Query(f"sum by (state) ({sel('gpu_remapped_rows', NODE)})", "{{state}}"),
+            ui.Query(f"sum by (state) ({sel('gpu_remapped_rows', NODE)})", "{{state}}"),
             description="Correctable and uncorrectable remapped rows; pending and failure "
             "count GPUs.",
-            thresholds=BAD_FROM_ONE,
+            thresholds=ui.BAD_FROM_ONE,
         ),
-        timeseries(
+        ui.timeseries(
             "PCIe replays",
             "cps",
-            Query(f"sum by (instance) ({rate('gpu_pcie_replay_total', NODE)})", "{{instance}}"),
+            ui.Query(f"sum by (instance) ({rate('gpu_pcie_replay_total', NODE)})", "{{instance}}"),
         ),
     )
     board.row(
-        table(
+        ui.table(
             "GPU jobs",
             "none",
-            Query(_per_job("count", sel("gpu_job_info", NODE)), name="GPUs", unit="short"),
-            Query(utilisation, name="utilisation", unit="percentunit"),
-            Query(
-                _per_job("avg", per_gpu_job("gpu_tensor_active_ratio", mig=True)),
+            ui.Query(_per_job("count", sel("gpu_job_info", NODE)), name="GPUs", unit="short"),
+            ui.Query(utilisation, name="utilisation", unit="percentunit"),
+            ui.Query(
+                _per_job("avg", _on_node("gpu_tensor_active_ratio", mig=True)),
                 name="tensor active",
                 unit="percentunit",
             ),
-            Query(
-                _per_job("sum", per_gpu_job("gpu_memory_used_bytes", mig=True)),
+            ui.Query(
+                _per_job("sum", _on_node("gpu_memory_used_bytes", mig=True)),
                 name="memory used",
                 unit="bytes",
             ),
@@ -201,15 +194,19 @@ def gpu_fleet() -> Dashboard:
         "gpu_utilization_ratio", NODE
     )
     board.row(
-        ratio_timeseries("GPU utilisation by job", Query(utilisation, "{{job_id}} {{user}}")),
-        ratio_timeseries(
+        ui.ratio_timeseries(
+            "GPU utilisation by job",
+            ui.Query(utilisation, "{{job_id}} {{user}}"),
+            description="The GPUIdleWhileAllocated alert fires for a GPU whose 15-minute "
+            "mean stays under the line.",
+            lines=((t[gpu.IDLE_UTILIZATION], "orange"),),
+        ),
+        ui.ratio_timeseries(
             "GPU utilisation by Kubernetes pod",
-            Query(
+            ui.Query(
                 agg("avg", "site, cluster, namespace, pod, pod_uid", pods),
                 "{{namespace}}/{{pod}} {{pod_uid}}",
             ),
         ),
     )
-    return dashboard(
-        NAME, DESCRIPTION, TAGS, board, [label_variable("instance", "Node", "gpu_info")]
-    )
+    return ui.dashboard("gpu-fleet", DESCRIPTION, TAGS, board, VARIABLES)

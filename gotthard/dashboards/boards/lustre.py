@@ -4,62 +4,31 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard, TimeSeries
 
-from gotthard.dashboards.boards.slurm import owner_join
-from gotthard.dashboards.panels import (
-    Board,
-    Query,
-    agg,
-    bargauge,
-    dashboard,
-    eq,
-    label_variable,
-    problem_stat,
-    rate,
-    rx,
-    sel,
-    stat,
-    table,
-    timeseries,
-)
-from gotthard.dashboards.thresholds import (
-    LUSTRE_OST_FILL_CRITICAL,
-    LUSTRE_OST_FILL_SPREAD,
-    LUSTRE_OST_FILL_WARNING,
-)
+from gotthard.dashboards import panels as ui
+from gotthard.dashboards.components import lustre
+from gotthard.dashboards.shared import agg, eq, owner_join, rate, rx, sel
+from gotthard.dashboards.thresholds import ThresholdValues
 
-NAME = "Lustre storage"
 DESCRIPTION = (
     "Lustre OST fill and imbalance, metadata operations and latency, server health, "
     "recovery, evictions, LNet traffic, per-job IO."
 )
 TAGS = ("lustre", "storage")
+#: The dashboard's own variable, after datasource, site and cluster.
+VARIABLES = (ui.label_variable("fs", "File system", "lustre_target_capacity_bytes"),)
 
 FS = 'fs=~"$fs"'
 NOT_HEALTHY = 'state!="healthy"'
-#: Colours of an OST's fill, at the thresholds of the Lustre fill alerts.
-FILL_THRESHOLDS = ((LUSTRE_OST_FILL_WARNING, "orange"), (LUSTRE_OST_FILL_CRITICAL, "red"))
-#: Colour of the fill spread (fullest minus emptiest OST), at the imbalance alert's threshold.
-SPREAD_THRESHOLDS = ((LUSTRE_OST_FILL_SPREAD, "orange"),)
 
 
-def ost_max(metric: str, *, fs: bool = True) -> str:
-    """One value per OST: the same OST is reported by its OSS and by every client's osc."""
-    matchers = (rx("fs", "$fs"),) if fs else ()
-    inner = sel(metric, *matchers, rx("component", "ost|osc"))
-    return f"max by (site, cluster, fs, target) ({inner})"
+def fill_thresholds(t: ThresholdValues) -> tuple[tuple[float, str], ...]:
+    """Colours of an OST's fill, at the thresholds of the Lustre fill alerts."""
+    return ((t[lustre.OST_FILL_WARNING], "orange"), (t[lustre.OST_FILL_CRITICAL], "red"))
 
 
-def ost_fill(*, fs: bool = True) -> str:
-    """OST fill as ``lfs df`` computes Use%: used / (used + available), used = total - free."""
-    available = ost_max("lustre_target_available_bytes", fs=fs)
-    capacity = ost_max("lustre_target_capacity_bytes", fs=fs)
-    free = ost_max("lustre_target_free_bytes", fs=fs)
-    return f"(1 - {available} / ({capacity} - {free} + {available}))"
-
-
-def fill_spread(fill: str, labels: str) -> str:
-    """Fullest minus emptiest OST of each file system (grouped by *labels*)."""
-    return f"max by ({labels}) ({fill}) - min by ({labels}) ({fill})"
+def spread_thresholds(t: ThresholdValues) -> tuple[tuple[float, str], ...]:
+    """Colour of the fill spread (fullest minus emptiest OST), at the imbalance alert's."""
+    return ((t[lustre.OST_FILL_SPREAD], "orange"),)
 
 
 def _mdt_files(state: str) -> str:
@@ -67,9 +36,9 @@ def _mdt_files(state: str) -> str:
     return agg("max", "site, cluster, fs, target", inner)
 
 
-def _operations(component: str) -> Query:
+def _operations(component: str) -> ui.Query:
     expr = agg("sum", "operation", rate("lustre_operations_total", FS, eq("component", component)))
-    return Query(expr, "{{operation}}")
+    return ui.Query(expr, "{{operation}}")
 
 
 def _top_jobs(
@@ -77,69 +46,72 @@ def _top_jobs(
 ) -> TimeSeries:
     """The ten jobs with the highest rate of a Lustre job_stats counter."""
     jobs = agg("sum", "site, cluster, fs, job_id", rate(metric, FS, *matchers))
-    return timeseries(
-        title, unit, Query(f"topk(10, {jobs})", "{{fs}} {{job_id}}"), description=description
+    return ui.timeseries(
+        title, unit, ui.Query(f"topk(10, {jobs})", "{{fs}} {{job_id}}"), description=description
     )
 
 
-def _per_target(title: str, expr: str, *, description: str = "") -> TimeSeries:
-    return timeseries(title, "short", Query(expr, "{{target}}"), description=description)
+def _per_target(
+    title: str,
+    expr: str,
+    *,
+    unit: str = "short",
+    description: str = "",
+    lines: tuple[tuple[float, str], ...] = (),
+) -> TimeSeries:
+    """One series per Lustre target."""
+    query = ui.Query(expr, "{{target}}")
+    return ui.timeseries(title, unit, query, description=description, lines=lines)
 
 
-def _lnet(direction: str, legend: str) -> Query:
+def _lnet(direction: str, legend: str) -> ui.Query:
     metric = f"lustre_lnet_{direction}_total"
-    return Query(agg("sum", "site, cluster, instance", rate(metric)), legend)
+    return ui.Query(agg("sum", "site, cluster, instance", rate(metric)), legend)
 
 
-def _serving(board: Board) -> None:
+def _serving(board: ui.Board, t: ThresholdValues) -> None:
     """Health of the servers: health_check, recovery, evictions, clients, LNet."""
     recovering = sel("lustre_target_recovery_status", FS, rx("status", "recovering|waiting"))
     board.stats(
-        problem_stat(
+        ui.problem_stat(
             "Nodes not healthy",
             agg("sum", "", sel("lustre_health_check", NOT_HEALTHY)),
             "nodes",
             description="Nodes whose health_check reads NOT HEALTHY or LBUG.",
         ),
-        problem_stat(
+        ui.problem_stat(
             "Targets in recovery",
             f"sum({recovering})",
             "targets",
             description="OSTs and MDTs whose recovery_status is RECOVERING or WAITING: "
             "IO to them blocks until recovery ends.",
         ),
-        problem_stat(
+        ui.problem_stat(
             "Recent evictions",
-            f"sum({rate('lustre_target_evictions_total', FS, fn='increase')})",
+            f"sum({sel(lustre.EVICTIONS, FS)})",
             "evictions",
-            description="Clients evicted by any target over the last rate interval "
+            description="Clients evicted by any target in the last 10 minutes "
             "(eviction_count, Lustre 2.12 and later).",
         ),
-        stat(
-            "LNet drops",
-            "short",
-            Query(f"sum({rate('lustre_lnet_drop_count_total')})", "messages/s"),
-        ),
+        ui.stat("LNet drops", "short", ui.Query(f"sum({sel(lustre.LNET_DROPS)})", "messages/s")),
     )
     board.row(
         _per_target(
             "Evictions by target",
-            agg(
-                "sum",
-                "site, cluster, fs, target",
-                rate("lustre_target_evictions_total", FS, fn="increase"),
-            ),
-            description="Clients evicted per rate interval (eviction_count, Lustre 2.12+).",
+            sel(lustre.EVICTIONS, FS),
+            description="Clients evicted in the last 10 minutes (eviction_count, Lustre "
+            "2.12+). LustreEvictionStorm fires above the line.",
+            lines=((t[lustre.EVICTIONS_10M], "red"),),
         ),
         _per_target(
             "Connected clients by target",
             agg("max", "site, cluster, fs, target", sel("lustre_target_connected_clients", FS)),
             description="Exports of each server target (num_exports): clients and other servers.",
         ),
-        timeseries(
+        ui.timeseries(
             "Recovery: clients back",
             "percentunit",
-            Query(
+            ui.Query(
                 agg(
                     "max",
                     "site, cluster, fs, target",
@@ -160,91 +132,98 @@ def _serving(board: Board) -> None:
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "LNet traffic",
             "Bps",
             _lnet("send_bytes", "{{instance}} sent"),
             _lnet("receive_bytes", "{{instance}} received"),
         ),
-        timeseries(
+        ui.timeseries(
             "LNet dropped messages",
             "short",
-            _lnet("drop_count", "{{instance}}"),
-            description="Messages LNet dropped per second (no route, dead peer, no buffer).",
+            ui.Query(sel(lustre.LNET_DROPS), "{{instance}}"),
+            description="Messages LNet dropped per second (no route, dead peer, no buffer). "
+            "LustreLNetDrops fires above the line.",
+            lines=((t[lustre.LNET_DROPS_PER_SECOND], "red"),),
         ),
     )
 
 
-def _job_io(metric: str, name: str) -> Query:
-    return Query(owner_join(agg("sum", "site, cluster, job_id", rate(metric, FS))), name=name)
+def _job_io(metric: str, name: str) -> ui.Query:
+    return ui.Query(owner_join(agg("sum", "site, cluster, job_id", rate(metric, FS))), name=name)
 
 
-def lustre_storage() -> Dashboard:
-    fill = ost_fill()
-    board = Board()
+def lustre_storage(t: ThresholdValues) -> Dashboard:
+    fill = sel(lustre.OST_FILL, FS)
+    fill_colours = fill_thresholds(t)
+    board = ui.Board()
     board.stats(
-        stat(
+        ui.stat(
             "OST capacity",
             "bytes",
-            Query(f"sum({ost_max('lustre_target_capacity_bytes')})", "capacity"),
+            ui.Query(f"sum({sel(lustre.CAPACITY, FS)})", "capacity"),
         ),
-        stat(
-            "Fullest OST", "percentunit", Query(f"max({fill})", "fill"), thresholds=FILL_THRESHOLDS
+        ui.stat(
+            "Fullest OST", "percentunit", ui.Query(f"max({fill})", "fill"), thresholds=fill_colours
         ),
-        stat(
+        ui.stat(
             "OST fill spread",
             "percentunit",
-            Query(f"max({fill_spread(fill, 'fs')})", "max - min"),
-            thresholds=SPREAD_THRESHOLDS,
+            ui.Query(f"max({sel(lustre.FILL_SPREAD, FS)})", "max - min"),
+            thresholds=spread_thresholds(t),
             description="Fullest minus emptiest OST of a file system: imbalance.",
         ),
-        stat(
+        ui.stat(
             "Metadata operations",
             "ops",
-            Query(f"sum({rate('lustre_operations_total', FS, eq('component', 'mdt'))})", "ops"),
+            ui.Query(f"sum({sel(lustre.FS_MDT_OPERATIONS, FS)})", "ops"),
         ),
     )
     board.row(
-        bargauge(
+        ui.bargauge(
             "OST fill",
             "percentunit",
-            Query(fill, "{{target}}"),
+            ui.Query(fill, "{{target}}"),
             maximum=1,
-            thresholds=FILL_THRESHOLDS,
+            thresholds=fill_colours,
+            description="Used fraction of each OST (1 - available/capacity), as the "
+            "LustreOSTFillHigh (orange) and LustreOSTFillCritical (red) alerts see it.",
         ),
-        timeseries(
+        ui.timeseries(
             "OST fill spread by file system",
             "percentunit",
-            Query(fill_spread(fill, "site, cluster, fs"), "{{fs}}"),
+            ui.Query(sel(lustre.FILL_SPREAD, FS), "{{fs}}"),
             minimum=0,
+            lines=spread_thresholds(t),
         ),
         h=10,
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "MDT inodes used",
             "percentunit",
-            Query(f"1 - {_mdt_files('free')} / {_mdt_files('total')}", "{{target}}"),
+            ui.Query(f"1 - {_mdt_files('free')} / {_mdt_files('total')}", "{{target}}"),
             minimum=0,
             maximum=1,
         ),
-        timeseries("Metadata operations by type", "ops", _operations("mdt")),
-    )
-    mdt = 'component="mdt"'
-    board.row(
-        timeseries(
-            "Metadata operation latency (mean)",
-            "s",
-            Query(
-                agg("sum", "operation", rate("lustre_operation_latency_seconds_total", FS, mdt))
-                + " / "
-                + agg("sum", "operation", rate("lustre_operations_total", FS, mdt)),
-                "{{operation}}",
-            ),
+        ui.timeseries(
+            "Metadata operations by type",
+            "ops",
+            ui.Query(agg("sum", "operation", sel(lustre.MDT_OPERATIONS, FS)), "{{operation}}"),
         ),
-        timeseries("OST operations by type", "ops", _operations("ost")),
     )
-    _serving(board)
+    board.row(
+        _per_target(
+            "Metadata operation latency (mean)",
+            sel(lustre.MDT_LATENCY, FS),
+            unit="s",
+            description="Mean latency of the timed operations of each MDT. "
+            "LustreMetadataLatencyHigh fires above the line.",
+            lines=((t[lustre.MDT_LATENCY_SECONDS], "red"),),
+        ),
+        ui.timeseries("OST operations by type", "ops", _operations("ost")),
+    )
+    _serving(board, t)
     board.row(
         _top_jobs(
             "Top jobs by read",
@@ -261,7 +240,7 @@ def lustre_storage() -> Dashboard:
         ),
     )
     board.add(
-        table(
+        ui.table(
             "Job IO by Slurm user",
             "Bps",
             _job_io("lustre_job_read_bytes_total", "read"),
@@ -273,7 +252,7 @@ def lustre_storage() -> Dashboard:
         w=16,
     )
     board.add(
-        problem_stat(
+        ui.problem_stat(
             "Jobs left out of job stats",
             f"sum({sel('lustre_job_stats_truncated')})",
             "jobs dropped",
@@ -282,10 +261,4 @@ def lustre_storage() -> Dashboard:
         ),
         w=8,
     )
-    return dashboard(
-        NAME,
-        DESCRIPTION,
-        TAGS,
-        board,
-        [label_variable("fs", "File system", "lustre_target_capacity_bytes")],
-    )
+    return ui.dashboard("lustre-storage", DESCRIPTION, TAGS, board, VARIABLES)

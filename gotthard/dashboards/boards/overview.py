@@ -2,61 +2,44 @@
 
 from __future__ import annotations
 
-from grafanalib.core import Dashboard, Stat
+from grafanalib.core import Dashboard, Stat, Table
 
-from gotthard.dashboards.boards.dr import DRILL_PASSED, DRILL_RTO, LAST_BACKUP
-from gotthard.dashboards.boards.lustre import (
-    FILL_THRESHOLDS,
-    SPREAD_THRESHOLDS,
-    fill_spread,
-    ost_fill,
-)
+from gotthard.dashboards import panels as ui
+from gotthard.dashboards.boards.lustre import fill_thresholds, spread_thresholds
 from gotthard.dashboards.boards.security import kube_bench, kube_bench_passing, violations
 from gotthard.dashboards.boards.slurm import allocated, unavailable_nodes
-from gotthard.dashboards.panels import (
-    BAD_FROM_ONE,
-    HEALTHY,
-    PASS_FAIL,
-    UP_DOWN,
-    Board,
-    Query,
-    count_zero,
-    dashboard,
-    eq,
-    label_table,
-    rate,
-    ratio_timeseries,
-    sel,
-    stat,
-    timeseries,
-)
+from gotthard.dashboards.components import lustre, slingshot
+from gotthard.dashboards.components.dr import DRILL_PASSED, DRILL_RTO, LAST_BACKUP, SITE_HEALTHY
+from gotthard.dashboards.shared import count_zero, eq, sel
+from gotthard.dashboards.thresholds import ThresholdValues
 
-NAME = "Site overview"
 DESCRIPTION = "Zurich and Lugano side by side: Slurm, GPUs, Slingshot, Lustre, DR and compliance."
 TAGS = ("overview",)
 PERCENT = "percentunit"
-UNCORRECTED_FEC = rate("slingshot_fec_codewords_total", eq("type", "uncorrected"))
+UNCORRECTED_FEC = sel(slingshot.FEC_RATE, eq("type", "uncorrected"))
+#: Every OST's fill, as the Lustre fill alerts see it.
+FILL = sel(lustre.OST_FILL)
 
 
-def _per_site(title: str, unit: str, *queries: Query, description: str = "") -> Stat:
+def _per_site(title: str, unit: str, *queries: ui.Query, description: str = "") -> Stat:
     """A stat panel Grafana repeats for every selected site."""
-    return stat(title, unit, *queries, description=description, repeat="site")
+    return ui.stat(title, unit, *queries, description=description, repeat="site")
 
 
-def _bad(expr: str, legend: str) -> Query:
-    return Query(expr, legend, thresholds=BAD_FROM_ONE)
+def _bad(expr: str, legend: str) -> ui.Query:
+    return ui.Query(expr, legend, thresholds=ui.BAD_FROM_ONE)
 
 
-def _area_stats(fill: str) -> list[Stat]:
+def _area_stats(t: ThresholdValues) -> list[Stat]:
     """One row per area, each repeated per site."""
     return [
         _per_site(
             "Slurm — $site",
             "short",
-            Query(f"min({sel('slurm_up')})", "controller", unit="none", mappings=(UP_DOWN,)),
-            Query(allocated("slurm_node_cpus", ""), "CPUs allocated", unit=PERCENT),
-            Query(allocated("slurm_node_gpus", ""), "GPUs allocated", unit=PERCENT),
-            Query(f"sum({sel('slurm_jobs', eq('state', 'pending'))})", "jobs pending"),
+            ui.Query(f"min({sel('slurm_up')})", "controller", unit="none", mappings=(ui.UP_DOWN,)),
+            ui.Query(allocated("slurm_node_cpus", ""), "CPUs allocated", unit=PERCENT),
+            ui.Query(allocated("slurm_node_gpus", ""), "GPUs allocated", unit=PERCENT),
+            ui.Query(f"sum({sel('slurm_jobs', eq('state', 'pending'))})", "jobs pending"),
             _bad(unavailable_nodes(), "nodes down or draining"),
             description="Controller reachability, allocation of CPUs and GPUs over all "
             "nodes, pending backlog, and nodes that cannot take work.",
@@ -64,93 +47,94 @@ def _area_stats(fill: str) -> list[Stat]:
         _per_site(
             "GPUs — $site",
             "short",
-            Query(f"avg({sel('gpu_utilization_ratio')})", "mean utilisation", unit=PERCENT),
-            Query(f"count({sel('gpu_info')})", "GPUs"),
+            ui.Query(f"avg({sel('gpu_utilization_ratio')})", "mean utilisation", unit=PERCENT),
+            ui.Query(f"count({sel('gpu_info')})", "GPUs"),
             _bad(count_zero("gpu_health", 'gpu_instance=""'), "unhealthy"),
-            Query(f"sum({sel('gpu_power_watts')})", "power", unit="watt"),
+            ui.Query(f"sum({sel('gpu_power_watts')})", "power", unit="watt"),
         ),
         _per_site(
             "Slingshot — $site",
             "short",
             _bad(count_zero("slingshot_link_up"), "links down"),
             _bad(count_zero("slingshot_link_healthy"), "links unhealthy"),
-            Query(
+            ui.Query(
                 f"sum({sel('slingshot_link_restarts_recent', eq('window', '1h'))})",
                 "link restarts (1h)",
             ),
-            Query(f"sum({UNCORRECTED_FEC})", "uncorrected FEC", unit="cps"),
+            ui.Query(f"sum({UNCORRECTED_FEC})", "uncorrected FEC", unit="cps"),
         ),
         _per_site(
             "Lustre — $site",
             PERCENT,
-            Query(f"max({fill})", "fullest OST", thresholds=FILL_THRESHOLDS),
-            Query(
-                f"max({fill_spread(fill, 'fs')})", "OST fill spread", thresholds=SPREAD_THRESHOLDS
+            ui.Query(f"max({FILL})", "fullest OST", thresholds=fill_thresholds(t)),
+            ui.Query(
+                f"max({sel(lustre.FILL_SPREAD)})",
+                "OST fill spread",
+                thresholds=spread_thresholds(t),
             ),
-            Query(
-                f"sum({rate('lustre_operations_total', eq('component', 'mdt'))})",
-                "metadata ops",
-                unit="ops",
-            ),
+            ui.Query(f"sum({sel(lustre.FS_MDT_OPERATIONS)})", "metadata ops", unit="ops"),
         ),
         _per_site(
             "DR — $site",
             "s",
-            Query(
-                f"min({sel('gotthard_dr_site_healthy')})", "site", unit="none", mappings=(HEALTHY,)
+            ui.Query(f"min({sel(SITE_HEALTHY)})", "site", unit="none", mappings=(ui.HEALTHY,)),
+            ui.Query(f"max(time() - {sel(LAST_BACKUP)})", "oldest backup"),
+            ui.Query(
+                f"min({sel(DRILL_PASSED)})", "last drills", unit="none", mappings=(ui.PASS_FAIL,)
             ),
-            Query(f"max(time() - {sel(LAST_BACKUP)})", "oldest backup"),
-            Query(f"min({sel(DRILL_PASSED)})", "last drills", unit="none", mappings=(PASS_FAIL,)),
-            Query(f"max({sel(DRILL_RTO)})", "worst drill RTO"),
+            ui.Query(f"max({sel(DRILL_RTO)})", "worst drill RTO"),
         ),
         _per_site(
             "Compliance — $site",
             "short",
             _bad(kube_bench("fail"), "kube-bench failed"),
-            Query(kube_bench_passing(), "kube-bench passing", unit=PERCENT),
+            ui.Query(kube_bench_passing(), "kube-bench passing", unit=PERCENT),
             _bad(violations(), "policy violations"),
         ),
     ]
 
 
-def site_overview() -> Dashboard:
-    fill = ost_fill(fs=False)
-    board = Board()
-    for panel in _area_stats(fill):
+def site_overview(t: ThresholdValues) -> Dashboard:
+    board = ui.Board()
+    for panel in _area_stats(t):
         board.add(panel, w=12, h=5, alone=True)
     board.row(
-        ratio_timeseries(
+        ui.ratio_timeseries(
             "Slurm allocation by site",
-            Query(allocated("slurm_node_cpus", "site"), "CPUs {{site}}"),
-            Query(allocated("slurm_node_gpus", "site"), "GPUs {{site}}"),
+            ui.Query(allocated("slurm_node_cpus", "site"), "CPUs {{site}}"),
+            ui.Query(allocated("slurm_node_gpus", "site"), "GPUs {{site}}"),
         ),
-        ratio_timeseries(
+        ui.ratio_timeseries(
             "GPU utilisation by site",
-            Query(f"avg by (site) ({sel('gpu_utilization_ratio')})", "{{site}}"),
+            ui.Query(f"avg by (site) ({sel('gpu_utilization_ratio')})", "{{site}}"),
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "Slingshot errors by site",
             "cps",
-            Query(f"sum by (site) ({UNCORRECTED_FEC})", "uncorrected FEC {{site}}"),
-            Query(
-                f"sum by (site) ({rate('slingshot_timeouts_total')})",
-                "retransmission timeouts {{site}}",
+            ui.Query(f"sum by (site) ({UNCORRECTED_FEC})", "uncorrected FEC {{site}}"),
+            ui.Query(
+                f"sum by (site) ({sel(slingshot.TIMEOUTS)})", "retransmission timeouts {{site}}"
             ),
         ),
-        ratio_timeseries(
-            "Lustre fullest OST by site", Query(f"max by (site) ({fill})", "{{site}}")
+        ui.ratio_timeseries(
+            "Lustre fullest OST by site",
+            ui.Query(f"max by (site) ({FILL})", "{{site}}"),
+            lines=fill_thresholds(t),
         ),
     )
+    board.row(_firing_alerts())
+    return ui.dashboard("site-overview", DESCRIPTION, TAGS, board)
+
+
+def _firing_alerts() -> Table:
+    """Alerts firing now, one row per alert, site and cluster."""
     firing = sel("ALERTS", 'alertstate="firing"')
-    board.row(
-        label_table(
-            "Firing alerts",
-            f"sum by (site, cluster, alertname, severity) ({firing})",
-            "firing",
-            description="Alerts firing now (ALERTS series of the rules in Prometheus).",
-            sort_by="severity",
-        )
+    return ui.label_table(
+        "Firing alerts",
+        f"sum by (site, cluster, alertname, severity) ({firing})",
+        "firing",
+        description="Alerts firing now (ALERTS series of the rules in Prometheus).",
+        sort_by="severity",
     )
-    return dashboard(NAME, DESCRIPTION, TAGS, board)

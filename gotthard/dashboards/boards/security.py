@@ -4,25 +4,13 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard
 
-from gotthard.dashboards.panels import (
-    Board,
-    Query,
-    bargauge,
-    dashboard,
-    label_table,
-    problem_stat,
-    rx,
-    sel,
-    stat,
-    table,
-    timeseries,
-)
+from gotthard.dashboards import panels as ui
+from gotthard.dashboards.components.security import KUBE_BENCH, KUBE_BENCH_FAILED, VIOLATIONS
+from gotthard.dashboards.shared import rx, sel
+from gotthard.dashboards.thresholds import ThresholdValues
 
-NAME = "Security compliance"
 DESCRIPTION = "kube-bench CIS results (with waivers) and admission-policy violations."
 TAGS = ("security",)
-KUBE_BENCH = "gotthard_kube_bench_checks"
-VIOLATIONS = "gotthard_policy_violations"
 
 
 def kube_bench(status: str) -> str:
@@ -39,47 +27,49 @@ def violations() -> str:
     return f"sum({sel(VIOLATIONS)})"
 
 
-def security_compliance() -> Dashboard:
-    board = Board()
+def security_compliance(t: ThresholdValues) -> Dashboard:
+    board = ui.Board()
     board.stats(
-        problem_stat("kube-bench failed checks", kube_bench("fail"), "failed"),
-        stat("kube-bench passing", "percentunit", Query(kube_bench_passing(), "passing")),
-        stat("kube-bench warnings", "short", Query(kube_bench("warn"), "warnings")),
-        problem_stat("Policy violations", violations(), "violations"),
+        ui.problem_stat("kube-bench failed checks", kube_bench("fail"), "failed"),
+        ui.stat("kube-bench passing", "percentunit", ui.Query(kube_bench_passing(), "passing")),
+        ui.stat("kube-bench warnings", "short", ui.Query(kube_bench("warn"), "warnings")),
+        ui.problem_stat("Policy violations", violations(), "violations"),
     )
     board.row(
-        bargauge(
+        ui.bargauge(
             "kube-bench results by node type",
             "short",
-            Query(f"sum by (node_type, status) ({sel(KUBE_BENCH)})", "{{node_type}} {{status}}"),
+            ui.Query(f"sum by (node_type, status) ({sel(KUBE_BENCH)})", "{{node_type}} {{status}}"),
         ),
-        timeseries(
+        ui.timeseries(
             "kube-bench checks by status",
             "short",
-            Query(f"sum by (status) ({sel(KUBE_BENCH)})", "{{status}}"),
+            ui.Query(f"sum by (status) ({sel(KUBE_BENCH)})", "{{status}}"),
         ),
     )
-    failed = sel("gotthard_kube_bench_check_failed")
+    failed = sel(KUBE_BENCH_FAILED)
     board.row(
-        label_table(
+        ui.label_table(
             "Failed kube-bench checks",
             f"max by (site, cluster, node_type, id) ({failed}) > 0",
             "failed",
             sort_by="id",
             description="CIS checks that failed and are not waived.",
         ),
-        table(
+        ui.table(
             "Policy violations by rule",
             "short",
-            Query(f"sum by (site, cluster, policy, rule) ({sel(VIOLATIONS)})", name="violations"),
+            ui.Query(
+                f"sum by (site, cluster, policy, rule) ({sel(VIOLATIONS)})", name="violations"
+            ),
             sort_by="violations",
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "Policy violations over time",
             "short",
-            Query(f"sum by (policy) ({sel(VIOLATIONS)})", "{{policy}}"),
+            ui.Query(f"sum by (policy) ({sel(VIOLATIONS)})", "{{policy}}"),
         )
     )
-    return dashboard(NAME, DESCRIPTION, TAGS, board)
+    return ui.dashboard("security-compliance", DESCRIPTION, TAGS, board)

@@ -4,103 +4,89 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard, TimeSeries
 
-from gotthard.dashboards.panels import (
-    HEALTHY,
-    UP_DOWN,
-    Board,
-    Query,
-    agg,
-    count_zero,
-    dashboard,
-    eq,
-    label_variable,
-    problem_stat,
-    rate,
-    sel,
-    stat,
-    table,
-    timeseries,
-)
+from gotthard.dashboards import panels as ui
+from gotthard.dashboards.components import slingshot
+from gotthard.dashboards.shared import agg, count_zero, eq, rate, rx, sel
+from gotthard.dashboards.thresholds import ThresholdValues
 
-NAME = "Slingshot network health"
 DESCRIPTION = (
     "HPE Slingshot (Cassini) NICs: link state and flaps, retransmissions, FEC, "
     "LLR replays, pause, discards and throughput."
 )
 TAGS = ("slingshot", "network")
+#: The dashboard's own variable, after datasource, site and cluster.
+VARIABLES = (ui.label_variable("instance", "Node", "slingshot_info"),)
 NODE = 'instance=~"$instance"'
-FEC = "slingshot_fec_codewords_total"
+#: The recorded FEC codeword rates of the selected nodes, corrected and uncorrected.
+FEC_ERRORS = sel(slingshot.FEC_RATE, NODE, rx("type", "corrected|uncorrected"))
 
 
 def _rate_by(
     title: str, metric: str, labels: str, legend: str, unit: str = "cps", description: str = ""
 ) -> TimeSeries:
     """The rate of a NIC counter over the selected nodes, summed by *labels*."""
-    query = Query(agg("sum", labels, rate(metric, NODE)), legend)
-    return timeseries(title, unit, query, description=description)
-
-
-def _codeword_ratio(kind: str) -> Query:
-    """Share of all FEC codewords of one device that were corrected or uncorrected."""
-    link = "instance, device"
-    errors = agg("sum", link, rate(FEC, NODE, eq("type", kind)))
-    return Query(
-        f"{errors} / {agg('sum', link, rate(FEC, NODE))}", "{{instance}} {{device}} " + kind
-    )
+    query = ui.Query(agg("sum", labels, rate(metric, NODE)), legend)
+    return ui.timeseries(title, unit, query, description=description)
 
 
 def _per_link(metric: str) -> str:
-    """One value per NIC device, for the NIC table."""
+    """One value per NIC device, for the NIC ui.table."""
     return agg("max", "site, cluster, instance, device", sel(metric, NODE))
 
 
-def slingshot_network() -> Dashboard:
-    board = Board()
+def slingshot_network(t: ThresholdValues) -> Dashboard:
+    flaps = ((t[slingshot.FLAPS_1H], "orange"), (t[slingshot.FLAPS_10H], "red"))
+    board = ui.Board()
     board.stats(
-        stat("NICs", "short", Query(f"count({sel('slingshot_info', NODE)})", "NICs")),
-        problem_stat("Links down", count_zero("slingshot_link_up", NODE), "down"),
-        problem_stat(
+        ui.stat("NICs", "short", ui.Query(f"count({sel('slingshot_info', NODE)})", "NICs")),
+        ui.problem_stat("Links down", count_zero("slingshot_link_up", NODE), "down"),
+        ui.problem_stat(
             "Links unhealthy",
             count_zero("slingshot_link_healthy", NODE),
             "unhealthy",
             description="cxi_healthcheck rule: link down, or too many restarts in 1 h / 10 h.",
         ),
-        stat(
+        ui.stat(
             "Uncorrected FEC codewords",
             "cps",
-            Query(f"sum({rate(FEC, NODE, eq('type', 'uncorrected'))})", "uncorrected"),
+            ui.Query(
+                f"sum({sel(slingshot.FEC_RATE, NODE, eq('type', 'uncorrected'))})", "uncorrected"
+            ),
             thresholds=((0.001, "red"),),
         ),
     )
     restarts = agg("sum", "instance, device, window", sel("slingshot_link_restarts_recent", NODE))
     board.row(
-        timeseries(
+        ui.timeseries(
             "Link restarts (flaps)",
             "short",
-            Query(f"topk(10, {restarts})", "{{instance}} {{device}} {{window}}"),
-            description="Restarts in the last 1 h and 10 h windows (link_restarts/time_*).",
+            ui.Query(f"topk(10, {restarts})", "{{instance}} {{device}} {{window}}"),
+            description="Restarts in the last 1 h and 10 h windows (link_restarts/time_*). "
+            "SlingshotLinkFlapping fires at the orange line (1 h) or the red line (10 h).",
+            lines=flaps,
         ),
-        _rate_by(
+        ui.timeseries(
             "Retransmission timeouts",
-            "slingshot_timeouts_total",
-            "type",
-            "{{type}}",
-            description="SPT, SCT and TCT timeouts: packets the NIC had to retransmit.",
+            "cps",
+            ui.Query(agg("max", "type", sel(slingshot.TIMEOUTS, NODE)), "{{type}}"),
+            description="SPT, SCT and TCT timeouts: packets the NIC had to retransmit, on the "
+            "worst NIC. SlingshotRetransmissionTimeoutsHigh fires for SPT above the line.",
+            lines=((t[slingshot.SPT_TIMEOUTS], "red"),),
         ),
     )
     board.row(
-        timeseries(
-            "FEC codewords",
-            "cps",
-            Query(agg("sum", "type", rate(FEC, NODE, 'type=~"corrected|uncorrected"')), "{{type}}"),
-        ),
-        timeseries(
-            "Codeword error ratio (BER proxy)",
+        ui.timeseries("FEC codewords", "cps", ui.Query(agg("sum", "type", FEC_ERRORS), "{{type}}")),
+        ui.timeseries(
+            "Bit error rate",
             "sci",
-            _codeword_ratio("corrected"),
-            _codeword_ratio("uncorrected"),
-            description="Corrected (pre-FEC) and uncorrected (post-FEC) codewords over all "
-            "codewords: a proxy for the bit error rate.",
+            ui.Query(
+                sel(slingshot.BER, NODE, rx("type", "corrected|uncorrected")),
+                "{{instance}} {{device}} {{type}}",
+            ),
+            description="Corrected (pre-FEC) and uncorrected (post-FEC) codewords over the "
+            "link's bit rate, as cxi_stat computes the BER. SlingshotHighBER fires for the "
+            "corrected BER above the line.",
+            lines=((t[slingshot.CORRECTED_BER], "red"),),
         ),
         _rate_by("LLR replays", "slingshot_llr_replays_total", "direction", "{{direction}}"),
     )
@@ -121,16 +107,14 @@ def slingshot_network() -> Dashboard:
     )
     nics = "site, cluster, instance, device, interface, nid, cassini_version, firmware"
     board.row(
-        table(
+        ui.table(
             "NICs and links",
             "none",
-            Query(agg("max", nics, sel("slingshot_info", NODE)), name="info"),
-            Query(_per_link("slingshot_link_up"), name="link up", mappings=(UP_DOWN,)),
-            Query(_per_link("slingshot_link_healthy"), name="healthy", mappings=(HEALTHY,)),
-            Query(_per_link("slingshot_link_speed_bits_per_second"), name="speed", unit="bps"),
+            ui.Query(agg("max", nics, sel("slingshot_info", NODE)), name="info"),
+            ui.Query(_per_link("slingshot_link_up"), name="link up", mappings=(ui.UP_DOWN,)),
+            ui.Query(_per_link("slingshot_link_healthy"), name="healthy", mappings=(ui.HEALTHY,)),
+            ui.Query(_per_link("slingshot_link_speed_bits_per_second"), name="speed", unit="bps"),
             hide=("Time", "Value #A"),
         )
     )
-    return dashboard(
-        NAME, DESCRIPTION, TAGS, board, [label_variable("instance", "Node", "slingshot_info")]
-    )
+    return ui.dashboard("slingshot-network-health", DESCRIPTION, TAGS, board, VARIABLES)

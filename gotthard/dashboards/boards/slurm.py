@@ -2,43 +2,18 @@
 
 from __future__ import annotations
 
-from grafanalib.core import Dashboard
+from grafanalib.core import Dashboard, TimeSeries
 
-from gotthard.dashboards.panels import (
-    PASS_FAIL,
-    UP_DOWN,
-    Board,
-    Query,
-    bargauge,
-    dashboard,
-    eq,
-    gauge_timeseries,
-    label_variable,
-    problem_stat,
-    rate,
-    ratio,
-    sel,
-    stat,
-    table,
-    timeseries,
-    zero_if_none,
-)
+from gotthard.dashboards import panels as ui
+from gotthard.dashboards.components import slurm
+from gotthard.dashboards.shared import eq, rate, ratio, sel, zero_if_none
+from gotthard.dashboards.thresholds import ThresholdValues
 
-NAME = "Slurm cluster"
 DESCRIPTION = "Jobs, partitions, nodes and the controller of each Slurm cluster."
 TAGS = ("slurm",)
+#: The dashboard's own variable, after datasource, site and cluster.
+VARIABLES = (ui.label_variable("partition", "Partition", "slurm_partition_info"),)
 PARTITION = 'partition=~"$partition"'
-
-
-def owner_join(expr: str) -> str:
-    """Add ``user``, ``account`` and ``partition`` of the Slurm job to a ``job_id`` result.
-
-    ``slurm_job_info`` comes from the controller's exporter (another ``instance``), so the
-    match is on ``cluster`` and ``job_id`` only; ``max by`` first collapses duplicates
-    from redundant exporters so that the right-hand side is unique per job.
-    """
-    owners = "max by (cluster, job_id, user, account, partition) (" + sel("slurm_job_info") + ")"
-    return f"({expr}) * on(cluster, job_id) group_left(user, account, partition) {owners}"
 
 
 def allocated(metric: str, labels: str, *matchers: str) -> str:
@@ -61,67 +36,70 @@ def _jobs(state: str) -> str:
     return f"sum({sel('slurm_jobs', eq('state', state), PARTITION)})"
 
 
-def _maxima(*metrics: tuple[str, str]) -> list[Query]:
+def _maxima(*metrics: tuple[str, str]) -> list[ui.Query]:
     """One ``max(metric)`` query per (metric, legend): controller-wide scheduler gauges."""
-    return [Query(f"max({sel(metric)})", legend) for metric, legend in metrics]
+    return [ui.Query(f"max({sel(metric)})", legend) for metric, legend in metrics]
 
 
-def _allocation(metric: str) -> Query:
+def _allocation(metric: str) -> ui.Query:
     """Allocated share of a resource per partition."""
-    return Query(allocated(metric, "cluster, partition", PARTITION), "{{cluster}} {{partition}}")
+    return ui.Query(allocated(metric, "cluster, partition", PARTITION), "{{cluster}} {{partition}}")
 
 
-def slurm_cluster() -> Dashboard:
-    board = Board()
+def _allocation_timeseries(title: str, record: str) -> TimeSeries:
+    """Allocated share per partition over time, from the recording rule."""
+    return ui.ratio_timeseries(title, ui.Query(sel(record, PARTITION), "{{cluster}} {{partition}}"))
+
+
+def slurm_cluster(t: ThresholdValues) -> Dashboard:
+    cycle = ((t[slurm.SCHEDULER_CYCLE], "red"),)
+    board = ui.Board()
     board.stats(
-        stat("Controller", "none", Query(sel("slurm_up"), "{{cluster}}"), mappings=(UP_DOWN,)),
-        stat(
+        ui.stat(
+            "Controller", "none", ui.Query(sel("slurm_up"), "{{cluster}}"), mappings=(ui.UP_DOWN,)
+        ),
+        ui.stat(
             "Probes",
             "none",
-            Query(sel("slurm_probe_success"), "{{cluster}} {{op}}"),
-            mappings=(PASS_FAIL,),
+            ui.Query(sel("slurm_probe_success"), "{{cluster}} {{op}}"),
+            mappings=(ui.PASS_FAIL,),
             description="scontrol ping and sbatch --test-only from the exporter.",
         ),
-        stat("Running jobs", "short", Query(_jobs("running"), "running")),
-        stat("Pending jobs", "short", Query(_jobs("pending"), "pending")),
-        problem_stat("Nodes down or draining", unavailable_nodes(), "nodes"),
-        stat(
+        ui.stat("Running jobs", "short", ui.Query(_jobs("running"), "running")),
+        ui.stat("Pending jobs", "short", ui.Query(_jobs("pending"), "pending")),
+        ui.problem_stat("Nodes down or draining", unavailable_nodes(), "nodes"),
+        ui.stat(
+            "Nodes drained for maintenance",
+            "short",
+            ui.Query(f"sum({sel(slurm.MAINTENANCE_DRAINS)})", "drained"),
+            description="Drained with a reason Gotthard did not write (an operator's or "
+            "Slurm's): maintenance, not paged by SlurmNodesUnavailable.",
+        ),
+        ui.stat(
             "Main scheduler cycle",
             "s",
             *_maxima(("slurm_scheduler_cycle_last_seconds", "last cycle")),
-            thresholds=((1.0, "orange"), (5.0, "red")),
+            thresholds=cycle,
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "Jobs by state",
             "short",
-            Query(f"sum by (state) ({sel('slurm_jobs', PARTITION)})", "{{state}}"),
+            ui.Query(f"sum by (state) ({sel('slurm_jobs', PARTITION)})", "{{state}}"),
             stack=True,
         ),
-        timeseries(
+        ui.timeseries(
             "Pending jobs by reason",
             "short",
-            Query(f"sum by (reason) ({sel('slurm_jobs_pending', PARTITION)})", "{{reason}}"),
+            ui.Query(f"sum by (reason) ({sel('slurm_jobs_pending', PARTITION)})", "{{reason}}"),
             stack=True,
         ),
     )
     board.row(
-        timeseries(
-            "CPU allocation by partition",
-            "percentunit",
-            _allocation("slurm_partition_cpus"),
-            minimum=0,
-            maximum=1,
-        ),
-        timeseries(
-            "GPU allocation by partition",
-            "percentunit",
-            _allocation("slurm_partition_gpus"),
-            minimum=0,
-            maximum=1,
-        ),
-        bargauge(
+        _allocation_timeseries("CPU allocation by partition", slurm.PARTITION_CPUS_ALLOC),
+        _allocation_timeseries("GPU allocation by partition", slurm.PARTITION_GPUS_ALLOC),
+        ui.bargauge(
             "Memory allocated by partition",
             "percentunit",
             _allocation("slurm_partition_memory_bytes"),
@@ -130,20 +108,20 @@ def slurm_cluster() -> Dashboard:
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "Nodes by state and partition",
             "short",
-            Query(
-                f"sum by (partition, state) ({sel('slurm_nodes', PARTITION)})",
+            ui.Query(
+                f"sum by (partition, state) ({sel(slurm.NODES_BY_STATE, PARTITION)})",
                 "{{partition}} {{state}}",
             ),
             description="A node in several partitions is counted in each of them.",
             stack=True,
         ),
-        table(
+        ui.table(
             "Nodes and reasons",
             "none",
-            Query(
+            ui.Query(
                 f"max by (cluster, node, state, reason) ({sel('slurm_node_info')})",
                 name="nodes",
             ),
@@ -152,7 +130,7 @@ def slurm_cluster() -> Dashboard:
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "Scheduler cycle time",
             "s",
             *_maxima(
@@ -162,8 +140,11 @@ def slurm_cluster() -> Dashboard:
                 ("slurm_scheduler_backfill_cycle_last_seconds", "backfill last"),
                 ("slurm_scheduler_backfill_cycle_mean_seconds", "backfill mean"),
             ),
+            lines=cycle,
+            description="The SlurmSchedulerCycleSlow alert compares the main cycle's "
+            "10-minute mean with the red line.",
         ),
-        timeseries(
+        ui.timeseries(
             "Scheduler queues",
             "short",
             *_maxima(
@@ -174,27 +155,27 @@ def slurm_cluster() -> Dashboard:
                 ("slurm_scheduler_threads", "server threads"),
             ),
         ),
-        timeseries(
+        ui.timeseries(
             "Backfilled jobs",
             "ops",
-            Query(f"sum({rate('slurm_scheduler_backfilled_jobs_total')})", "backfilled"),
+            ui.Query(f"sum({rate('slurm_scheduler_backfilled_jobs_total')})", "backfilled"),
         ),
     )
     board.row(
-        timeseries(
+        ui.timeseries(
             "Job events",
             "ops",
-            Query(
+            ui.Query(
                 f"sum by (event) ({rate('slurm_scheduler_jobs_total')})",
                 "{{event}}",
             ),
             description="Jobs submitted, started, completed, canceled and failed per second, "
             "from slurmctld's own counters.",
         ),
-        table(
+        ui.table(
             "Reservations",
             "none",
-            Query(
+            ui.Query(
                 f"max by (cluster, reservation) ({sel('slurm_reservation_nodes')})"
                 " * on(cluster, reservation) group_left(state, partition, flags) "
                 "max by (cluster, reservation, state, partition, flags) "
@@ -207,25 +188,19 @@ def slurm_cluster() -> Dashboard:
     )
     calls = f"sum by (type) ({rate('slurm_rpc_calls_total')})"
     board.row(
-        timeseries("RPCs by type", "reqps", Query(calls, "{{type}}")),
-        timeseries(
+        ui.timeseries("RPCs by type", "reqps", ui.Query(calls, "{{type}}")),
+        ui.timeseries(
             "RPC mean latency by type",
             "s",
-            Query(
+            ui.Query(
                 f"sum by (type) ({rate('slurm_rpc_duration_seconds_total')}) / {calls}",
                 "{{type}}",
             ),
         ),
     )
     board.row(
-        gauge_timeseries(
+        ui.gauge_timeseries(
             "Probe duration", "s", "slurm_probe_duration_seconds", "{{cluster}} {{op}}"
         )
     )
-    return dashboard(
-        NAME,
-        DESCRIPTION,
-        TAGS,
-        board,
-        [label_variable("partition", "Partition", "slurm_partition_info")],
-    )
+    return ui.dashboard("slurm-cluster", DESCRIPTION, TAGS, board, VARIABLES)

@@ -17,6 +17,8 @@ from typing import Any
 
 import pynvml
 
+from gotthard.exporters.gpu.xid import FATAL_XIDS
+
 log = logging.getLogger("gotthard.exporter.gpu")
 
 TIMEOUT = pynvml.NVML_ERROR_TIMEOUT
@@ -27,8 +29,7 @@ _FINAL = (
     pynvml.NVML_ERROR_NO_PERMISSION,
     pynvml.NVML_ERROR_UNINITIALIZED,
 )
-#: XIDs after which a GPU needs a reset or a reboot: unhealthy for xid_health_window.
-FATAL_XIDS = frozenset({48, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+#: FATAL_XIDS make a GPU unhealthy for xid_health_window; the list is shared with the alerts.
 
 
 @dataclass

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gotthard.exporters.families import MetricFamily, counter, gauge
+from gotthard.exporters.slingshot.limits import MAX_RESTARTS_1H, MAX_RESTARTS_10H
 from gotthard.exporters.slingshot.snapshot import NicReading, SlingshotSnapshot
 
 C1 = frozenset({1})
@@ -231,8 +232,8 @@ WINDOWS: tuple[tuple[str, float], ...] = (("1h", 3600.0), ("10h", 36000.0))
 class HealthRule:
     """HPE ``cxi_healthcheck`` link_flap_check: fewer than these restarts is healthy."""
 
-    max_restarts_1h: int = 5
-    max_restarts_10h: int = 10
+    max_restarts_1h: int = MAX_RESTARTS_1H
+    max_restarts_10h: int = MAX_RESTARTS_10H
 
 
 def recent_restarts(restarts: tuple[int, ...], now: float, seconds: float) -> int:

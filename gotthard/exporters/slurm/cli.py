@@ -20,11 +20,13 @@ import shutil
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from gotthard.exporters.slurm.snapshot import (
     SCHEDULER_COUNTERS,
+    Controller,
     JobTally,
     Node,
     Partition,
@@ -35,6 +37,7 @@ from gotthard.exporters.slurm.snapshot import (
     SchedulerStats,
     SlurmSnapshot,
     SlurmUnavailable,
+    controller_role,
     gpus_from_tres,
     job_gpus,
     reservation_flags,
@@ -313,6 +316,14 @@ def parse_sinfo_partitions(text: str) -> tuple[tuple[Partition, ...], int]:
     return tuple(partitions.values()), errors
 
 
+def _content_lines(text: str, *skip: str) -> Iterator[str]:
+    """The stripped, non-empty lines of *text*, less those starting with one of *skip*."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(skip):
+            yield line
+
+
 def parse_reservations(text: str) -> tuple[tuple[Reservation, ...], int]:
     """Parse ``scontrol show reservation -o``: one ``KEY=VALUE ...`` line per reservation.
 
@@ -320,10 +331,7 @@ def parse_reservations(text: str) -> tuple[tuple[Reservation, ...], int]:
     """
     reservations: list[Reservation] = []
     errors = 0
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("No reservations"):
-            continue
+    for line in _content_lines(text, "No reservations"):
         fields = dict(word.partition("=")[::2] for word in line.split())
         name = fields.get("ReservationName", "")
         try:
@@ -343,6 +351,31 @@ def parse_reservations(text: str) -> tuple[tuple[Reservation, ...], int]:
             )
         )
     return tuple(reservations), errors
+
+
+_PING_LINE = re.compile(r"^Slurmctld\(([^)]*)\) at (\S+) is (UP|DOWN)\b", re.IGNORECASE)
+
+
+def parse_ping(text: str) -> tuple[tuple[Controller, ...], int]:
+    """Parse ``scontrol ping``: one ``Slurmctld(primary) at ctl1 is UP`` line per controller.
+
+    Controllers are listed in ``SlurmctldHost`` order, which is their index. The banner
+    scontrol adds when a controller is down (lines of ``*``) is skipped; any other line is
+    counted as an error.
+    """
+    controllers: list[Controller] = []
+    errors = 0
+    for line in _content_lines(text, "*"):
+        match = _PING_LINE.match(line)
+        if match is None:
+            errors += 1
+            continue
+        mode, host, state = match.groups()
+        index = len(controllers)
+        controllers.append(
+            Controller(host, controller_role(mode, index), index, state.upper() == "UP")
+        )
+    return tuple(controllers), errors
 
 
 _SDIAG_RPC = re.compile(
@@ -586,10 +619,14 @@ def assemble(
         reservations, reservation_errors = parse_reservations(listing.stdout)
         errors += reservation_errors
     probes = []
+    controllers: tuple[Controller, ...] = ()
     ping = outputs.get("ping")
     if ping is not None:
         ok = not ping.error and " is UP" in ping.stdout
         probes.append(ProbeResult("ping", ok, ping.duration, ping.error or ping.stdout[:200]))
+        # scontrol exits non-zero when a controller is down but still lists them all.
+        controllers, ping_errors = parse_ping(ping.stdout)
+        errors += ping_errors
     submit = outputs.get("submit")
     if submit is not None:
         probes.append(ProbeResult("submit", not submit.error, submit.duration, submit.error))
@@ -605,4 +642,5 @@ def assemble(
         backend=backend,
         version=version,
         reservations=reservations,
+        controllers=controllers,
     )

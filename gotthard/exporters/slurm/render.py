@@ -41,6 +41,7 @@ def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
     families += _partitions(snapshot)
     families += _scheduler(snapshot, options)
     families += _probes(snapshot)
+    families += _controllers(snapshot)
     families += _reservations(snapshot)
     return families
 
@@ -361,6 +362,25 @@ def _probes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
         success.add((probe.op,), 1 if probe.success else 0)
         duration.add((probe.op,), probe.duration_seconds)
     return [success, duration]
+
+
+def _controllers(snapshot: SlurmSnapshot) -> list[MetricFamily]:
+    if not snapshot.controllers:
+        return []  # no ping this poll: absent, not "every controller down"
+    up = gauge(
+        "slurm_controller_up",
+        "1 if the slurmctld answered the ping probe; role is primary or backup, index its "
+        "position in SlurmctldHost.",
+        "controller",
+        "role",
+        "index",
+    )
+    for controller in snapshot.controllers:
+        up.add(
+            (controller.hostname, controller.role, str(controller.index)),
+            1 if controller.up else 0,
+        )
+    return [up]
 
 
 def _reservations(snapshot: SlurmSnapshot) -> list[MetricFamily]:

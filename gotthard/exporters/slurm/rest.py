@@ -37,6 +37,7 @@ from gotthard.exporters.slurm.rest_mapping import (
     _release,
     _str,
     count_array_tasks,
+    map_controllers,
     map_diag,
     map_job,
     map_node,
@@ -50,6 +51,7 @@ __all__ = [
     "RestBackend",
     "count_array_tasks",
     "jwt_user",
+    "map_controllers",
     "map_diag",
     "map_job",
     "map_node",
@@ -423,7 +425,10 @@ class RestBackend:
                 f"slurmrestd {self.url}: GET {exc} -> HTTP 404 right after version negotiation"
             ) from None
 
-    def _ping(self, version: str) -> snapshot.ProbeResult:
+    def _ping(
+        self, version: str
+    ) -> tuple[snapshot.ProbeResult, tuple[snapshot.Controller, ...], int]:
+        """The ping probe, every controller it lists, and entries that could not be read."""
         path = f"/slurm/{version}/ping"
         response = self._request(path)
         if response.status == 404:
@@ -433,10 +438,12 @@ class RestBackend:
             # other endpoints would do the same, so give up on this poll at once.
             raise self._fail(path, response)
         try:
-            success, error = map_ping(self._decode(path, response))
+            document = self._decode(path, response)
         except snapshot.SlurmUnavailable as exc:
-            return snapshot.ProbeResult("ping", False, response.seconds, str(exc))
-        return snapshot.ProbeResult("ping", success, response.seconds, error)
+            return snapshot.ProbeResult("ping", False, response.seconds, str(exc)), (), 0
+        success, error = map_ping(document)
+        controllers, errors = map_controllers(document)
+        return snapshot.ProbeResult("ping", success, response.seconds, error), controllers, errors
 
     def _listing(self, version: str, endpoint: str) -> tuple[_Listing, bool]:
         """The records of ``/slurm/{version}/{endpoint}``, from a 304 when unchanged.
@@ -485,8 +492,11 @@ class RestBackend:
         errors = 0
 
         probes: tuple[snapshot.ProbeResult, ...] = ()
+        controllers: tuple[snapshot.Controller, ...] = ()
         if options.probe:
-            probes = (self._ping(version),)
+            probe, controllers, ping_errors = self._ping(version)
+            probes = (probe,)
+            errors += ping_errors
 
         diag_path = f"/slurm/{version}/diag"
         diag_document, _ = self._get_json(diag_path)
@@ -526,6 +536,7 @@ class RestBackend:
             backend=self.name,
             version=_release(diag_document),
             reservations=reservations,
+            controllers=controllers,
         )
 
     def _reservations(self, version: str) -> tuple[tuple[snapshot.Reservation, ...] | None, int]:

@@ -390,6 +390,15 @@ def map_diag(statistics: Mapping[str, Any]) -> snapshot.SchedulerStats | None:
     return None if stats.empty else stats
 
 
+def _ping_answer(entry: Mapping[str, Any]) -> str:
+    """``UP``, ``DOWN`` or ``""``: one ``/ping`` entry's answer in either version's field."""
+    return _str(entry.get("pinged", entry.get("ping"))).upper()
+
+
+def _ping_up(entry: Mapping[str, Any]) -> bool:
+    return entry.get("responding") is True or _ping_answer(entry) == "UP"
+
+
 def map_ping(document: Mapping[str, Any]) -> tuple[bool, str]:
     """Whether ``/ping`` says a controller answers, and why not.
 
@@ -403,8 +412,33 @@ def map_ping(document: Mapping[str, Any]) -> tuple[bool, str]:
     for entry in pings:
         if not isinstance(entry, Mapping):
             continue
-        answer = _str(entry.get("pinged", entry.get("ping"))).upper()
-        if entry.get("responding") is True or answer == "UP":
+        if _ping_up(entry):
             return True, ""
+        answer = _ping_answer(entry)
         down.append(f"{_str(entry.get('hostname')) or '?'}: {answer or 'not responding'}")
     return False, "; ".join(down) or "no controller responds"
+
+
+def map_controllers(document: Mapping[str, Any]) -> tuple[tuple[snapshot.Controller, ...], int]:
+    """Every controller of a ``/ping`` answer, and how many entries could not be read.
+
+    Entries come in ``SlurmctldHost`` order (their index); ``mode`` is ``primary`` or
+    ``backup`` where the version writes it (v0.0.41+ also a ``primary`` boolean).
+    """
+    pings = document.get("pings")
+    if not isinstance(pings, list):
+        return (), 0
+    controllers: list[snapshot.Controller] = []
+    errors = 0
+    for entry in pings:
+        hostname = _str(entry.get("hostname")) if isinstance(entry, Mapping) else ""
+        if not isinstance(entry, Mapping) or not hostname:
+            errors += 1
+            continue
+        index = len(controllers)
+        mode = _str(entry.get("mode"))
+        if not mode and isinstance(entry.get("primary"), bool):
+            mode = "primary" if entry["primary"] else "backup"
+        role = snapshot.controller_role(mode, index)
+        controllers.append(snapshot.Controller(hostname, role, index, _ping_up(entry)))
+    return tuple(controllers), errors

@@ -320,6 +320,34 @@ class ProbeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Controller:
+    """One slurmctld (``SlurmctldHost``) and whether it answered the ping.
+
+    ``index`` is its position in the controller list (0 is the primary); ``role`` is
+    ``primary`` or ``backup`` (Slurm's ``backup1``, ``backup2`` are all ``backup``).
+    """
+
+    hostname: str
+    role: str
+    index: int
+    up: bool
+
+
+def controller_role(mode: str, index: int) -> str:
+    """``primary`` or ``backup`` from Slurm's mode text, or from the position without one.
+
+    ``scontrol ping`` prints ``primary``, ``backup`` or ``backup1``..; newer releases may
+    print ``primary/backup1``; slurmrestd's ``mode`` field is ``primary`` or ``backup``.
+    """
+    word = mode.strip().lower().split("/", 1)[0]
+    if word.startswith("primary"):
+        return "primary"
+    if word.startswith("backup"):
+        return "backup"
+    return "primary" if index == 0 else "backup"
+
+
+@dataclass(frozen=True, slots=True)
 class SlurmSnapshot:
     up: bool
     job_groups: tuple[JobGroup, ...] = ()
@@ -335,6 +363,8 @@ class SlurmSnapshot:
     version: str = ""
     #: Advance reservations; None when the backend could not read them (no series).
     reservations: tuple[Reservation, ...] | None = None
+    #: Every controller the ping probe saw, in ``SlurmctldHost`` order; empty without it.
+    controllers: tuple[Controller, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,164 @@
+"""The ``textfile`` collector: ``*.prom`` files of a directory, as node_exporter's.
+
+Batch jobs that cannot be scraped (``gotthard policy eval --textfile``, ``gotthard audit
+kube-bench --textfile``, cron jobs) write their metrics into files in one directory; the
+collector reads every ``*.prom`` file there on each poll and serves its samples. Files
+must be written atomically (write elsewhere, then rename); names starting with ``.`` are
+skipped, so a temporary file next to the target is never read half-written.
+
+Like node_exporter's collector it adds ``gotthard_textfile_mtime_seconds{file}`` per file
+read and ``gotthard_textfile_scrape_error`` (1 when any file could not be read or parsed,
+or repeats a series another file has). A file in error contributes nothing. Gauges,
+counters and untyped metrics keep their type; histogram and summary samples are served
+as untyped series (``_bucket``, ``_sum``, ``_count``). A file may not define the
+exporter's own ``gotthard_collector_*``, ``gotthard_textfile_*`` or ``gotthard_build_info``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from gotthard.exporters.families import Kind, MetricFamily, gauge
+from gotthard.exporters.settings import TextfileExporterConfig
+
+#: Names a file may not define: the exporter's own families.
+RESERVED_PREFIXES = ("gotthard_collector_", "gotthard_textfile_", "gotthard_build_info")
+#: At most this many bytes are read from one file.
+MAX_FILE_BYTES = 16 << 20
+
+
+class TextfileError(ValueError):
+    """One file cannot be served (unreadable, not the text format, reserved names)."""
+
+
+@dataclass
+class TextfileSnapshot:
+    #: file name -> modification time (Unix seconds), for every file served
+    mtimes: dict[str, float] = field(default_factory=dict)
+    #: sample name -> family, merged over the files
+    families: dict[str, MetricFamily] = field(default_factory=dict)
+    #: file name -> why it was not served
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+def _kind(kind: str) -> Kind:
+    return kind if kind in ("gauge", "counter") else "untyped"  # type: ignore[return-value]
+
+
+def parse(text: str) -> dict[str, tuple[Kind, str, list[tuple[dict[str, str], float]]]]:
+    """Sample name -> (type, help, samples) of one file; TextfileError says what is wrong."""
+    found: dict[str, tuple[Kind, str, list[tuple[dict[str, str], float]]]] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name.endswith("_created") and family.type == "counter":
+                    continue
+                if sample.name.startswith(RESERVED_PREFIXES):
+                    raise TextfileError(f"{sample.name}: reserved for the exporter itself")
+                kind = _kind(family.type)
+                if kind == "counter" and not sample.name.endswith("_total"):
+                    kind = "untyped"
+                entry = found.setdefault(sample.name, (kind, family.documentation, []))
+                entry[2].append((dict(sample.labels), float(sample.value)))
+    except ValueError as err:
+        raise TextfileError(f"not the Prometheus text format: {err}") from None
+    return found
+
+
+def read(directory: Path) -> TextfileSnapshot:
+    """Every ``*.prom`` file of *directory* (sorted by name), merged."""
+    snapshot = TextfileSnapshot()
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    try:
+        names = sorted(
+            p.name for p in directory.iterdir() if p.name.endswith(".prom") and p.name[0] != "."
+        )
+    except OSError as err:
+        snapshot.errors[str(directory)] = f"cannot list: {err.strerror or err}"
+        return snapshot
+    for name in names:
+        path = directory / name
+        try:
+            with path.open("rb") as handle:
+                mtime = os.fstat(handle.fileno()).st_mtime
+                data = handle.read(MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:
+                raise TextfileError(f"larger than {MAX_FILE_BYTES} bytes")
+            parsed = parse(data.decode("utf-8"))
+            keys = [
+                (sample, tuple(sorted(labels.items())))
+                for sample, (_, _, samples) in parsed.items()
+                for labels, _ in samples
+            ]
+            repeated = [key for key in keys if key in seen]
+            if repeated or len(set(keys)) != len(keys):
+                what = repeated[0][0] if repeated else "a series"
+                raise TextfileError(f"{what}: repeats a series already served")
+        except (OSError, UnicodeDecodeError, TextfileError) as err:
+            snapshot.errors[name] = str(err)
+            continue
+        seen.update(keys)
+        snapshot.mtimes[name] = mtime
+        _merge(snapshot.families, parsed)
+    return snapshot
+
+
+def _merge(
+    families: dict[str, MetricFamily],
+    parsed: dict[str, tuple[Kind, str, list[tuple[dict[str, str], float]]]],
+) -> None:
+    """Add *parsed* to *families*. A family's label names are the union over its samples;
+    a sample without one of them gets the empty value, which Prometheus reads as absent."""
+    for name, (kind, help_text, samples) in parsed.items():
+        family = families.get(name)
+        if family is None:
+            family = families[name] = MetricFamily(name, kind, help_text or f"textfile {name}")
+        old = [dict(zip(family.labels, values, strict=True)) for values, _ in family.samples]
+        values = [v for _, v in family.samples]
+        rows = [*zip(old, values, strict=True), *samples]
+        family.labels = tuple(sorted({label for labels, _ in rows for label in labels}))
+        family.samples = [
+            (tuple(labels.get(label, "") for label in family.labels), value)
+            for labels, value in rows
+        ]
+
+
+def render(snapshot: TextfileSnapshot) -> list[MetricFamily]:
+    mtime = gauge(
+        "gotthard_textfile_mtime_seconds",
+        "Modification time of each textfile served (Unix seconds).",
+        "file",
+    )
+    for name, seconds in snapshot.mtimes.items():
+        mtime.add((name,), seconds)
+    error = gauge(
+        "gotthard_textfile_scrape_error",
+        "1 if a textfile could not be read, parsed or merged, else 0.",
+    )
+    error.add((), 1 if snapshot.errors else 0)
+    return [*snapshot.families.values(), mtime, error]
+
+
+class TextfileCollector:
+    """``*.prom`` files of ``[exporter.textfile] directory``, read on every scrape."""
+
+    name = "textfile"
+
+    def __init__(self, config: TextfileExporterConfig) -> None:
+        if not config.directory:
+            raise ValueError("no directory: set [exporter.textfile] directory")
+        self.directory = Path(config.directory)
+        self.poll_interval = 0.0
+
+    def poll(self) -> TextfileSnapshot:
+        return read(self.directory)
+
+    def render(self, snapshot: TextfileSnapshot) -> list[MetricFamily]:
+        return render(snapshot)
+
+    def snapshot_errors(self, snapshot: TextfileSnapshot) -> int:
+        return len(snapshot.errors)
