@@ -51,12 +51,16 @@ def _check_field(
     value, default = raw[name], field.get_default(call_default_factory=True)
     annotation = field.annotation
     item = get_args(annotation)[0] if get_origin(annotation) is list else None
+    named = get_args(annotation)[1] if get_origin(annotation) is dict else None
     if isinstance(default, BaseModel):
         _check_model(type(default), value, key, defaults)
     elif isinstance(item, type) and issubclass(item, BaseModel):
         assert value, f"{key}: the example shows one entry"
         for entry in value:  # example data: every key listed, values free
             _check_model(item, entry, key, defaults=False)
+    elif isinstance(named, type) and issubclass(named, BaseModel):
+        for entry in value.values():  # [TABLE.NAME] example data: every key listed, values free
+            _check_model(named, entry, f"{key}.NAME", defaults=False)
     elif defaults:
         assert value == default, f"{key}: example says {value!r}, the default is {default!r}"
 

@@ -125,13 +125,46 @@ def _status(args: argparse.Namespace, cfg: Config) -> int:
                         for ns in s.namespaces
                     },
                 }
+                if settings.tiers:
+                    out[site]["tiers"] = ops.tier_compliance(ctx, site)
         except KubeError as err:
             out[site] = {"error": str(err)}
             unreachable.append(str(err))
-    print(json.dumps(out, indent=2, sort_keys=True))
+    if args.format == "json":
+        print(json.dumps(out, indent=2, sort_keys=True))
+    else:
+        print(_tier_table(out))
     for line in unreachable:
         print(f"gotthard: {line}", file=sys.stderr)
-    return 2 if unreachable else 0
+    breached = any(row["met"] is False for state in out.values() for row in state.get("tiers", []))
+    return 2 if unreachable else 1 if breached else 0
+
+
+def _tier_table(status: dict[str, Any]) -> str:
+    """Per-tier compliance of ``dr status`` as an aligned text table."""
+    from gotthard.dr.ops import verdict
+
+    head = ("SITE", "NAMESPACE", "TIER", "OBJECTIVE", "TARGET_S", "MEASURED_S", "RESULT")
+    rows = [
+        (
+            site,
+            r["namespace"],
+            r["tier"],
+            r["objective"],
+            f"{r['target_seconds']:.0f}",
+            "-" if r["measured_seconds"] is None else f"{r['measured_seconds']:.0f}",
+            verdict(r["met"]),
+        )
+        for site, state in sorted(status.items())
+        for r in state.get("tiers", [])
+    ]
+    if not rows:
+        return "no recovery tiers configured ([dr.tiers.NAME])"
+    widths = [max(len(row[i]) for row in (head, *rows)) for i in range(len(head))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in (head, *rows)
+    )
 
 
 def _placement(args: argparse.Namespace, cfg: Config) -> int:
@@ -185,7 +218,16 @@ def add_cli(subparsers: Any) -> None:
     p.add_argument("--report", metavar="FILE", help="write the report (.md: Markdown, else JSON)")
     p.set_defaults(handler=_drill)
 
-    p = sub.add_parser("status", help="storage locations and latest Completed backups per site")
+    p = sub.add_parser(
+        "status",
+        help="storage locations, latest Completed backups and recovery-tier compliance per site",
+    )
+    p.add_argument(
+        "--format",
+        choices=("json", "table"),
+        default="json",
+        help="json (default): everything; table: recovery-tier compliance",
+    )
     p.set_defaults(handler=_status)
 
     p = sub.add_parser("placement", help="Zurich/Lugano placement (Karmada PropagationPolicy)")

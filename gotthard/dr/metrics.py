@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 _SITE_SCHEDULE = ("site", "schedule")
 _SITE_NAMESPACE = ("site", "namespace")
+#: Series judged against a recovery tier; ``tier`` is "" (absent) for an untiered namespace.
+_SITE_NAMESPACE_TIER = ("site", "namespace", "tier")
 
 #: (attribute, family type, metric name, labels, help) of every DR metric family, in
 #: registration (and exposition) order.
@@ -56,8 +58,22 @@ _FAMILIES: tuple[tuple[str, type[Gauge | Counter], str, tuple[str, ...], str], .
         "rpo",
         Gauge,
         "gotthard_dr_rpo_seconds",
-        _SITE_NAMESPACE,
+        _SITE_NAMESPACE_TIER,
         "Age of the newest Completed backup covering the namespace, at the last check.",
+    ),
+    (
+        "rto",
+        Gauge,
+        "gotthard_dr_rto_seconds",
+        _SITE_NAMESPACE_TIER,
+        "Recovery time measured by the namespace's last verified drill.",
+    ),
+    (
+        "tier_breach",
+        Gauge,
+        "gotthard_dr_tier_breach",
+        ("site", "namespace", "tier", "objective"),
+        "1 if the namespace misses its recovery tier's objective (rpo or rto), else 0.",
     ),
     (
         "drill_last_success",
@@ -175,6 +191,8 @@ class DrMetrics:
     backup_duration: Gauge
     backups: Counter
     rpo: Gauge
+    rto: Gauge
+    tier_breach: Gauge
     drill_last_success: Gauge
     drill_rto: Gauge
     drill_rpo: Gauge

@@ -89,7 +89,7 @@ def record_backup(ctx: Context, site: str, schedule: str, outcome: v.Outcome) ->
     if outcome.usable and outcome.completed is not None:
         m.backup_last_success.labels(site, schedule).set(outcome.completed)
         for ns in (outcome.obj.get("spec") or {}).get("includedNamespaces") or []:
-            m.rpo.labels(site, ns).set(max(0.0, ctx.clock() - outcome.completed))
+            record_rpo(ctx, site, ns, max(0.0, ctx.clock() - outcome.completed))
 
 
 def run_backup(ctx: Context, site: str, schedule: BackupSchedule, slot: dt.datetime) -> v.Outcome:
@@ -117,7 +117,7 @@ def refresh_rpo(
     for ns, latest in vel.latest_completed_backups(namespaces, backups).items():
         done = v.parse_time((latest.get("status") or {}).get("completionTimestamp"))
         if done is not None:
-            ctx.metrics.rpo.labels(site, ns).set(max(0.0, ctx.clock() - done))
+            record_rpo(ctx, site, ns, max(0.0, ctx.clock() - done))
     for name in velero_schedules:
         owner = velero_schedule_name(name, site)
         finished = [
@@ -129,6 +129,64 @@ def refresh_rpo(
         ]
         if finished:
             ctx.metrics.backup_last_success.labels(site, name).set(max(finished))
+
+
+# -- recovery tiers --------------------------------------------------------------------
+
+
+def judge(objective: str, target: float, measured: float | None) -> dict[str, Any]:
+    """One objective of a tier: target, measured and whether it is met (None = unmeasured)."""
+    met = None if measured is None else measured <= target
+    return {
+        "objective": objective,
+        "target_seconds": target,
+        "measured_seconds": measured,
+        "met": met,
+    }
+
+
+def _set_breach(ctx: Context, site: str, ns: str, tier: str, judged: dict[str, Any]) -> None:
+    breached = judged["met"] is False
+    ctx.metrics.tier_breach.labels(site, ns, tier, judged["objective"]).set(1 if breached else 0)
+
+
+def record_rpo(ctx: Context, site: str, ns: str, age: float, tier: str | None = None) -> None:
+    """Set ``gotthard_dr_rpo_seconds`` and, for a tiered namespace, its RPO breach flag.
+    *tier* defaults to the tier of the schedule backing the namespace up."""
+    tier = ctx.settings.namespace_tier(site, ns) if tier is None else tier
+    ctx.metrics.rpo.labels(site, ns, tier).set(age)
+    if tier:
+        _set_breach(ctx, site, ns, tier, judge("rpo", ctx.settings.tiers[tier].rpo_seconds, age))
+
+
+def tier_compliance(ctx: Context, site: str) -> list[dict[str, Any]]:
+    """RPO of each tiered namespace backed up at *site*, judged against its tier, from the
+    newest Completed Backup; the RTO is measured only by drills, so it is unmeasured here."""
+    s = ctx.settings
+    namespaces = {
+        ns
+        for sch in s.schedules
+        if sch.tier and site in s.schedule_sites(sch)
+        for ns in sch.namespaces
+    }
+    namespaces |= {d.namespace for d in s.drills if d.site == site and s.drill_tier(d)}
+    if not namespaces:
+        return []
+    vel = ctx.velero(site)
+    latest = vel.latest_completed_backups(sorted(namespaces), vel.list("backups"))
+    rows: list[dict[str, Any]] = []
+    for ns in sorted(namespaces):
+        drill = next((d for d in s.drills if d.site == site and d.namespace == ns), None)
+        tier = s.drill_tier(drill) if drill else s.namespace_tier(site, ns)
+        done = v.parse_time(((latest.get(ns) or {}).get("status") or {}).get("completionTimestamp"))
+        age = None if done is None else max(0.0, ctx.clock() - done)
+        targets = s.tiers[tier]
+        for judged in (
+            judge("rpo", targets.rpo_seconds, age),
+            judge("rto", targets.rto_seconds, None),
+        ):
+            rows.append({"namespace": ns, "tier": tier, **judged})
+    return rows
 
 
 def velero_schedule_name(schedule: str, site: str) -> str:
@@ -182,6 +240,10 @@ class DrillReport:
     verified: bool = False
     rto_seconds: float | None = None
     rpo_seconds: float | None = None
+    #: Recovery tier the drill is judged against ("" = none) and, per objective (rpo, rto),
+    #: its target, measurement and whether it was met.
+    tier: str = ""
+    objectives: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)
     cleaned: bool = False
     error: str = ""
@@ -199,6 +261,21 @@ class DrillReport:
             f"* scratch namespace: `{self.scratch_namespace}` (cleaned: {self.cleaned})",
             f"* RTO: {_fmt(self.rto_seconds)}, RPO: {_fmt(self.rpo_seconds)}",
             "",
+        ]
+        if self.tier:
+            lines += [
+                f"Recovery tier `{self.tier}`:",
+                "",
+                "| objective | target | measured | result |",
+                "|---|---|---|---|",
+            ]
+            lines += [
+                f"| {o['objective'].upper()} | {_fmt(o['target_seconds'])} "
+                f"| {_fmt(o['measured_seconds'])} | {verdict(o['met'])} |"
+                for o in self.objectives
+            ]
+            lines.append("")
+        lines += [
             "| check | ok | detail |",
             "|---|---|---|",
         ]
@@ -210,6 +287,10 @@ class DrillReport:
 
 def _fmt(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds:.1f} s"
+
+
+def verdict(met: bool | None) -> str:
+    return {True: "met", False: "breached", None: "unmeasured"}[met]
 
 
 def scratch_name(namespace: str, when: dt.datetime) -> str:
@@ -321,6 +402,7 @@ def run_drill(
     started = now_utc(ctx)
     target = spec.target_site or spec.site
     report = DrillReport(spec.site, spec.namespace, target, scratch_name(spec.namespace, started))
+    report.tier = ctx.settings.drill_tier(spec)
     fresh = spec.fresh_backup if fresh_backup is None else fresh_backup
     try:
         source = ctx.velero(spec.site)
@@ -397,12 +479,29 @@ def run_drill(
     return report
 
 
+def _judge_drill(ctx: Context, report: DrillReport) -> None:
+    """Compare the drill's RPO and RTO with its tier's; a drill that did not verify has
+    not recovered the service, so its RTO counts as breached."""
+    if not report.tier:
+        return
+    targets = ctx.settings.tiers[report.tier]
+    rto = judge("rto", targets.rto_seconds, report.rto_seconds)
+    if not report.verified:
+        rto["met"] = False
+    report.objectives = [judge("rpo", targets.rpo_seconds, report.rpo_seconds), rto]
+
+
 def _record_drill(ctx: Context, report: DrillReport) -> None:
+    _judge_drill(ctx, report)
     m, labels = ctx.metrics, (report.site, report.namespace)
     m.drill_last_success.labels(*labels).set(1 if report.verified else 0)
     m.drill_last_timestamp.labels(*labels).set(ctx.clock())
     if report.rto_seconds is not None:
         m.drill_rto.labels(*labels).set(report.rto_seconds)
+        m.rto.labels(*labels, report.tier).set(report.rto_seconds)
     if report.rpo_seconds is not None:
         m.drill_rpo.labels(*labels).set(report.rpo_seconds)
-        m.rpo.labels(*labels).set(report.rpo_seconds)
+        record_rpo(ctx, report.site, report.namespace, report.rpo_seconds, report.tier)
+    for judged in report.objectives:
+        if judged["met"] is not None:
+            _set_breach(ctx, report.site, report.namespace, report.tier, judged)

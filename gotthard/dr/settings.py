@@ -52,10 +52,21 @@ def _check_cron(value: str) -> str:
     return value
 
 
+class RecoveryTier(Strict):
+    """A recovery tier (``[dr.tiers.NAME]``): the RPO and RTO its namespaces promise."""
+
+    #: Largest acceptable age of the newest usable backup.
+    rpo_seconds: Seconds
+    #: Largest acceptable time from the start of a restore to a verified service.
+    rto_seconds: Seconds
+
+
 class BackupSchedule(Strict):
     """One backup schedule: a Velero Backup per cron slot and site, named deterministically."""
 
     name: DnsLabel
+    #: Recovery tier of the namespaces it covers (a key of ``[dr.tiers]``); "" = none.
+    tier: str = ""
     namespaces: list[str] = Field(min_length=1)
     cron: str = "0 2 * * *"
     #: Sites to back up; empty = every configured site.
@@ -84,6 +95,9 @@ class DrillSpec(Strict):
 
     site: str
     namespace: str
+    #: Recovery tier whose targets the drill checks; "" = the tier of a schedule covering
+    #: the namespace, if any.
+    tier: str = ""
     #: Restore on this site's cluster instead (cross-site drill); empty = same site.
     target_site: str = ""
     cron: str = "0 4 * * 0"
@@ -102,6 +116,8 @@ class PlacedService(Strict):
     name: DnsLabel
     namespace: str = "default"
     primary_site: str
+    #: Recovery tier of the service (a key of ``[dr.tiers]``); "" = none.
+    tier: str = ""
     #: resourceSelectors of the PropagationPolicy: ``{apiVersion, kind, name?}``.
     resources: list[dict[str, str]] = Field(min_length=1)
 
@@ -173,6 +189,8 @@ class DrConfig(Strict):
     api_backoff_max_seconds: Annotated[float, Field(ge=0, le=600)] = 30.0
     api_timeout_seconds: Seconds = 30.0
     lease: LeaseSettings = LeaseSettings()
+    #: Recovery tiers by name: ``[dr.tiers.NAME]`` with ``rpo_seconds`` and ``rto_seconds``.
+    tiers: dict[str, RecoveryTier] = Field(default_factory=dict)
     schedules: list[BackupSchedule] = Field(default_factory=list)
     drills: list[DrillSpec] = Field(default_factory=list)
     placement: PlacementConfig = PlacementConfig()
@@ -198,13 +216,37 @@ class DrConfig(Strict):
             check(f"placement.services[{svc.name}].primary_site", svc.primary_site)
         for svc, site in self.placement.overrides.items():
             check(f"placement.overrides.{svc}", site)
+        self._tiers_known()
         names = [s.name for s in self.schedules]
         if len(names) != len(set(names)):
             raise ValueError("schedules: names must be unique (they are part of job ids)")
         return self
 
+    def _tiers_known(self) -> None:
+        """Every ``tier`` names a key of ``[dr.tiers]``."""
+        named = [(f"schedules[{i}].tier", s.tier) for i, s in enumerate(self.schedules)]
+        named += [(f"drills[{i}].tier", d.tier) for i, d in enumerate(self.drills)]
+        named += [
+            (f"placement.services[{i}].tier", s.tier) for i, s in enumerate(self.placement.services)
+        ]
+        for where, tier in named:
+            if tier and tier not in self.tiers:
+                known = ", ".join(sorted(self.tiers)) or "none configured"
+                raise ValueError(f"{where}: unknown tier {tier!r} (known: {known})")
+
     def schedule_sites(self, schedule: BackupSchedule) -> list[str]:
         return list(schedule.sites) or sorted(self.sites)
+
+    def namespace_tier(self, site: str, namespace: str) -> str:
+        """The tier of the first tiered schedule backing up *namespace* at *site*; "" = none."""
+        for sched in self.schedules:
+            if sched.tier and namespace in sched.namespaces and site in self.schedule_sites(sched):
+                return sched.tier
+        return ""
+
+    def drill_tier(self, drill: DrillSpec) -> str:
+        """The drill's own tier, else that of the schedule backing up its namespace."""
+        return drill.tier or self.namespace_tier(drill.site, drill.namespace)
 
 
 __all__ = [
@@ -215,6 +257,7 @@ __all__ = [
     "LeaseSettings",
     "PlacedService",
     "PlacementConfig",
+    "RecoveryTier",
     "ResourceCheck",
     "cron_trigger",
 ]

@@ -68,7 +68,9 @@ def test_scheduled_backup_spec_and_metrics(k8s, velero, settings) -> None:
         ]
         > 0
     )
-    assert ("gotthard_dr_rpo_seconds", (("namespace", "prod"), ("site", "zurich"))) in got
+    # an untiered namespace: tier="" (an absent label to Prometheus)
+    rpo_labels = (("namespace", "prod"), ("site", "zurich"), ("tier", ""))
+    assert ("gotthard_dr_rpo_seconds", rpo_labels) in got
     # the same slot again: 409, no second Backup
     ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
     assert len(ctx.velero("zurich").list("backups")) == 1

@@ -103,7 +103,9 @@ def test_leader_start_applies_velero_schedules_and_checks_bsl(
         )
         assert last is not None and last > 0
         assert (
-            reg.get_sample_value("gotthard_dr_rpo_seconds", {"site": "zurich", "namespace": "prod"})
+            reg.get_sample_value(
+                "gotthard_dr_rpo_seconds", {"site": "zurich", "namespace": "prod", "tier": ""}
+            )
             is not None
         )
     finally:

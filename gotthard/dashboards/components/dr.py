@@ -31,6 +31,7 @@ DRILL_PERIOD = "gotthard_dr_drill_period_seconds"
 DRILL_LOADED = "gotthard_dr_drill_loaded_timestamp_seconds"
 DRILL_RTO = "gotthard_dr_drill_rto_seconds"
 DRILL_RPO = "gotthard_dr_drill_rpo_seconds"
+TIER_BREACH = "gotthard_dr_tier_breach"
 SITE_HEALTHY = "gotthard_dr_site_healthy"
 STORAGE_AVAILABLE = "gotthard_dr_backup_storage_location_available"
 LEADER = "gotthard_dr_leader"
@@ -129,6 +130,19 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 f"{num(rto / 60)} minutes)."
             ),
             expr_summary=f"drill RTO > {num(rto / 60)} minutes",
+        ),
+        _alert(
+            name="DRTierBreach",
+            expr=f"{TIER_BREACH} == 1",
+            for_="5m",
+            severity="warning",
+            summary="A namespace misses its recovery tier's objective.",
+            description=(
+                "Namespace {{ $labels.namespace }} at {{ $labels.site }} misses the "
+                "{{ $labels.objective }} objective of recovery tier {{ $labels.tier }} "
+                "([dr.tiers] in the site file)."
+            ),
+            expr_summary=f"`{TIER_BREACH} == 1` (objective rpo or rto of the namespace's tier)",
         ),
         _alert(
             name="DRNoLeader",
