@@ -39,8 +39,8 @@ RENEW_SECONDS = 0.2
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[PostgresCluster]:
-    if postgres_bindir() is None:
-        pytest.skip("PostgreSQL (initdb, pg_ctl) is not installed: scripts/install-system-deps")
+    # scripts/install-system-deps installs Debian's postgresql (make test runs it first)
+    assert postgres_bindir() is not None, "PostgreSQL initdb/pg_ctl not found"
     with PostgresCluster() as cluster:
         yield cluster
 
