@@ -131,6 +131,7 @@ class Config(Strict):
                     f"cluster: {self.cluster!r} is not a cluster of site {self.site!r}:"
                     f" {', '.join(own)}"
                 )
+        self._runbook_clusters()
         # a cluster name is the `cluster` label, and a Karmada member places a service at
         # one site: each must be unique across sites (a member may share a cluster's name)
         clusters: dict[str, str] = {}
@@ -150,6 +151,25 @@ class Config(Strict):
                         )
                     members[member] = f"{where}.karmada_members"
         return self
+
+    def _runbook_clusters(self) -> None:
+        """``[runbooks] clusters`` and ``default_cluster`` name clusters of this site, so a
+        typo fails every command reading the site file, not only the webhook's start."""
+        site = self.sites.get(self.site)
+        available = list(site.clusters) if site is not None and site.clusters else [self.cluster]
+        for name in self.runbooks.clusters:
+            if name not in available:
+                raise ValueError(
+                    f"runbooks.clusters: {name!r} is not a cluster of site {self.site!r}"
+                    f" (its clusters: {', '.join(available)})"
+                )
+        owned = self.runbooks.clusters or available
+        default = self.runbooks.default_cluster
+        if default and default not in owned:
+            raise ValueError(
+                f"runbooks.default_cluster: {default!r} is not one of the webhook's clusters"
+                f" ({', '.join(owned)})"
+            )
 
     # -- reading the site model ----------------------------------------------------------
 
@@ -200,15 +220,20 @@ def load(path: str | os.PathLike[str] | None = None) -> Config:
         path = os.environ.get(ENV_VAR) or None
     if path is None:
         return Config()
+    return from_mapping(read_toml(path), str(path))
+
+
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The TOML file *path* as a dict (the one TOML reader of the project); a file that
+    cannot be read or parsed is a :class:`ConfigError` naming it."""
     file = Path(path)
     try:
         raw = file.read_bytes()
     except OSError as err:
         raise ConfigError(f"{file}: cannot read configuration: {err.strerror or err}") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:
         raise ConfigError(f"{file}: not UTF-8 text: {err}") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{file}: not valid TOML: {err}") from None
-    return from_mapping(data, str(file))

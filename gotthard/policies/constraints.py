@@ -119,18 +119,20 @@ def load_profile(name: str) -> PoliciesConfig:
     return _validated({"profile": name, "rules": rules}, f"profile {name}")
 
 
-def _validated(raw: Any, where: str) -> PoliciesConfig:
+def _validated(raw: Any, source: str) -> PoliciesConfig:
+    """*raw* as policy settings; a bad one is a :class:`PolicyError` naming *source* and
+    each key (``policies.rules.POD-PRIV-001.mode: ...``)."""
     try:
         return PoliciesConfig.model_validate(raw)
     except ValidationError as err:
-        raise PolicyError(f"{where}: {format_validation_error(err)}") from err
+        raise PolicyError(format_validation_error(source, err, prefix="policies")) from err
 
 
 def settings_from_data(override: Mapping[str, Any] | None, where: str) -> PoliciesConfig | None:
     """The ``policies`` mapping of a ``--data`` file, validated (None when absent)."""
     if not override or "policies" not in override:
         return None
-    return _validated(override["policies"], f"{where}: policies")
+    return _validated(override["policies"], where)
 
 
 def combine(base: PoliciesConfig, over: PoliciesConfig | None) -> PoliciesConfig:

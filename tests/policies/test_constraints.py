@@ -178,6 +178,16 @@ def test_data_file_sets_rules_over_the_site_file(
 # --- errors name the key ----------------------------------------------------------------
 
 
+def test_bad_policies_in_a_data_file_name_the_file_and_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write(tmp_path, "data.yml", "policies:\n  rules:\n    POD-PRIV-001: {mode: block}\n")
+    rc, out = evaluate(tmp_path, capsys, GOOD_POD, "", "--data", str(data))
+    assert rc == 2, out
+    assert f"data {data}" in out["error"] and "policies.rules.POD-PRIV-001.mode" in out["error"]
+    assert "Traceback" not in out["error"]
+
+
 @pytest.mark.parametrize(
     ("config", "message"),
     [

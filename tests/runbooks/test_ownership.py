@@ -246,3 +246,8 @@ def test_an_unknown_cluster_in_the_settings_is_a_config_error(tmp_path: Path) ->
     assert done.returncode == 2, done.stderr
     assert "runbooks.clusters: 'todi' is not a cluster of site 'zurich'" in done.stderr
     assert "Traceback" not in done.stderr
+    # every command reading the site file reports it, not only the webhook
+    done = gotthard("--config", str(config), "rules", "thresholds", timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "runbooks.clusters: 'todi' is not a cluster of site 'zurich'" in done.stderr
+    assert "Traceback" not in done.stderr
