@@ -3,19 +3,40 @@
 Each test drives the emulator with the official ``kubernetes`` client, as the code under
 test does, and checks what a real API server answers: 201 on create, 409 AlreadyExists,
 resourceVersion bumped on every write, PUT with optimistic concurrency (409 Conflict),
-label selectors on list, namespace deletion taking its objects along, and Leases.
+label selectors on list, namespace deletion taking its objects along, and Leases. The
+health switch makes it look down to monitoring while its API keeps answering, and the
+standalone process (``python -m gotthard.sandbox.kubeapi``) serves one as the sandbox does.
 """
 
 from __future__ import annotations
 
 import json
+import signal
+import socket
+import stat
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 
-from tests.support.kube import DEPLOYMENTS, LEASES, PODS, EmulatorThread, label_selector
+from gotthard.sandbox import free_ports
+from tests.support.kube import (
+    DEPLOYMENTS,
+    KUBEAPI,
+    LEASES,
+    PODS,
+    EmulatorThread,
+    assert_stops_cleanly,
+    assert_usage_error,
+    deployment_manifest,
+    label_selector,
+    start_kubeapi,
+)
+from tests.support.monitoring import Processes, promtool_check_metrics
 
 
 @pytest.fixture
@@ -192,3 +213,128 @@ def test_writes_with_an_injected_delay_keep_their_order(k8s: EmulatorThread) -> 
         thread.get(5)
     assert info.value.status == 409
     assert leases.read_namespaced_lease("l", "gotthard").spec.holder_identity == "fast"
+
+
+# -- the health switch, /metrics and the standalone process ------------------------------------
+
+
+def http(url: str, method: str = "GET", body: object = None) -> tuple[int, str]:
+    """Status and body of one request (an HTTP error status is an answer, not a raise)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_health_switch_turns_probes_and_metrics_into_503_and_the_api_keeps_answering(
+    k8s: EmulatorThread,
+) -> None:
+    core = client.CoreV1Api(k8s.api())
+    core.create_namespaced_pod("app", pod("web"))
+    core.create_namespaced_pod("app", pod("db"))
+    assert http(f"{k8s.url}/livez") == (200, "ok")
+    assert http(f"{k8s.url}/readyz") == (200, "ok")
+    code, text = http(f"{k8s.url}/metrics")
+    assert code == 200
+    promtool_check_metrics(text)
+    assert 'apiserver_emulated_objects{resource="pods",version="v1"} 2' in text
+    assert 'apiserver_emulated_objects{resource="deployments.apps",version="v1"} 0' in text
+    assert 'apiserver_emulated_objects{resource="leases.coordination.k8s.io",' in text
+
+    k8s.set_healthy(False)
+    for path in ("/livez", "/readyz", "/metrics"):
+        assert http(f"{k8s.url}{path}")[0] == 503, path
+    assert sorted(p.metadata.name for p in core.list_namespaced_pod("app").items) == ["db", "web"]
+
+    assert http(f"{k8s.url}/_emulator/health", "PUT", {"healthy": True}) == (
+        200,
+        '{"healthy": true}',
+    )
+    assert http(f"{k8s.url}/metrics")[0] == 200
+    assert http(f"{k8s.url}/_emulator/health", "PUT", {"healthy": "no"})[0] == 400
+    assert http(f"{k8s.url}/_emulator/health", "PUT", {"healthy": False})[0] == 200
+    assert http(f"{k8s.url}/readyz")[0] == 503
+
+
+def test_the_standalone_api_server_serves_the_kubernetes_client_until_sigterm(
+    tmp_path: Path,
+) -> None:
+    with Processes(tmp_path / "logs") as procs:
+        proc, url, kubeconfig = start_kubeapi(procs, tmp_path, "zurich")
+        assert stat.S_IMODE(kubeconfig.stat().st_mode) == 0o600
+        api = config.new_client_from_config(config_file=str(kubeconfig), context="zurich")
+        assert api.configuration.host == url
+        apps = client.AppsV1Api(api)
+        _, status, _ = apps.create_namespaced_deployment_with_http_info(
+            "app", deployment_manifest("web")
+        )
+        assert status == 201
+        assert [d.metadata.name for d in apps.list_namespaced_deployment("app").items] == ["web"]
+        velero = client.CustomObjectsApi(api).list_namespaced_custom_object(
+            "velero.io", "v1", "velero", "backups"
+        )
+        assert velero["items"] == []
+
+        assert http(f"{url}/_emulator/health", "PUT", {"healthy": False})[0] == 200
+        assert http(f"{url}/metrics")[0] == 503
+        assert apps.read_namespaced_deployment("web", "app").spec.replicas == 1
+        assert http(f"{url}/_emulator/health", "PUT", {"healthy": True})[0] == 200
+        code, text = http(f"{url}/metrics")
+        assert code == 200
+        assert 'apiserver_emulated_objects{resource="deployments.apps",version="v1"} 1' in text
+
+        assert_stops_cleanly(proc)
+
+
+def test_the_karmada_kind_serves_propagation_policies_and_not_deployments(
+    tmp_path: Path,
+) -> None:
+    with Processes(tmp_path / "logs") as procs:
+        proc, _, kubeconfig = start_kubeapi(procs, tmp_path, "karmada", "karmada")
+        custom = client.CustomObjectsApi(config.new_client_from_config(str(kubeconfig)))
+        listed = custom.list_namespaced_custom_object(
+            "policy.karmada.io", "v1alpha1", "default", "propagationpolicies"
+        )
+        assert listed["items"] == []
+        with pytest.raises(client.ApiException) as info:
+            custom.list_namespaced_custom_object("apps", "v1", "app", "deployments")
+        assert info.value.status == 404
+        assert_stops_cleanly(proc, signal.SIGINT)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--listen", "127.0.0.1", "--name", "x"],
+        ["--listen", "127.0.0.1:99999", "--name", "x"],
+        ["--listen", "127.0.0.1:1234", "--name", "x", "--kind", "openshift"],
+        ["--name", "x"],
+    ],
+    ids=["no-port", "bad-port", "bad-kind", "no-listen"],
+)
+def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, args: list[str]) -> None:
+    assert_usage_error([*KUBEAPI, *args, "--kubeconfig", str(tmp_path / "k")])
+    assert not (tmp_path / "k").exists()
+
+
+def test_a_port_in_use_exits_2_with_one_line(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out = tmp_path / "k"
+        line = assert_usage_error(
+            [*KUBEAPI, "--listen", f"127.0.0.1:{port}", "--name", "x", "--kubeconfig", str(out)]
+        )
+    assert f"127.0.0.1:{port}" in line
+    assert not out.exists()
+
+
+def test_an_unwritable_kubeconfig_exits_2_naming_it(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    out = tmp_path / "missing" / "k"
+    argv = [*KUBEAPI, "--listen", f"127.0.0.1:{port}", "--name", "x", "--kubeconfig", str(out)]
+    assert str(out) in assert_usage_error(argv)

@@ -1,70 +1,91 @@
-"""kmock's ``KubernetesEmulator`` served over real HTTP from a background thread.
+"""The tests' side of the emulated Kubernetes API (:mod:`gotthard.sandbox.kubeapi`): the
+``kube_emulator`` fixture, and the recording of every API call an emulator serves.
 
-The emulator is an in-memory Kubernetes API (not a kube-apiserver): the code under test
-talks to it with the official ``kubernetes`` client, through an ``ApiClient`` or a
-kubeconfig file. :class:`KubeEmulator` adds what kmock 0.8 lacks and Gotthard depends on,
-so that the code under test meets the API server's behaviour, not the test double's:
-
-* CREATE answers 201 (kmock: 200, which kubernetes>=35 does not deserialise) and an
-  existing name answers 409 with a Status of reason ``AlreadyExists``;
-* every object carries ``metadata.resourceVersion`` (one counter per emulator, bumped on
-  every write, like etcd's revision), ``uid`` and ``creationTimestamp``;
-* PUT (replace) is served; a PUT, or a merge patch carrying ``metadata.resourceVersion``,
-  whose resourceVersion is not the stored one answers 409 with reason ``Conflict``;
-* LIST honours ``labelSelector`` (``=``, ``==``, ``!=``, ``in``, ``notin``, ``key``,
-  ``!key``); a malformed selector answers 400;
-* ``/api/v1/namespaces`` (core, cluster-scoped) fails in kmock's path parser (500) ->
-  Namespaces are served here from a dict (create, list, get, delete); deleting one
-  deletes every object in it at once (a real API server finalizes asynchronously);
-* writes are serialised by one lock, so a version check and its write are atomic.
-
-The Lease API (``coordination.k8s.io/v1`` leases, :data:`LEASES`) gets all of the above.
-Watches stream what kmock streams; they are not filtered by label selectors.
-
-Faults (an HTTP error status and/or a slow answer) can be queued per method and path
-prefix, for a number of requests or until cleared.
-
-Only the resources registered on the :class:`EmulatorThread` exist; :func:`crd_resources`
-reads them from CRD manifests.
+The emulator itself lives with the sandbox (which runs it in place of real clusters);
+its public names are re-exported here so the tests import them from one place.
 
 Every API call an emulator serves is recorded as an :class:`ApiCall` (verb, API group,
 resource, namespace, which code made it, in which test file), so that the deployment's
 RBAC can be checked against what the code really asks for. Recording only observes: the
-answers are unchanged. Calls are kept, without repeats, in :data:`RECORDED` and, when
+answers are unchanged; it is attached through ``kubeapi.REQUEST_HOOKS`` when pytest
+loads this plugin. Calls are kept, without repeats, in :data:`RECORDED` and, when
 ``$GOTTHARD_KUBE_CALLS`` names a file, appended to it as JSON lines (a child pytest hands
 its calls to its parent that way). The ``kubernetes`` client of this process names the
 module that made each call in the ``X-Gotthard-Caller`` header (the first frame outside
 the client and ``gotthard.kube``): ``gotthard.dr.lease`` for the DR daemon's code,
-``tests.dr.emulator`` for the test harness. A call without that header came from another
-process (a ``gotthard`` child) and is attributed by its test file.
+``tests.dr.test_cli`` for a test seeding objects. The sandbox's simulated parts (the
+simulated Velero) are harness too, not code a deployment runs: they are named
+``harness:MODULE``.
+A call without that header came from another process (a ``gotthard`` child) and is
+attributed by its test file.
 """
 
 from __future__ import annotations
 
-import asyncio
-import datetime as dt
 import functools
 import json
 import os
-import re
+import signal
+import subprocess
 import sys
 import threading
-import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
 
 import aiohttp.web
-import attrs
-import kmock
 import pytest
-import yaml
 from kubernetes import client
 
-from .lifecycle import StopOnExit
+from gotthard.sandbox import free_ports, kubeapi
+from gotthard.sandbox.kubeapi import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    LEASES,
+    NODES,
+    PODS,
+    SERVICES,
+    STORAGE_CLASSES,
+    EmulatorThread,
+    Fault,
+    KubeEmulator,
+    Resource,
+    crd_resources,
+    label_selector,
+    sandbox_resources,
+)
+from tests.support.cli import run
+from tests.support.wait import wait_until
 
-VERBS = frozenset({"get", "list", "watch", "create", "patch", "delete"})
+if TYPE_CHECKING:
+    from tests.support.monitoring import Processes
+
+__all__ = [
+    "CONFIGMAPS",
+    "DEPLOYMENTS",
+    "KUBEAPI",
+    "LEASES",
+    "NODES",
+    "PODS",
+    "RECORDED",
+    "SERVICES",
+    "STORAGE_CLASSES",
+    "ApiCall",
+    "EmulatorThread",
+    "Fault",
+    "KubeEmulator",
+    "Resource",
+    "assert_stops_cleanly",
+    "assert_usage_error",
+    "crd_resources",
+    "deployment_manifest",
+    "kube_emulator",
+    "label_selector",
+    "pod_manifest",
+    "sandbox_resources",
+    "start_kubeapi",
+]
 
 #: File (JSON lines) the recorded API calls are appended to, when set.
 CALLS_FILE_ENV = "GOTTHARD_KUBE_CALLS"
@@ -143,6 +164,8 @@ def record(raw: aiohttp.web.BaseRequest) -> None:
 
 #: Modules skipped when looking for the caller of an API call.
 _PLUMBING = ("kubernetes.", "urllib3.", "pydantic.", "gotthard.kube", __name__)
+#: Modules of the sandbox that stand in for other software (test harness, not Gotthard).
+_HARNESS = ("gotthard.sandbox.velero_sim",)
 
 
 def _caller() -> str:
@@ -150,6 +173,8 @@ def _caller() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         name = str(frame.f_globals.get("__name__", ""))
+        if name.startswith(_HARNESS):
+            return f"harness:{name}"
         if not name.startswith(_PLUMBING):
             return name
         frame = frame.f_back
@@ -169,403 +194,78 @@ def _naming_caller(call_api: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Make this process' kubernetes client name the caller of each API call."""
+    """Make this process' kubernetes client name the caller of each API call, and record
+    every call the emulators of this process serve."""
     if not getattr(client.ApiClient.call_api, "names_caller", False):
         client.ApiClient.call_api = _naming_caller(client.ApiClient.call_api)  # type: ignore[method-assign]
+    if record not in kubeapi.REQUEST_HOOKS:
+        kubeapi.REQUEST_HOOKS.append(record)
 
 
-@dataclass(frozen=True)
-class Resource:
-    """A resource the emulator serves: ``key`` is ``GROUP/VERSION/PLURAL`` (``v1/PLURAL``
-    for the core group)."""
-
-    key: str
-    kind: str
-    namespaced: bool = True
-
-
-PODS = Resource("v1/pods", "Pod")
-NODES = Resource("v1/nodes", "Node", namespaced=False)
-STORAGE_CLASSES = Resource("storage.k8s.io/v1/storageclasses", "StorageClass", namespaced=False)
-DEPLOYMENTS = Resource("apps/v1/deployments", "Deployment")
-LEASES = Resource("coordination.k8s.io/v1/leases", "Lease")
-
-
-def crd_resources(*paths: Path) -> list[Resource]:
-    """One :class:`Resource` per served version of each CRD manifest in *paths*."""
-    found = []
-    for path in paths:
-        spec = yaml.safe_load(path.read_text())["spec"]
-        for version in spec["versions"]:
-            found.append(
-                Resource(
-                    f"{spec['group']}/{version['name']}/{spec['names']['plural']}",
-                    spec["names"]["kind"],
-                    spec["scope"] == "Namespaced",
-                )
-            )
-    return found
+def pod_manifest(
+    name: str,
+    namespace: str = "app",
+    containers: tuple[str, ...] = ("c",),
+    phase: str = "",
+    **labels: str,
+) -> dict[str, Any]:
+    """A Pod with *containers* (busybox) and *labels*; with *phase*, its status too (the
+    emulator keeps what it is given: no kubelet sets it)."""
+    body: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"containers": [{"name": c, "image": "busybox"} for c in containers]},
+    }
+    if phase:
+        body["status"] = {"phase": phase}
+    return body
 
 
-@dataclass
-class Fault:
-    """Answer requests of *method* whose path starts with *prefix* with *status* (0: the
-    real answer) after *delay* seconds; for *times* requests (``None``: until cleared).
-    With *agent*, only requests whose User-Agent is *agent* (one client of several)."""
-
-    method: str
-    prefix: str
-    status: int
-    delay: float
-    times: int | None
-    agent: str = ""
-
-    def matches(self, raw: aiohttp.web.BaseRequest) -> bool:
-        return (
-            raw.method == self.method
-            and raw.path.startswith(self.prefix)
-            and (not self.agent or raw.headers.get("User-Agent") == self.agent)
-        )
+def deployment_manifest(name: str, namespace: str = "app", replicas: int = 1) -> dict[str, Any]:
+    """A valid Deployment (selector and pod template) of *replicas* busybox pods."""
+    labels = {"app": name}
+    template = {"metadata": {"labels": labels}, "spec": pod_manifest(name)["spec"]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels}, "template": template},
+    }
 
 
-def _status(code: int, reason: str = "", message: str = "") -> aiohttp.web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
-    body.update(code=code, reason=reason, message=message)
-    return aiohttp.web.json_response(body, status=code)
+#: ``python -m gotthard.sandbox.kubeapi`` with this interpreter.
+KUBEAPI = (sys.executable, "-m", "gotthard.sandbox.kubeapi")
 
 
-# -- label selectors -------------------------------------------------------------------
+def start_kubeapi(
+    procs: Processes, directory: Path, name: str, kind: str = "kubernetes"
+) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """A standalone emulated API server *name* of *kind* on a free port, started by
+    *procs*, once ``/readyz`` answers: its process, URL and kubeconfig."""
+    from tests.support.monitoring import http_ok  # a plugin of its own: loaded after this one
 
-_SELECTOR_TERM = re.compile(
-    r"\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9][A-Za-z0-9_./-]*)\s*"
-    r"(?:(?P<op>==|=|!=)\s*(?P<value>[A-Za-z0-9_.-]*)"
-    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?\s*$"
-)
-LabelPredicate = Callable[[Mapping[str, str]], bool]
-
-
-def _selector_terms(selector: str) -> list[str]:
-    """*selector* split at the commas outside ``( )``."""
-    terms, depth, start = [], 0, 0
-    for i, char in enumerate(selector):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            terms.append(selector[start:i])
-            start = i + 1
-    terms.append(selector[start:])
-    return [term for term in terms if term.strip()]
+    (port,) = free_ports(1)
+    url, kubeconfig = f"http://127.0.0.1:{port}", directory / f"{name}.kubeconfig"
+    argv = [*KUBEAPI, "--listen", f"127.0.0.1:{port}", "--kind", kind, "--name", name]
+    proc = procs.start(name, [*argv, "--kubeconfig", str(kubeconfig)])
+    wait_until(functools.partial(http_ok, f"{url}/readyz"), 20, procs.read_logs)
+    return proc, url, kubeconfig
 
 
-def _term_predicate(term: str) -> LabelPredicate:
-    match = _SELECTOR_TERM.match(term)
-    if match is None or (match["neg"] and (match["op"] or match["setop"])):
-        raise ValueError(f"unable to parse requirement: {term.strip()!r}")
-    key, value = match["key"], match["value"]
-    if match["op"] in ("=", "=="):
-        return lambda labels: labels.get(key) == value
-    if match["op"] == "!=":
-        return lambda labels: labels.get(key) != value
-    if match["setop"]:
-        values = {v.strip() for v in match["values"].split(",") if v.strip()}
-        if match["setop"] == "in":
-            return lambda labels: labels.get(key) in values
-        return lambda labels: labels.get(key) not in values
-    if match["neg"]:
-        return lambda labels: key not in labels
-    return lambda labels: key in labels
+def assert_stops_cleanly(proc: subprocess.Popen[bytes], signum: int = signal.SIGTERM) -> None:
+    """*proc* (a standalone sandbox part) exits 0 on *signum*."""
+    proc.send_signal(signum)
+    assert proc.wait(10) == 0
 
 
-def label_selector(selector: str) -> LabelPredicate:
-    """The predicate of a Kubernetes equality- and set-based label *selector* (all its
-    terms, ANDed). ``!=`` and ``notin`` match objects without the key, as the API does.
-    Raises ValueError for a malformed selector."""
-    predicates = [_term_predicate(term) for term in _selector_terms(selector)]
-    return lambda labels: all(predicate(labels) for predicate in predicates)
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
-
-
-def _timestamp() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-@attrs.define(kw_only=True)
-class KubeEmulator(kmock.KubernetesEmulator):
-    """kmock's emulator with the API-server behaviour and the fault queue of the module
-    docstring."""
-
-    namespaces: dict[str, dict[str, Any]] = attrs.field(factory=dict)
-    faults: list[Fault] = attrs.field(factory=list)
-    #: The last resourceVersion handed out (one counter for all objects).
-    revision: int = 0
-    _writes: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False)
-
-    def _next_version(self) -> str:
-        self.revision += 1
-        return str(self.revision)
-
-    def _stamp(self, metadata: dict[str, Any]) -> None:
-        """What the API server sets on a new object."""
-        metadata.update(
-            resourceVersion=self._next_version(),
-            uid=str(uuid.uuid4()),
-            creationTimestamp=_timestamp(),
-        )
-
-    # -- objects of registered resources ------------------------------------------------
-    def _stored(self, request: kmock.Request, namespace: str | None, name: str | None) -> Any:
-        """The live kmock object at *namespace*/*name* of the request's resource, or None."""
-        key = (request.resource, namespace, name)
-        if name is None or key not in self.objects or self.objects[key].deleted:
-            return None
-        return self.objects[key]
-
-    @staticmethod
-    def _check_version(request: kmock.Request, stored: Any, metadata: Any) -> None:
-        """409 Conflict when the request names a resourceVersion that is not the stored one."""
-        wanted = metadata.get("resourceVersion") if isinstance(metadata, Mapping) else None
-        current = (stored.raw.get("metadata") or {}).get("resourceVersion")
-        if wanted and str(wanted) != str(current):
-            plural = request.resource.plural if request.resource else ""
-            raise kmock.KubernetesError(
-                status=409,
-                reason="Conflict",
-                message=(
-                    f'Operation cannot be fulfilled on {plural} "{request.name}": the object '
-                    "has been modified; please apply your changes to the latest version and "
-                    "try again"
-                ),
-                details={"name": request.name, "kind": plural},
-            )
-
-    async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
-        """Writes: checked and applied under one lock; PUT served here (kmock has none)."""
-        if request.resource is None or str(request.method.value) not in _WRITES:
-            return await super()._handle(request)
-        async with self._writes:
-            if request.method.value == "PUT":
-                return await self._replace(request)
-            data = request.data if isinstance(request.data, dict) else None
-            if request.action == kmock.action.CREATE and data is not None:
-                meta = data.setdefault("metadata", {})
-                namespace = request.namespace or meta.get("namespace")
-                if self._stored(request, namespace, meta.get("name")) is not None:
-                    plural = request.resource.plural
-                    raise kmock.KubernetesError(
-                        status=409,
-                        reason="AlreadyExists",
-                        message=f'{plural} "{meta.get("name")}" already exists',
-                        details={"name": meta.get("name"), "kind": plural},
-                    )
-                self._stamp(meta)
-                if namespace:
-                    meta["namespace"] = namespace
-            elif request.action == kmock.action.UPDATE and data is not None:
-                stored = self._stored(request, request.namespace, request.name)
-                if stored is not None:
-                    self._check_version(request, stored, data.get("metadata"))
-                    data.setdefault("metadata", {})["resourceVersion"] = self._next_version()
-            return await super()._handle(request)
-
-    async def _replace(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
-        """PUT: replace the object (or, on ``/status``, its status) after the version check."""
-        stored = self._stored(request, request.namespace, request.name)
-        if stored is None or not isinstance(request.data, dict):
-            raise kmock.KubernetesError(
-                status=404, reason="NotFound", message=f'"{request.name}" not found'
-            )
-        body = request.data
-        self._check_version(request, stored, body.get("metadata"))
-        old = stored.raw
-        if request.subresource == "status":
-            new = {**old, "status": body.get("status")}
-        else:
-            new = {**body, "status": body.get("status", old.get("status"))}
-        kept = {k: v for k, v in (old.get("metadata") or {}).items() if k in _SERVER_FIELDS}
-        new["metadata"] = {**(body.get("metadata") or {}), **kept}
-        new["metadata"]["resourceVersion"] = self._next_version()
-        new = {k: v for k, v in new.items() if v is not None}
-        stored.create(new)
-        await self._buses[request.resource].put({"type": "MODIFIED", "object": new})
-        return aiohttp.web.json_response(new)
-
-    async def _serve_create(self, request: kmock.Request) -> kmock.Payload:
-        return kmock.Response(status=201, payload=await super()._serve_create(request))
-
-    async def _serve_list(self, request: kmock.Request) -> kmock.Payload:
-        listed: dict[str, Any] = await super()._serve_list(request)  # type: ignore[assignment]
-        selected = _select(listed["items"], request.params.get("labelSelector", ""))
-        return {**listed, "items": selected, "metadata": {"resourceVersion": str(self.revision)}}
-
-    # -- faults and the request entry point ---------------------------------------------
-    def _take_fault(self, raw: aiohttp.web.BaseRequest) -> Fault | None:
-        """The first fault for this request, used up once its count reaches 0."""
-        for fault in self.faults:
-            if fault.matches(raw):
-                if fault.times is not None:
-                    fault.times -= 1
-                    if fault.times <= 0:
-                        self.faults.remove(fault)
-                return fault
-        return None
-
-    async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
-        record(raw)
-        fault = self._take_fault(raw)
-        if fault is not None:
-            if fault.delay:
-                await asyncio.sleep(fault.delay)
-            if fault.status:
-                return _status(fault.status)
-        parts = raw.path.strip("/").split("/")
-        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) <= 4:
-            return await self._namespaces(raw, parts[3] if len(parts) == 4 else None)
-        return await super().__call__(raw)
-
-    # -- namespaces -------------------------------------------------------------------
-    async def _namespaces(
-        self, raw: aiohttp.web.BaseRequest, name: str | None
-    ) -> aiohttp.web.Response:
-        """Core Namespaces: POST and GET on the collection, GET and DELETE on one."""
-        if name is None and raw.method == "POST":
-            obj = json.loads(await raw.read())
-            key = obj["metadata"]["name"]
-            if key in self.namespaces:
-                return _status(409, "AlreadyExists", f'namespaces "{key}" already exists')
-            async with self._writes:
-                self._stamp(obj["metadata"])
-            obj.update(apiVersion="v1", kind="Namespace", status={"phase": "Active"})
-            self.namespaces[key] = obj
-            return aiohttp.web.json_response(obj, status=201)
-        if name is None and raw.method == "GET":
-            try:
-                found = _select(list(self.namespaces.values()), raw.query.get("labelSelector", ""))
-            except kmock.KubernetesError as err:
-                return _status(err.status, err.reason or "", err.message or "")
-            items = [
-                {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")} for obj in found
-            ]
-            meta = {"resourceVersion": str(self.revision)}  # a real LIST omits kind in items
-            body = {"kind": "NamespaceList", "apiVersion": "v1", "metadata": meta, "items": items}
-            return aiohttp.web.json_response(body)
-        if name not in self.namespaces:
-            return _status(404, "NotFound", f'namespaces "{name}" not found')
-        if raw.method == "GET":
-            return aiohttp.web.json_response(self.namespaces[name])
-        if raw.method == "DELETE":
-            async with self._writes:
-                await self._delete_contents(name)
-                return aiohttp.web.json_response(self.namespaces.pop(name))
-        return _status(405, "MethodNotAllowed")
-
-    async def _delete_contents(self, namespace: str) -> None:
-        """Delete every object in *namespace* (the namespace's finalization)."""
-        for (resource, obj_namespace, _), obj in list(self.objects.items()):
-            if obj_namespace == namespace and not obj.deleted:
-                last = obj.raw
-                obj.delete()
-                await self._buses[resource].put({"type": "DELETED", "object": last})
-
-
-#: Metadata the API server owns: a PUT cannot change them.
-_SERVER_FIELDS = frozenset({"name", "namespace", "uid", "creationTimestamp"})
-
-
-def _select(items: list[dict[str, Any]], selector: str) -> list[dict[str, Any]]:
-    """*items* matching the label *selector* (all of them for ``""``); 400 if malformed."""
-    if not selector:
-        return items
-    try:
-        matches = label_selector(selector)
-    except ValueError as err:
-        raise kmock.KubernetesError(status=400, reason="BadRequest", message=str(err)) from None
-    return [item for item in items if matches(_labels(item))]
-
-
-class EmulatorThread(StopOnExit):
-    """A :class:`KubeEmulator` serving *resources* over HTTP from a background event loop
-    (the kubernetes client is synchronous). A context manager: started on entry, stopped
-    on exit."""
-
-    def __init__(self, *resources: Resource) -> None:
-        self.resources = list(resources)
-        self.url = ""
-        self.emulator = KubeEmulator()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
-
-    def register(self, *resources: Resource) -> None:
-        """Serve *resources* too (before or after :meth:`start`)."""
-        for resource in resources:
-            self.emulator.resources[resource.key] = kmock.ResourceInfo(
-                kind=resource.kind, namespaced=resource.namespaced, verbs=set(VERBS)
-            )
-
-    async def _main(self) -> None:
-        self.register(*self.resources)
-        self._stop = asyncio.Event()
-        async with self.emulator, kmock.Server(self.emulator) as server:
-            self.url = str(server.url).rstrip("/")
-            self.loop = asyncio.get_running_loop()
-            self._ready.set()
-            await self._stop.wait()
-
-    def start(self) -> EmulatorThread:
-        self._thread.start()
-        assert self._ready.wait(10), "the Kubernetes API emulator did not start"
-        return self
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(10)
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def api(self, agent: str = "") -> client.ApiClient:
-        """A client for the emulator; no urllib3 retries (they would hide the code's own).
-        *agent* is its User-Agent, which :meth:`fault` can single out."""
-        config = client.Configuration()
-        config.host = self.url
-        config.retries = 0
-        api = client.ApiClient(config)
-        if agent:
-            api.user_agent = agent
-        return api
-
-    def kubeconfig(self, path: Path, server: str | None = None) -> Path:
-        """Write a kubeconfig (context ``emu``) for the emulator, or for *server*, to *path*."""
-        doc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "emu", "cluster": {"server": server or self.url}}],
-            "users": [{"name": "emu", "user": {"token": "not-checked"}}],
-            "contexts": [{"name": "emu", "context": {"cluster": "emu", "user": "emu"}}],
-            "current-context": "emu",
-        }
-        path.write_text(yaml.safe_dump(doc))
-        return path
-
-    def fault(
-        self,
-        method: str,
-        prefix: str,
-        status: int = 500,
-        delay: float = 0.0,
-        times: int | None = 1,
-        agent: str = "",
-    ) -> None:
-        """Queue a :class:`Fault` (``times=None``: until :meth:`clear_faults`)."""
-        self.emulator.faults.append(Fault(method, prefix, status, delay, times, agent))
-
-    def clear_faults(self) -> None:
-        self.emulator.faults.clear()
+def assert_usage_error(argv: Sequence[str]) -> str:
+    """*argv* exits 2 with one line on stderr and no traceback; that line."""
+    result = run(argv, timeout=30)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "error:" in result.stderr and "Traceback" not in result.stderr
+    return result.stderr.strip()
 
 
 @pytest.fixture

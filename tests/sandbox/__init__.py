@@ -1,0 +1,1 @@
+"""Tests of the two-site sandbox and its simulated parts."""
