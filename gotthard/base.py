@@ -55,11 +55,16 @@ _LEADING_KEY = re.compile(r"([A-Za-z_][\w\[\].-]*): ")
 
 
 def format_validation_error(source: str, err: ValidationError, prefix: str = "") -> str:
-    """One line per problem, each naming its dotted key: ``  dr.drills.0.site: ...``."""
+    """One line per problem, each naming its dotted key: ``  dr.drills[0].site: ...``."""
     lines = [f"{source}: invalid configuration"]
     for item in err.errors():
         parts = [prefix] if prefix else []
-        parts.extend(str(part) for part in item["loc"])
+        for part in item["loc"]:
+            # list positions read as in the site file's terms: ``dr.drills[0].site``
+            if isinstance(part, int) and parts:
+                parts[-1] += f"[{part}]"
+            else:
+                parts.append(str(part))
         key = ".".join(parts) or "(top level)"
         reason = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":

@@ -123,7 +123,7 @@ def _dr_grants(cfg: Config) -> list[Grant]:
                 namespace,
                 "policy.karmada.io",
                 ("propagationpolicies",),
-                ("get", "create", "patch"),
+                ("get", "create", "update"),
                 "placement: the PropagationPolicy of each placed service (Karmada API)",
             )
         )

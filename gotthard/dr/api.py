@@ -41,7 +41,9 @@ def backup_now(
     ctx = ops.Context(settings, api_clients={site: api_client} if api_client else None)
     when = ops.now_utc(ctx).replace(microsecond=0)
     name = v.slot_name(f"manual-{namespace}-{site}", when)
-    sched = BackupSchedule(name="manual", namespaces=[namespace])
+    # the hooks of the schedules backing the namespace up: as consistent as those backups
+    hooks = ops.schedule_hooks(settings, site, namespace)
+    sched = BackupSchedule(name="manual", namespaces=[namespace], hooks=hooks)
     ctx.velero(site).create_backup(
         name,
         v.backup_spec(sched),

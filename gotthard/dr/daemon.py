@@ -339,17 +339,18 @@ class DrDaemon:
         state, decisions = placement.decide(
             p.services, health, self.placement_state, self.ctx.clock(), p
         )
-        for d in decisions:
-            for site in self.settings.sites:
-                self.metrics.placement.labels(d.service, site).set(1 if site == d.site else 0)
+        by_name = {svc.name: svc for svc in p.services}
+        primary = {name: svc.primary_site for name, svc in by_name.items()}
+        self.metrics.record_placement(decisions, primary, self.settings.sites)
         if apply:
             if self.karmada_api is None:
                 self.karmada_api = karmada_client(self.settings)
             karmada = placement.Karmada(self.karmada_api, self.ctx.retry)
-            by_name = {svc.name: svc for svc in p.services}
             for d in decisions:
+                if d.changed:
+                    log.warning("placement of %s: %s", d.service, d.reason)
                 karmada.apply(
-                    placement.propagation_policy(self.settings, by_name[d.service], d.site)
+                    placement.propagation_policy(self.settings, by_name[d.service], *d.placed)
                 )
             self.placement_state = state
             try:

@@ -8,7 +8,7 @@ daemon with ``honor_labels: true``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
@@ -22,6 +22,7 @@ from prometheus_client import (
 from gotthard.serve import Request, Response, Server, WebConfig, json_response, text
 
 if TYPE_CHECKING:
+    from gotthard.dr.placement import Decision
     from gotthard.dr.settings import DrConfig
 
 _SITE_SCHEDULE = ("site", "schedule")
@@ -115,7 +116,15 @@ _FAMILIES: tuple[tuple[str, type[Gauge | Counter], str, tuple[str, ...], str], .
         Gauge,
         "gotthard_dr_placement",
         ("service", "site"),
-        "1 on the site a service is placed on, 0 elsewhere.",
+        "1 on each site a service is placed on, 0 elsewhere.",
+    ),
+    (
+        "failed_over",
+        Gauge,
+        "gotthard_dr_service_failed_over",
+        ("service", "primary_site", "site"),
+        "1 while a service runs off its primary site (failover mode) or on fewer than all "
+        "sites (spread mode), per site it runs on; 0 on its primary while it is not.",
     ),
     (
         "bsl_available",
@@ -199,6 +208,7 @@ class DrMetrics:
     drill_last_timestamp: Gauge
     site_healthy: Gauge
     placement: Gauge
+    failed_over: Gauge
     bsl_available: Gauge
     scheduler_events: Counter
     api_retries: Counter
@@ -213,9 +223,35 @@ class DrMetrics:
         self.registry = registry or CollectorRegistry()
         for attribute, family, name, labels, help_text in _FAMILIES:
             setattr(self, attribute, family(name, help_text, labels, registry=self.registry))
+        #: The label values of each service's failed_over series, to remove stale ones.
+        self._failed_over: dict[str, set[tuple[str, str, str]]] = {}
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+    def record_placement(
+        self, decisions: Iterable[Decision], primary: Mapping[str, str], sites: Iterable[str]
+    ) -> None:
+        """The placement of each decided service: ``gotthard_dr_placement`` per site, and
+        ``gotthard_dr_service_failed_over`` (*primary*: service -> its primary site).
+
+        A service is failed over while it runs off its primary (failover mode) or on
+        fewer sites than configured (spread mode, degraded); then the series of each site
+        it runs on is 1, else the one of its primary is 0. Series of a former placement
+        are removed, not left at a stale value."""
+        sites = list(sites)
+        for d in decisions:
+            for site in sites:
+                self.placement.labels(d.service, site).set(1 if site in d.placed else 0)
+            home = primary[d.service]
+            degraded = set(d.placed) < set(sites) if d.mode == "spread" else d.site != home
+            running = {(d.service, home, site) for site in d.placed}
+            current = running if degraded else {(d.service, home, home)}
+            for stale in self._failed_over.get(d.service, set()) - current:
+                self.failed_over.remove(*stale)
+            for labels in current:
+                self.failed_over.labels(*labels).set(1 if degraded else 0)
+            self._failed_over[d.service] = current
 
     def record_schedules(self, settings: DrConfig, now: float) -> None:
         """Each backup schedule's and drill's period (from its cron) and load time.

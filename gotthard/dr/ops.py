@@ -7,13 +7,15 @@ import json
 import logging
 import time
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kubernetes import client
 
 from gotthard.dr import velero as v
+from gotthard.dr.hooks import BackupHook, restore_hooks_spec
 from gotthard.dr.metrics import DrMetrics
 from gotthard.dr.settings import BackupSchedule, DrConfig, DrillSpec, ResourceCheck
 from gotthard.kube import Retry, call, call_unless, list_objects, site_client
@@ -102,7 +104,7 @@ def run_backup(ctx: Context, site: str, schedule: BackupSchedule, slot: dt.datet
         raise
     record_backup(ctx, site, schedule.name, outcome)
     if not outcome.usable:
-        raise RuntimeError(f"backup {name} on {site} ended {outcome.phase}")
+        raise RuntimeError(f"backup {name} on {site} ended {outcome.detail}")
     return outcome
 
 
@@ -247,6 +249,9 @@ class DrillReport:
     checks: list[dict[str, Any]] = field(default_factory=list)
     cleaned: bool = False
     error: str = ""
+    #: The phases that ran, in order (backup, restore, verify, cleanup): ``name``,
+    #: ``started`` (UTC ISO 8601), ``duration_seconds``, ``ok`` and ``detail``.
+    phases: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True)
@@ -276,17 +281,29 @@ class DrillReport:
             ]
             lines.append("")
         lines += [
+            "| phase | started | duration | ok | detail |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p['name']} | {p['started']} | {p['duration_seconds']:.2f} s "
+            f"| {_yes(p['ok'])} | {p['detail']} |"
+            for p in self.phases
+        ]
+        lines += [
+            "",
             "| check | ok | detail |",
             "|---|---|---|",
         ]
-        lines += [
-            f"| {c['name']} | {'yes' if c['ok'] else 'no'} | {c['detail']} |" for c in self.checks
-        ]
+        lines += [f"| {c['name']} | {_yes(c['ok'])} | {c['detail']} |" for c in self.checks]
         return "\n".join(lines) + "\n"
 
 
 def _fmt(seconds: float | None) -> str:
     return "n/a" if seconds is None else f"{seconds:.1f} s"
+
+
+def _yes(ok: bool) -> str:
+    return "yes" if ok else "no"
 
 
 def verdict(met: bool | None) -> str:
@@ -386,6 +403,100 @@ def verify(
     return results
 
 
+@contextmanager
+def _phase(ctx: Context, report: DrillReport, name: str) -> Iterator[dict[str, Any]]:
+    """Record one phase of a drill in ``report.phases``: when it started, how long it took,
+    whether it succeeded and why. The body sets ``ok`` and ``detail``; an exception marks
+    the phase failed with the error as its detail and is raised again."""
+    begun = ctx.clock()
+    entry: dict[str, Any] = {
+        "name": name,
+        "started": iso_time(begun),
+        "duration_seconds": 0.0,
+        "ok": False,
+        "detail": "",
+    }
+    report.phases.append(entry)
+    try:
+        yield entry
+    except Exception as err:
+        entry["ok"] = False
+        entry["detail"] = entry["detail"] or f"{type(err).__name__}: {err}"
+        raise
+    finally:
+        entry["duration_seconds"] = round(max(0.0, ctx.clock() - begun), 3)
+
+
+def iso_time(ts: float) -> str:
+    """UTC ISO 8601 with milliseconds (``2026-03-01T02:00:00.125Z``): drill phases can be
+    shorter than the whole seconds of Velero's timestamps."""
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+def schedule_hooks(settings: DrConfig, site: str, namespace: str) -> list[BackupHook]:
+    """The backup hooks of the schedules backing up *namespace* at *site*: a drill's fresh
+    backup and an ad-hoc one are taken as consistently as the scheduled ones."""
+    return [
+        hook
+        for sched in settings.schedules
+        if namespace in sched.namespaces and site in settings.schedule_sites(sched)
+        for hook in sched.hooks
+    ]
+
+
+def _drill_backup(
+    ctx: Context, spec: DrillSpec, report: DrillReport, fresh: bool, when: dt.datetime
+) -> dict[str, Any]:
+    """The Backup the drill restores: a fresh one (named after *when*), or the newest
+    Completed one of the namespace at the drill's site."""
+    source = ctx.velero(spec.site)
+    if not fresh:
+        found = source.latest_completed_backup(spec.namespace)
+        if found is None:
+            raise RuntimeError(f"no Completed backup of {spec.namespace} on {spec.site}")
+        report.backup = found["metadata"]["name"]
+        return found
+    sched = BackupSchedule(
+        name="drill",
+        namespaces=[spec.namespace],
+        hooks=schedule_hooks(ctx.settings, spec.site, spec.namespace),
+    )
+    report.backup = v.slot_name(f"drill-{spec.namespace}-{spec.site}", when)
+    source.create_backup(
+        report.backup,
+        v.backup_spec(sched),
+        {
+            v.LABEL_SCHEDULE: "drill",
+            v.LABEL_NAMESPACE: spec.namespace,
+            v.LABEL_SLOT: when.astimezone(dt.UTC).strftime("%Y%m%d%H%M%S"),
+        },
+    )
+    outcome = source.wait("backups", report.backup, ctx.settings.backup_timeout_seconds)
+    record_backup(ctx, spec.site, "drill", outcome)
+    return outcome.obj
+
+
+def _drill_restore(ctx: Context, spec: DrillSpec, report: DrillReport) -> v.Outcome:
+    """Restore the drill's Backup into its scratch namespace at the target site. Across
+    sites the Backup is first awaited there: Velero's backup sync copies it from the
+    shared storage location."""
+    target = report.target_site
+    vel = ctx.velero(target)
+    if target != spec.site:
+        vel.wait("backups", report.backup, ctx.settings.restore_timeout_seconds)
+    create_scratch_namespace(ctx, target, report.scratch_namespace, spec.namespace, spec.site)
+    report.restore = report.scratch_namespace
+    mapping = {spec.namespace: report.scratch_namespace}
+    vel.create_restore(
+        report.restore,
+        report.backup,
+        mapping,
+        {LABEL_SCRATCH: "true", LABEL_SOURCE_NS: spec.namespace},
+        hooks=restore_hooks_spec(spec.restore_hooks, mapping) if spec.restore_hooks else None,
+    )
+    return vel.wait("restores", report.restore, ctx.settings.restore_timeout_seconds)
+
+
 def run_drill(
     ctx: Context,
     spec: DrillSpec,
@@ -393,8 +504,9 @@ def run_drill(
     fresh_backup: bool | None = None,
     slot: dt.datetime | None = None,
 ) -> DrillReport:
-    """Backup (fresh or latest Completed) → Restore into a scratch namespace → verify →
-    RTO/RPO → always clean up. Never raises for a failed drill: the report says why.
+    """Backup (fresh or latest Completed) → Restore into a scratch namespace (at the target
+    site) → verify → RTO/RPO → always clean up; each phase is timed in ``report.phases``.
+    Never raises for a failed drill: the report says why.
 
     *slot* (scheduled drills: the cron slot) names the fresh Backup, so a drill of the
     same slot run again (restart, misfire) reuses it (409) instead of taking another."""
@@ -405,60 +517,34 @@ def run_drill(
     report.tier = ctx.settings.drill_tier(spec)
     fresh = spec.fresh_backup if fresh_backup is None else fresh_backup
     try:
-        source = ctx.velero(spec.site)
-        if fresh:
-            sched = BackupSchedule(name="drill", namespaces=[spec.namespace])
-            when = slot or started
-            report.backup = v.slot_name(f"drill-{spec.namespace}-{spec.site}", when)
-            source.create_backup(
-                report.backup,
-                v.backup_spec(sched),
-                {
-                    v.LABEL_SCHEDULE: "drill",
-                    v.LABEL_NAMESPACE: spec.namespace,
-                    v.LABEL_SLOT: when.astimezone(dt.UTC).strftime("%Y%m%d%H%M%S"),
-                },
-            )
-            outcome = source.wait("backups", report.backup, ctx.settings.backup_timeout_seconds)
-            record_backup(ctx, spec.site, "drill", outcome)
-            backup = outcome.obj
-        else:
-            found = source.latest_completed_backup(spec.namespace)
-            if found is None:
-                raise RuntimeError(f"no Completed backup of {spec.namespace} on {spec.site}")
-            backup = found
-            report.backup = backup["metadata"]["name"]
-        report.checks.append(
-            {
-                "name": "backup-completed",
-                "ok": v.phase_of(backup) == "Completed",
-                "detail": v.phase_of(backup),
-            }
-        )
-        if v.phase_of(backup) != "Completed":
-            raise RuntimeError(f"backup {report.backup} is {v.phase_of(backup)}, not Completed")
+        with _phase(ctx, report, "backup") as phase:
+            backup = _drill_backup(ctx, spec, report, fresh, slot or started)
+            completed = v.phase_of(backup) == "Completed"
+            detail = v.describe_phase(backup)
+            report.checks.append({"name": "backup-completed", "ok": completed, "detail": detail})
+            phase.update(ok=completed, detail=f"{report.backup}: {detail}")
+            if not completed:
+                raise RuntimeError(f"backup {report.backup} is {detail}, not Completed")
         backup_done = v.parse_time((backup.get("status") or {}).get("completionTimestamp"))
         if backup_done is not None:
             report.rpo_seconds = max(0.0, start - backup_done)
 
-        create_scratch_namespace(ctx, target, report.scratch_namespace, spec.namespace, spec.site)
-        report.restore = report.scratch_namespace
-        ctx.velero(target).create_restore(
-            report.restore,
-            report.backup,
-            {spec.namespace: report.scratch_namespace},
-            {LABEL_SCRATCH: "true", LABEL_SOURCE_NS: spec.namespace},
-        )
-        restored = ctx.velero(target).wait(
-            "restores", report.restore, ctx.settings.restore_timeout_seconds
-        )
-        report.checks.append(
-            {"name": "restore-completed", "ok": restored.usable, "detail": restored.phase}
-        )
-        if restored.usable:
-            report.checks += verify(
-                ctx, target, report.scratch_namespace, spec.checks, spec.http_probe
+        with _phase(ctx, report, "restore") as phase:
+            restored = _drill_restore(ctx, spec, report)
+            report.checks.append(
+                {"name": "restore-completed", "ok": restored.usable, "detail": restored.detail}
             )
+            phase.update(ok=restored.usable, detail=f"{report.restore}: {restored.detail}")
+        if restored.usable:
+            with _phase(ctx, report, "verify") as phase:
+                checks = verify(ctx, target, report.scratch_namespace, spec.checks, spec.http_probe)
+                report.checks += checks
+                failed = [c["name"] for c in checks if not c["ok"]]
+                passed = [c["name"] for c in checks if c["ok"]]
+                detail = (
+                    f"failed: {', '.join(failed)}" if failed else f"passed: {', '.join(passed)}"
+                )
+                phase.update(ok=not failed, detail=detail)
         report.verified = all(c["ok"] for c in report.checks)
         if report.verified:
             report.rto_seconds = ctx.clock() - start
@@ -471,8 +557,9 @@ def run_drill(
         report.error = report.error or f"{type(err).__name__}: {err}"
     finally:
         try:
-            if report.restore or report.scratch_namespace:
+            with _phase(ctx, report, "cleanup") as phase:
                 report.cleaned = delete_namespace(ctx, target, report.scratch_namespace)
+                phase.update(ok=True, detail=f"deleted {report.scratch_namespace} on {target}")
         except Exception as err:
             log.error("could not delete scratch namespace %s: %s", report.scratch_namespace, err)
         _record_drill(ctx, report)

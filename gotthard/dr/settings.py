@@ -13,12 +13,13 @@ loading the configuration stays cheap for the exporter.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from gotthard.base import DnsLabel, ListenAddress, Strict
 from gotthard.base import LongSeconds as Seconds
+from gotthard.dr.hooks import BackupHook, RestoreHook
 from gotthard.site import KubeAccess, SiteConfig
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class BackupSchedule(Strict):
     default_volumes_to_fs_backup: bool | None = None
     #: Also manage a Velero ``Schedule`` object with the same cron (Velero fires it itself).
     velero_schedule: bool = False
+    #: Velero exec hooks run in the backed-up pods (pre: quiesce, post: release).
+    hooks: list[BackupHook] = Field(default_factory=list)
 
     _cron = field_validator("cron")(classmethod(lambda cls, v: _check_cron(v)))
 
@@ -106,6 +109,8 @@ class DrillSpec(Strict):
     checks: list[ResourceCheck] = Field(default_factory=lambda: [ResourceCheck()])
     #: Optional HTTP probe (2xx expected) run after the restore.
     http_probe: str = ""
+    #: Velero exec hooks run in the restored pods (matched in the scratch namespace).
+    restore_hooks: list[RestoreHook] = Field(default_factory=list)
 
     _cron = field_validator("cron")(classmethod(lambda cls, v: _check_cron(v)))
 
@@ -120,6 +125,9 @@ class PlacedService(Strict):
     tier: str = ""
     #: resourceSelectors of the PropagationPolicy: ``{apiVersion, kind, name?}``.
     resources: list[dict[str, str]] = Field(min_length=1)
+    #: ``failover``: active-passive, on one site at a time (the primary while it is healthy);
+    #: ``spread``: active-active over every healthy site (Karmada spreadConstraints).
+    mode: Literal["failover", "spread"] = "failover"
 
 
 class HealthQueries(Strict):

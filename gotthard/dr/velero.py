@@ -15,6 +15,7 @@ from typing import Any
 
 from kubernetes import client
 
+from gotthard.dr.hooks import backup_hooks_spec, hook_status
 from gotthard.dr.settings import BackupSchedule
 from gotthard.kube import CustomObjects, Retry, status_of
 
@@ -46,8 +47,9 @@ LABEL_VELERO_SCHEDULE = "velero.io/schedule-name"
 class PhaseTimeout(Exception):
     """A Backup or Restore stayed in a non-terminal phase past its timeout."""
 
-    def __init__(self, kind: str, name: str, phase: str, waited: float) -> None:
-        super().__init__(f"{kind} {name} still {phase or 'New'} after {waited:.0f}s")
+    def __init__(self, kind: str, name: str, phase: str | None, waited: float) -> None:
+        state = "not found" if phase is None else f"still {phase or 'New'}"
+        super().__init__(f"{kind} {name} {state} after {waited:.0f}s")
         self.kind, self.name, self.phase = kind, name, phase
 
 
@@ -79,7 +81,20 @@ def backup_spec(schedule: BackupSchedule) -> dict[str, Any]:
         spec["snapshotVolumes"] = schedule.snapshot_volumes
     if schedule.default_volumes_to_fs_backup is not None:
         spec["defaultVolumesToFsBackup"] = schedule.default_volumes_to_fs_backup
+    if schedule.hooks:
+        spec["hooks"] = backup_hooks_spec(schedule.hooks, schedule.namespaces)
     return spec
+
+
+def describe_phase(obj: Mapping[str, Any] | None) -> str:
+    """The phase of a Backup or Restore with what explains a PartiallyFailed one: its hook
+    results (``PartiallyFailed (hooks: 1 of 2 failed)``) and error count."""
+    status = (obj or {}).get("status") or {}
+    notes = [hook_status(obj)]
+    if status.get("errors"):
+        notes.append(f"{status['errors']} errors")
+    notes = [note for note in notes if note]
+    return phase_of(obj) + (f" ({', '.join(notes)})" if notes else "")
 
 
 @dataclass
@@ -95,6 +110,11 @@ class Outcome:
     @property
     def usable(self) -> bool:
         return self.phase == "Completed"
+
+    @property
+    def detail(self) -> str:
+        """The phase, with hook results and errors when Velero reports them."""
+        return describe_phase(self.obj)
 
     @property
     def duration(self) -> float | None:
@@ -164,7 +184,9 @@ class Velero:
         return self.objects.call_unless(404, "delete", self.namespace, plural, name)[0]
 
     def wait(self, plural: str, name: str, timeout: float) -> Outcome:
-        """Poll until a terminal phase; raise :class:`PhaseTimeout` when stuck."""
+        """Poll until a terminal phase; raise :class:`PhaseTimeout` when stuck. An object
+        not there yet is waited for too: a Backup taken at another site appears here only
+        once Velero's backup sync has copied it from the shared storage location."""
         kind = "Backup" if plural == "backups" else "Restore"
         start = self.clock()
         while True:
@@ -181,7 +203,7 @@ class Velero:
                 )
             waited = self.clock() - start
             if waited >= timeout:
-                raise PhaseTimeout(kind, name, phase, waited)
+                raise PhaseTimeout(kind, name, None if obj is None else phase, waited)
             time.sleep(min(self.poll_seconds, max(0.0, timeout - waited)))
 
     # -- backups -----------------------------------------------------------------
@@ -222,13 +244,17 @@ class Velero:
         backup: str,
         namespace_mapping: Mapping[str, str],
         labels: Mapping[str, str] | None = None,
+        hooks: Mapping[str, Any] | None = None,
     ) -> bool:
-        spec = {
+        """Create a Restore of *backup*; *hooks* is its ``spec.hooks`` (restore hooks)."""
+        spec: dict[str, Any] = {
             "backupName": backup,
             "includedNamespaces": list(namespace_mapping),
             "namespaceMapping": dict(namespace_mapping),
             "existingResourcePolicy": "none",
         }
+        if hooks:
+            spec["hooks"] = dict(hooks)
         return self._create("restores", self._body("Restore", name, spec, labels))
 
     # -- storage locations and schedules -----------------------------------------
@@ -275,6 +301,7 @@ __all__ = [
     "PhaseTimeout",
     "Velero",
     "backup_spec",
+    "describe_phase",
     "format_time",
     "parse_time",
     "phase_of",

@@ -273,6 +273,12 @@ class DrActions:
         name = api.backup_now(settings, namespace, reason=reason, api_client=self._api_client)
         return Outcome("ok", f"backup {name} requested for namespace {namespace}")
 
+    def record_placement(self, service: str, primary_site: str, site: str) -> Outcome:
+        """Audit-only: the placement controller has moved *service*; nothing is run, the
+        engine writes this outcome (and the targets) to the audit log."""
+        where = "its primary site" if site == primary_site else f"primary site {primary_site}"
+        return Outcome("ok", f"placement recorded: {service} runs at {site} ({where})")
+
     def failover(self, service: str, target_site: str, reason: str) -> Outcome:
         api, settings = self._api()
         ref = api.request_failover(

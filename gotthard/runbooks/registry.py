@@ -7,9 +7,10 @@ The engine dispatches through it; adding an action is one entry plus its run fun
 
 A step names the action run while the alert fires and, optionally, the action run when
 it resolves (``slurm.drain_node`` -> ``slurm.resume_node``). Targets come from the
-alert's labels (``node``, ``namespace``, ``service``, ``target_site``) and are validated
-before any action runs. Each runbook page in docs/runbooks/ states which steps are
-automated (``Automated steps:``), generated from :func:`automated_steps_line`.
+alert's labels (``node``, ``namespace``, ``service``, ``target_site``, ``primary_site``,
+``site``) and are validated before any action runs. Each runbook page in docs/runbooks/
+states which steps are automated (``Automated steps:``), generated from
+:func:`automated_steps_line`.
 """
 
 from __future__ import annotations
@@ -137,6 +138,16 @@ _ACTION_LIST: tuple[ActionSpec, ...] = (
         lambda b, t, alert: b.dr.failover(t["service"], t["target_site"], _reason(alert)),
         needs_setting="allow_failover",
     ),
+    ActionSpec(
+        "dr.record_placement",
+        (
+            ("service", _plain(validate.service)),
+            ("primary_site", _plain(validate.site)),
+            ("site", _plain(validate.site)),
+        ),
+        "record the placement decision (service, primary site, site) in the audit log",
+        lambda b, t, alert: b.dr.record_placement(t["service"], t["primary_site"], t["site"]),
+    ),
 )
 #: Every action by name.
 ACTIONS: Mapping[str, ActionSpec] = {spec.name: spec for spec in _ACTION_LIST}
@@ -207,6 +218,8 @@ RUNBOOKS: tuple[Runbook, ...] = (
         {"service": ".+", "target_site": ".+"},
     ),
     Runbook("DRSiteUnhealthy", (_NOTIFY,)),
+    # The placement controller moved a service: the decision goes to the audit log.
+    Runbook("DRServiceFailedOver", (_NOTIFY, Step("dr.record_placement"))),
     Runbook("SlurmControllerDown", (_NOTIFY,)),
     Runbook("SlurmNodesUnavailable", (_NOTIFY,)),
     Runbook("GPUUncorrectableECCErrors", (_NOTIFY,)),

@@ -176,7 +176,10 @@ def test_placement_plan_and_apply(k8s: EmulatorThread, prometheus: str, tmp_path
     r = gotthard("--config", site, "dr", "placement", "plan")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0] == "# api: zurich -> lugano (failover: zurich unhealthy for 1 evaluations)"
+    assert (
+        lines[0]
+        == "# api [failover]: zurich -> lugano (failover: zurich unhealthy for 1 evaluations)"
+    )
     assert "+++ prod/gotthard-dr-api" in lines and '+    "lug-a"' in lines
     assert not (tmp_path / "placement.json").exists()  # plan changes nothing
 
@@ -190,7 +193,7 @@ def test_placement_plan_and_apply(k8s: EmulatorThread, prometheus: str, tmp_path
 
     r = gotthard("--config", site, "dr", "placement", "plan")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["# api: lugano -> lugano (healthy)", ""]
+    assert r.stdout.splitlines() == ["# api [failover]: lugano -> lugano (healthy)", ""]
 
 
 @pytest.mark.parametrize("form", ["top-level", "daemon"])

@@ -185,3 +185,144 @@ def test_apply_placement_to_emulated_karmada(k8s, tmp_path) -> None:
         "policy.karmada.io", "v1alpha1", "prod", "propagationpolicies", "gotthard-dr-api"
     )
     assert obj["spec"]["placement"]["clusterAffinity"]["clusterNames"] == ["zrh-a"]
+
+
+POLICY_PATH = "/apis/policy.karmada.io/v1alpha1/namespaces/prod/propagationpolicies/gotthard-dr-api"
+
+
+def _policy(k8s) -> dict:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(k8s.api()).get_namespaced_custom_object(
+        "policy.karmada.io", "v1alpha1", "prod", "propagationpolicies", "gotthard-dr-api"
+    )
+
+
+def test_apply_replaces_the_spec_with_the_resource_version_it_read(k8s, tmp_path) -> None:
+    """Get, then PUT with the resourceVersion: fields a placement no longer sets go (a
+    merge patch would keep a spread's replicaScheduling after a switch to failover),
+    others' labels stay, an unchanged policy is not written, and a conflict is retried."""
+    from kubernetes import client
+
+    from gotthard.dr.placement import Karmada
+
+    settings = api_placement(tmp_path, deployment="api", namespace="prod")
+    svc = settings.placement.services[0]
+    spread = svc.model_copy(update={"mode": "spread"})
+    karmada = Karmada(k8s.api())
+    assert karmada.apply(propagation_policy(settings, spread, "lugano", "zurich")) == "created"
+    first = _policy(k8s)
+    assert first["spec"]["placement"]["replicaScheduling"]["replicaSchedulingType"] == "Divided"
+    first["metadata"]["labels"]["team"] = "inference"  # someone else's label
+    client.CustomObjectsApi(k8s.api()).replace_namespaced_custom_object(
+        "policy.karmada.io", "v1alpha1", "prod", "propagationpolicies", "gotthard-dr-api", first
+    )
+    version = _policy(k8s)["metadata"]["resourceVersion"]
+    assert karmada.apply(propagation_policy(settings, spread, "lugano", "zurich")) == "unchanged"
+    assert _policy(k8s)["metadata"]["resourceVersion"] == version
+
+    # another writer wins the first PUT: the policy is read again and replaced
+    k8s.fault("PUT", POLICY_PATH, status=409, times=1)
+    assert karmada.apply(propagation_policy(settings, svc, "lugano")) == "updated"
+    now = _policy(k8s)
+    assert "replicaScheduling" not in now["spec"]["placement"]
+    assert now["spec"]["placement"]["clusterAffinity"] == {"clusterNames": ["lug-a"]}
+    assert now["metadata"]["labels"] == {
+        "team": "inference",
+        "gotthard.io/managed-by": "gotthard",
+        "gotthard.io/placement-mode": "failover",
+        "gotthard.io/site": "lugano",
+    }
+    assert int(now["metadata"]["resourceVersion"]) > int(version)
+
+    k8s.fault("PUT", POLICY_PATH, status=409, times=None)
+    try:
+        from gotthard.kube import KubeError
+
+        with pytest.raises(KubeError, match="409 Conflict"):
+            karmada.apply(propagation_policy(settings, svc, "zurich"))
+    finally:
+        k8s.clear_faults()
+
+
+def _failed_over(daemon: DrDaemon) -> dict[tuple[str, str, str], float]:
+    families = text_string_to_metric_families(daemon.metrics.render().decode())
+    family = next(f for f in families if f.name == "gotthard_dr_service_failed_over")
+    return {
+        (s.labels["service"], s.labels["primary_site"], s.labels["site"]): s.value
+        for s in family.samples
+    }
+
+
+def test_daemon_places_both_modes_and_exposes_failed_over(k8s, tmp_path) -> None:
+    """A failover and a spread service through one outage of zurich: the policies on
+    Karmada and ``gotthard_dr_service_failed_over`` (stale series removed)."""
+    resource = {"apiVersion": "apps/v1", "kind": "Deployment"}
+    settings = make_settings(
+        tmp_path,
+        placement={
+            "failover_after": 2,
+            "failback_cooldown_seconds": 120,
+            "state_file": str(tmp_path / "placement.json"),
+            "services": [
+                {
+                    "name": "api",
+                    "namespace": "prod",
+                    "primary_site": "zurich",
+                    "resources": [resource],
+                },
+                {
+                    "name": "web",
+                    "namespace": "prod",
+                    "primary_site": "zurich",
+                    "mode": "spread",
+                    "resources": [resource],
+                },
+            ],
+        },
+    )
+    zurich_up = [True]
+    clock = [0.0]
+
+    def source(site: str) -> SiteHealth:
+        return SiteHealth(site, **(GOOD if site != "zurich" or zurich_up[0] else BAD))
+
+    daemon = DrDaemon(
+        settings,
+        karmada_api=k8s.api(),
+        identity="a",
+        clock=lambda: clock[0],
+        health_source=source,
+    )
+
+    def evaluate() -> dict[str, list[str]]:
+        daemon.evaluate_placement(apply=True)
+        clock[0] += 60
+        from kubernetes import client
+
+        api = client.CustomObjectsApi(k8s.api())
+        return {
+            name: api.get_namespaced_custom_object(
+                "policy.karmada.io",
+                "v1alpha1",
+                "prod",
+                "propagationpolicies",
+                f"gotthard-dr-{name}",
+            )["spec"]["placement"]["clusterAffinity"]["clusterNames"]
+            for name in ("api", "web")
+        }
+
+    home = {"api": ["zrh-a"], "web": ["lug-a", "zrh-a"]}
+    assert evaluate() == home
+    assert _failed_over(daemon) == {("api", "zurich", "zurich"): 0, ("web", "zurich", "zurich"): 0}
+    zurich_up[0] = False
+    assert evaluate() == home
+    assert evaluate() == {"api": ["lug-a"], "web": ["lug-a"]}
+    assert _failed_over(daemon) == {("api", "zurich", "lugano"): 1, ("web", "zurich", "lugano"): 1}
+    saved = json.loads(Path(settings.placement.state_file).read_text())
+    assert (saved["api"]["site"], saved["web"]["sites"]) == ("lugano", ["lugano"])
+    zurich_up[0] = True
+    assert evaluate() == {"api": ["lug-a"], "web": ["lug-a"]}  # cool-down: 0 of 120 s
+    evaluate()
+    assert evaluate() == home
+    assert _failed_over(daemon) == {("api", "zurich", "zurich"): 0, ("web", "zurich", "zurich"): 0}

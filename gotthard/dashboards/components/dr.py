@@ -21,6 +21,12 @@ RTO_TARGET = seconds("dr_rto_target_seconds", 3600, "recovery time objective of 
 LEADER_MISSING_FOR = lasting(
     "dr_leader_missing_for", 60, "how long the DR daemon may run without a leader"
 )
+# the placement controller has already waited failover_after evaluations before moving
+FAILED_OVER_FOR = lasting(
+    "dr_failed_over_for",
+    300,
+    "how long a placed service may run off its primary site (or degraded) before it alerts",
+)
 
 LAST_BACKUP = "gotthard_dr_backup_last_success_timestamp_seconds"
 SCHEDULE_PERIOD = "gotthard_dr_schedule_period_seconds"
@@ -33,6 +39,7 @@ DRILL_RTO = "gotthard_dr_drill_rto_seconds"
 DRILL_RPO = "gotthard_dr_drill_rpo_seconds"
 TIER_BREACH = "gotthard_dr_tier_breach"
 SITE_HEALTHY = "gotthard_dr_site_healthy"
+FAILED_OVER = "gotthard_dr_service_failed_over"
 STORAGE_AVAILABLE = "gotthard_dr_backup_storage_location_available"
 LEADER = "gotthard_dr_leader"
 
@@ -50,6 +57,8 @@ def _age(labels: str, last: str, loaded: str) -> str:
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     grace, drill_grace, rto = t[BACKUP_GRACE], t[DRILL_GRACE], t[RTO_TARGET]
+    # the `for` of these alerts, also quoted in their descriptions
+    leaderless, moved_for = duration(t[LEADER_MISSING_FOR]), duration(t[FAILED_OVER_FOR])
     period = f"max by (site, schedule, namespace) ({SCHEDULE_PERIOD})"
     return (
         _alert(
@@ -148,13 +157,12 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             name="DRNoLeader",
             # summed over every replica: one leader anywhere is enough
             expr=f"sum({LEADER}) == 0\nor\nabsent({LEADER})",
-            for_=duration(t[LEADER_MISSING_FOR]),
+            for_=leaderless,
             severity="critical",
             summary="No DR daemon replica holds the Lease: backups and drills do not run.",
             description=(
-                "No replica of the DR daemon has held its Lease for "
-                f"{duration(t[LEADER_MISSING_FOR])} (or none is scraped): no backup, "
-                "drill or placement decision runs."
+                f"No replica of the DR daemon has held its Lease for {leaderless} (or none is "
+                "scraped): no backup, drill or placement decision runs."
             ),
             expr_summary=f"`sum({LEADER}) == 0` or no `{LEADER}` at all",
             url_labels=(),
@@ -170,5 +178,20 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 "5 minutes; services may fail over to the other site."
             ),
             expr_summary=f"`{SITE_HEALTHY} == 0`",
+        ),
+        _alert(
+            name="DRServiceFailedOver",
+            expr=f"{FAILED_OVER} == 1",
+            for_=moved_for,
+            severity="warning",
+            summary="A placed service runs off its primary site, or on fewer sites than usual.",
+            description=(
+                "The placement controller has run service {{ $labels.service }} at "
+                "{{ $labels.site }} instead of its usual placement (primary site "
+                f"{{{{ $labels.primary_site }}}}) for {moved_for}: "
+                "a failover, or a spread service degraded to its healthy sites. It moves "
+                "back after the failback cool-down once the sites are healthy again."
+            ),
+            expr_summary=f"`{FAILED_OVER} == 1` (off its primary site, or a spread degraded)",
         ),
     )
