@@ -4,7 +4,11 @@ Routing tree (first match wins unless ``continue``):
 
 1. ``severity=~"critical|warning"`` -> ``runbook-webhook`` (``continue: true``): the
    alert-driven runbooks webhook (``gotthard runbooks serve``, bearer token from a file)
-   sees every alert that pages or opens a ticket, firing and resolved.
+   sees every alert that pages or opens a ticket, firing and resolved. With a webhook per
+   site (``--site-webhook-url SITE=URL``), the alerts of each such site go to
+   ``runbook-webhook-<site>`` instead, so the webhook that owns the site's clusters gets
+   them; alerts of any other site still go to ``runbook-webhook``. Both sites' clustered
+   Alertmanagers then run the same file and notify each webhook once.
 2. ``severity="critical"`` -> ``pager-<site>`` for the alert's ``site`` label, else
    ``pager-default``.
 3. ``severity="warning"`` -> ``ticket``.
@@ -152,6 +156,8 @@ class AlertmanagerSettings:
         default_factory=lambda: {site: default_pager_url(site) for site in DEFAULT_SITES}
     )
     pager_fallback_url: str = DEFAULT_PAGER_FALLBACK_URL
+    #: site -> that site's runbook webhook URL; its alerts go there, not to ``webhook_url``
+    site_webhook_urls: Mapping[str, str] = field(default_factory=dict)
     ticket_url: str = DEFAULT_TICKET_URL
     group_wait: str = "30s"
     group_interval: str = "5m"
@@ -172,6 +178,11 @@ def pager_receiver(site: str) -> str:
     return f"pager-{site}"
 
 
+def webhook_receiver(site: str) -> str:
+    """The receiver of the runbook webhook of *site* (``site_webhook_urls``)."""
+    return f"{WEBHOOK_RECEIVER}-{site}"
+
+
 #: Prefix of every receiver name in the subtree, so that it cannot clash with the site's.
 SUBTREE_PREFIX = "gotthard-"
 Mode = Literal["full", "subtree"]
@@ -186,6 +197,13 @@ def _receivers(settings: AlertmanagerSettings, name: Callable[[str], str]) -> li
             "name": name(WEBHOOK_RECEIVER),
             "webhook_configs": [_webhook(settings.webhook_url, settings.webhook_token_file)],
         },
+        *(
+            {
+                "name": name(webhook_receiver(site)),
+                "webhook_configs": [_webhook(url, settings.webhook_token_file)],
+            }
+            for site, url in settings.site_webhook_urls.items()
+        ),
         *(
             {
                 "name": name(pager_receiver(site)),
@@ -203,10 +221,22 @@ def _receivers(settings: AlertmanagerSettings, name: Callable[[str], str]) -> li
 
 def _routes(settings: AlertmanagerSettings, name: Callable[[str], str]) -> list[dict[str, Any]]:
     """The severity/site routes below the root (see the module docstring)."""
+    actionable = 'severity=~"critical|warning"'
+    own = list(settings.site_webhook_urls)
+    # the shared webhook gets the alerts of every site without a webhook of its own
+    others = [f'site!~"{"|".join(own)}"'] if own else []
     return [
+        *(
+            {
+                "receiver": name(webhook_receiver(site)),
+                "matchers": [actionable, f'site="{site}"'],
+                "continue": True,
+            }
+            for site in own
+        ),
         {
             "receiver": name(WEBHOOK_RECEIVER),
-            "matchers": ['severity=~"critical|warning"'],
+            "matchers": [actionable, *others],
             "continue": True,
         },
         {

@@ -88,7 +88,10 @@ def _settings(args: argparse.Namespace, sites: Sequence[str]) -> alertmanager.Al
         **{site: alertmanager.default_pager_url(site) for site in sites},
         **overrides,
     }
-    kwargs: dict[str, Any] = {"pager_urls": dict(pager_urls)}
+    kwargs: dict[str, Any] = {
+        "pager_urls": dict(pager_urls),
+        "site_webhook_urls": _pairs(args.site_webhook_url or [], "--site-webhook-url", "SITE=URL"),
+    }
     if args.webhook_url:
         kwargs["webhook_url"] = args.webhook_url
     if args.webhook_token_file:
@@ -183,6 +186,13 @@ def _add_alertmanager_arguments(parser: argparse.ArgumentParser) -> None:
         "SITE=URL",
         "webhook URL of the pager bridge for SITE (repeatable; default "
         "http://pager.invalid/SITE, a placeholder)",
+    )
+    add_repeatable(
+        parser,
+        "--site-webhook-url",
+        "SITE=URL",
+        "runbook webhook of SITE: its alerts go there instead of --webhook-url, so each "
+        "site's webhook acts on its own clusters (repeatable; default: one webhook for all)",
     )
     add_options(
         parser,

@@ -394,6 +394,58 @@ def test_amtool_routes(built: Path, labels: list[str], receivers: str) -> None:
     assert result.stdout.strip() == receivers
 
 
+@pytest.fixture(scope="module")
+def built_per_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``gotthard alertmanager build`` with a runbook webhook per site."""
+    out = tmp_path_factory.mktemp("alertmanager")
+    per_site = ("--site-webhook-url", "zurich=http://zurich.invalid/alerts")
+    per_site += ("--site-webhook-url", "lugano=http://lugano.invalid/alerts")
+    assert run_in_process("alertmanager", "build", "--out", str(out), *per_site) == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    ("labels", "receivers"),
+    [
+        (["severity=critical", "site=zurich"], "runbook-webhook-zurich,pager-zurich"),
+        (["severity=warning", "site=lugano"], "runbook-webhook-lugano,ticket"),
+        # a site without a webhook of its own still reaches the shared one
+        (["severity=critical", "site=elsewhere"], "runbook-webhook,pager-default"),
+        (["severity=warning"], "runbook-webhook,ticket"),
+        (["severity=info", "site=zurich"], "null"),
+    ],
+)
+def test_amtool_routes_with_a_webhook_per_site(
+    built_per_site: Path, labels: list[str], receivers: str
+) -> None:
+    config = built_per_site / "alertmanager.yml"
+    check = run([binary("amtool"), "check-config", str(config)])
+    assert check.returncode == 0, check.stdout + check.stderr
+    result = run(
+        [
+            binary("amtool"),
+            "config",
+            "routes",
+            "test",
+            f"--config.file={config}",
+            f"--verify.receivers={receivers}",
+            "alertname=X",
+            *labels,
+        ]
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert load_yaml(config)["receivers"][2]["webhook_configs"][0]["url"] in (
+        "http://zurich.invalid/alerts",
+        "http://lugano.invalid/alerts",
+    )
+
+
+def test_a_malformed_site_webhook_is_a_usage_error(tmp_path: Path, capsys: Any) -> None:
+    argv = ("alertmanager", "build", "--out", str(tmp_path), "--site-webhook-url", "zurich")
+    assert run_in_process(*argv) == 2
+    assert "--site-webhook-url wants SITE=URL, got 'zurich'" in capsys.readouterr().err
+
+
 def test_alertmanager_groups_by_alertname_site_cluster(built: Path) -> None:
     route = load_yaml(built / "alertmanager.yml")["route"]
     assert route["group_by"] == ["alertname", "site", "cluster"]
