@@ -289,6 +289,19 @@ def test_cli_status_of_the_session_sandbox(
     assert "running" in out
 
 
+def test_cli_status_json_of_the_session_sandbox(
+    slurm_sandbox: Sandbox, capsys: pytest.CaptureFixture[str]
+):
+    directory = str(slurm_sandbox.directory)
+    assert cli("sandbox", "status", "--dir", directory, "--format", "json") == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["running"] is True
+    rows = {row["kind"]: row for row in document["processes"]}
+    assert {"munged", "slurmctld", "slurmd"} <= set(rows)
+    assert all(row["state"] == "running" and row["site"] == "local" for row in rows.values())
+    assert process_start_time(rows["slurmctld"]["pid"]) is not None
+
+
 def test_cli_missing_binary_is_a_one_line_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):

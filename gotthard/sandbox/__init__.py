@@ -13,9 +13,17 @@
 
 All ports are parameters, so a test session can run its own sandbox next to a developer's.
 
+``gotthard sandbox up --sites zurich,lugano`` starts several such sites instead, each with
+its own Slurm cluster, Prometheus, clustered Alertmanager, runbook webhook, emulated
+Kubernetes API and DR daemon replica, plus an emulated Karmada API, a simulated Velero and
+a global view (:mod:`.sites`; docs/sandbox.md).
+
 Modules: :mod:`.processes` (generic process bookkeeping), :mod:`.layout` (paths, ports,
 URLs), :mod:`.slurm` (munge and Slurm), :mod:`.monitoring` (exporter, Prometheus,
-Alertmanager, runbook webhook), :mod:`.core` (:class:`Sandbox`) and :mod:`.cli`.
+Alertmanager, runbook webhook), :mod:`.core` (:class:`Sandbox`), :mod:`.sites`
+(:class:`~.sites.MultiSiteSandbox`) with :mod:`.sites_config` (its configuration files),
+:mod:`.kubeapi` (the emulated API server), :mod:`.velero_sim` (the simulated Velero) and
+:mod:`.cli`.
 """
 
 from __future__ import annotations

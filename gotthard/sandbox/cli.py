@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -10,7 +11,9 @@ from typing import Any
 
 from gotthard.config import Config
 from gotthard.sandbox.core import Sandbox
+from gotthard.sandbox.external import read_site_file
 from gotthard.sandbox.processes import SandboxError
+from gotthard.sandbox.sites import RUNBOOKS_MODES, MultiSiteSandbox, all_running, parse_sites
 
 #: A subcommand's work on the sandbox of ``--dir``; returns the exit code.
 Action = Callable[[Sandbox, argparse.Namespace], int]
@@ -45,8 +48,29 @@ def add_cli(subparsers: Any) -> None:
     up = command("up", "start the sandbox", _up)
     up.add_argument("--no-prometheus", action="store_true", help="do not start Prometheus")
     up.add_argument("--no-exporter", action="store_true", help="do not start the Gotthard exporter")
+    up.add_argument(
+        "--sites",
+        metavar="A,B",
+        help="start a multi-site sandbox (e.g. zurich,lugano) with a global view "
+        "instead of the single local site",
+    )
+    up.add_argument(
+        "--runbooks-mode",
+        choices=RUNBOOKS_MODES,
+        default="dry-run",
+        help="mode of the runbook webhooks of --sites (default: dry-run)",
+    )
+    up.add_argument(
+        "--site-file",
+        type=Path,
+        metavar="FILE",
+        help="with --sites: a gotthard.toml whose [sites.SITE.clusters.C.kubernetes] "
+        "kubeconfig/context and [dr.placement.karmada] name real clusters to use instead "
+        "of emulated ones",
+    )
     command("down", "stop what `up` started", _down)
-    command("status", "show which processes run", _status)
+    status = command("status", "show which processes run", _status)
+    status.add_argument("--format", choices=("table", "json"), default="table")
 
 
 def _guarded(action: Action) -> Callable[[argparse.Namespace, Config], int]:
@@ -56,6 +80,20 @@ def _guarded(action: Action) -> Callable[[argparse.Namespace, Config], int]:
         # the sandbox writes and uses its own configuration, whatever --config says
         sandbox = Sandbox(args.dir)
         try:
+            if getattr(args, "site_file", None) is not None and args.sites is None:
+                print("error: --site-file needs --sites", file=sys.stderr)
+                return 2
+            if getattr(args, "sites", None) is not None:
+                try:
+                    sites = parse_sites(args.sites)
+                    external = read_site_file(args.site_file, sites) if args.site_file else None
+                except ValueError as exc:  # a bad list, or an unusable site file
+                    print(f"error: {exc}", file=sys.stderr)
+                    return 2
+                return _up_sites(MultiSiteSandbox(args.dir, sites, external=external), args)
+            multi = MultiSiteSandbox.load(args.dir)
+            if multi is not None:
+                return _MULTI[action](multi, args)
             return action(sandbox, args)
         except SandboxError as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -72,6 +110,60 @@ def _up(sandbox: Sandbox, args: argparse.Namespace) -> int:
     return 0
 
 
+def _up_sites(sandbox: MultiSiteSandbox, args: argparse.Namespace) -> int:
+    if args.no_exporter or args.no_prometheus:
+        print("error: --sites always starts the exporters and Prometheus", file=sys.stderr)
+        return 2
+    other = MultiSiteSandbox.load(args.dir)
+    if other is not None and other.sites != sandbox.sites:
+        print(
+            f"error: {args.dir} holds a sandbox of sites {','.join(other.sites)}; "
+            "run `gotthard sandbox down` first",
+            file=sys.stderr,
+        )
+        return 2
+    sandbox.up(runbooks_mode=args.runbooks_mode)
+    return 0
+
+
+def _up_multi(sandbox: MultiSiteSandbox, args: argparse.Namespace) -> int:
+    """``up`` without ``--sites`` in a directory that holds a multi-site sandbox."""
+    print(
+        f"error: {sandbox.directory} holds a sandbox of sites {','.join(sandbox.sites)}; "
+        f"use --sites {','.join(sandbox.sites)} or `gotthard sandbox down` first",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def _down_multi(sandbox: MultiSiteSandbox, args: argparse.Namespace) -> int:
+    sandbox.down()
+    return 0
+
+
+def _status_multi(sandbox: MultiSiteSandbox, args: argparse.Namespace) -> int:
+    rows = sandbox.status()
+    running = all_running(rows)
+    if args.format == "json":
+        document = {
+            "directory": str(sandbox.directory),
+            "sites": list(sandbox.sites),
+            "global_url": sandbox.global_url,
+            "running": running,
+            "processes": rows,
+        }
+        print(json.dumps(document, indent=2))
+        return 0 if running else 3
+    header = f"{'SITE':<8} {'KIND':<26} {'STATE':<8} {'PID':>7} URL"
+    lines = [header]
+    for row in rows:
+        site, pid = row["site"] or "-", "-" if row["pid"] is None else row["pid"]
+        lines.append(f"{site:<8} {row['kind']:<26} {row['state']:<8} {pid:>7} {row['url']}")
+    lines.append(f"global view: {sandbox.global_url}")
+    print("\n".join(lines))
+    return 0 if running else 3
+
+
 def _down(sandbox: Sandbox, args: argparse.Namespace) -> int:
     sandbox.down()
     return 0
@@ -85,8 +177,30 @@ def format_status(states: Mapping[str, bool]) -> str:
 
 def _status(sandbox: Sandbox, args: argparse.Namespace) -> int:
     states = sandbox.status()
+    if args.format == "json":
+        rows = [
+            {"name": r.name, "site": "local", "kind": r.name, "state": state, "pid": r.pid}
+            for r in sandbox.records()
+            for state in ["running" if states.get(r.name) else "stopped"]
+        ]
+        running = bool(states) and all(states.values())
+        print(
+            json.dumps(
+                {"directory": str(sandbox.directory), "running": running, "processes": rows},
+                indent=2,
+            )
+        )
+        return 0 if running else 3
     if not states:
         print(f"sandbox in {sandbox.directory} is not running")
         return 3
     print(format_status(states))
     return 0 if all(states.values()) else 3
+
+
+#: The multi-site variant of each action, for a directory holding a multi-site sandbox.
+_MULTI: dict[Action, Callable[[MultiSiteSandbox, argparse.Namespace], int]] = {
+    _up: _up_multi,
+    _down: _down_multi,
+    _status: _status_multi,
+}

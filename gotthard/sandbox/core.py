@@ -6,13 +6,14 @@ import functools
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
 from gotthard.sandbox import monitoring, slurm
-from gotthard.sandbox.layout import DEFAULT_PORTS, SandboxLayout
+from gotthard.sandbox.layout import DEFAULT_CLUSTER_NAME, DEFAULT_PORTS, SandboxLayout
 from gotthard.sandbox.processes import (
+    ProcessRecord,
     ProcessTable,
     SandboxError,
     find_binary,
@@ -25,8 +26,17 @@ from gotthard.sandbox.processes import (
 )
 
 
-def _printer(verbose: bool) -> Callable[[str], None]:
+def printer(verbose: bool) -> Callable[[str], None]:
     return print if verbose else (lambda _msg: None)
+
+
+def check_ports(ports: Mapping[str, int]) -> None:
+    """:class:`SandboxError` unless *ports* (by process name) are distinct and free."""
+    if len(set(ports.values())) != len(ports):
+        raise SandboxError(f"sandbox ports must be distinct: {dict(ports)}")
+    busy = [f"{name} port {port}" for name, port in ports.items() if port_in_use(port)]
+    if busy:
+        raise SandboxError(f"{', '.join(busy)} already in use (another sandbox or daemon running?)")
 
 
 class Sandbox(SandboxLayout):
@@ -40,6 +50,7 @@ class Sandbox(SandboxLayout):
         node_name: str = "gotthard-node",
         gpus: int = 2,
         exporter_poll_interval: float = 5.0,
+        cluster_name: str = DEFAULT_CLUSTER_NAME,
     ) -> Sandbox:
         """A sandbox whose six ports are free right now (for tests next to a developer's)."""
         ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True))
@@ -49,6 +60,7 @@ class Sandbox(SandboxLayout):
             node_name=node_name,
             gpus=gpus,
             exporter_poll_interval=exporter_poll_interval,
+            cluster_name=cluster_name,
         )
 
     @functools.cached_property
@@ -68,6 +80,30 @@ class Sandbox(SandboxLayout):
         """Process name -> running, for every process in ``state.json``."""
         return self._procs.status()
 
+    def records(self) -> list[ProcessRecord]:
+        """The processes of ``state.json``, in start order."""
+        return self._procs.load()
+
+    def config_text(self) -> str:
+        """The ``gotthard.toml`` that ``up`` writes (exporter and runbook webhook)."""
+        return monitoring.gotthard_config_text(self)
+
+    def slurm_ready(self) -> None:
+        """Called by ``up`` once the node takes jobs, before the exporter starts (whose
+        submission probe uses up job ids); nothing here."""
+
+    def exporter_env(self) -> dict[str, str]:
+        """The environment of the exporter process."""
+        return self.env
+
+    def env_sh_text(self) -> str:
+        """``env.sh``: what a shell needs to use this sandbox's Slurm and configuration."""
+        return (
+            "# source this file to use the gotthard sandbox\n"
+            f"export SLURM_CONF={self.slurm_conf}\n"
+            f"export GOTTHARD_CONFIG={self.gotthard_config}\n"
+        )
+
     def is_up(self) -> bool:
         states = self.status()
         return bool(states) and all(states.values())
@@ -85,7 +121,7 @@ class Sandbox(SandboxLayout):
         processes from an earlier run are dead, the survivors are stopped first. On any
         failure, whatever was started is stopped again and :class:`SandboxError` is raised.
         """
-        say = _printer(verbose)
+        say = printer(verbose)
         states = self.status()
         if states and all(states.values()):
             say(f"sandbox already running in {self.directory} ({', '.join(states)})")
@@ -105,13 +141,14 @@ class Sandbox(SandboxLayout):
             slurm.prepare_directories(self)
             slurm.start_munge(self, self._procs, binaries["mungekey"], binaries["munged"])
             slurm.write_slurm_configs(self)
-            self.gotthard_config.write_text(monitoring.gotthard_config_text(self))
+            self.gotthard_config.write_text(self.config_text())
             slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
             slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
             slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
             slurm.wait_node_usable(self, self._procs, timeout=30.0)
+            self.slurm_ready()
             if with_exporter:
-                monitoring.start_exporter(self, self._procs)
+                monitoring.start_exporter(self, self._procs, env=self.exporter_env())
             if with_prometheus:
                 monitoring.start_monitoring(self, self._procs, binaries)
             self._write_env_sh()
@@ -133,9 +170,10 @@ class Sandbox(SandboxLayout):
 
     def down(self, *, verbose: bool = True, timeout: float = 10.0) -> None:
         """Stop exactly the processes in ``state.json`` (reverse order) and remove it."""
-        say = _printer(verbose)
+        say = printer(verbose)
         records = self._procs.load()
-        if not records:
+        strays = slurm.unrecorded_daemons(self, {r.pid for r in records})
+        if not records and not strays:
             say(f"sandbox in {self.directory} is not running")
             self._procs.remove_file()
             return
@@ -147,6 +185,9 @@ class Sandbox(SandboxLayout):
             stopped = self._procs.stop(record, timeout=timeout)
             say(f"  {record.name:<16} {'stopped' if stopped else 'was not running'}")
             self._procs.drop(record.name)
+        for record in strays:
+            self._procs.stop(record, timeout=timeout)
+            say(f"  {record.name:<16} stopped (started, but not recorded)")
         stray = slurm.kill_stray_stepds(self)
         if stray:
             say(f"  {'slurmstepd':<16} killed {stray} left over")
@@ -236,18 +277,7 @@ class Sandbox(SandboxLayout):
             wanted.add("exporter")
         if with_prometheus:
             wanted.update(("prometheus", "alertmanager", "runbooks"))
-        ports = {name: port for name, port in self.ports().items() if name in wanted}
-        if len(set(ports.values())) != len(ports):
-            raise SandboxError(f"sandbox ports must be distinct: {ports}")
-        busy = [f"{name} port {port}" for name, port in ports.items() if port_in_use(port)]
-        if busy:
-            raise SandboxError(
-                f"{', '.join(busy)} already in use (another sandbox or daemon running?)"
-            )
+        check_ports({name: port for name, port in self.ports().items() if name in wanted})
 
     def _write_env_sh(self) -> None:
-        (self.directory / "env.sh").write_text(
-            "# source this file to use the gotthard sandbox\n"
-            f"export SLURM_CONF={self.slurm_conf}\n"
-            f"export GOTTHARD_CONFIG={self.gotthard_config}\n"
-        )
+        (self.directory / "env.sh").write_text(self.env_sh_text())

@@ -27,6 +27,10 @@ DEFAULT_PORTS: dict[str, int] = {
 }
 
 
+#: Slurm's ClusterName of a single-site sandbox.
+DEFAULT_CLUSTER_NAME = "gotthard-sandbox"
+
+
 def local_url(port: int) -> str:
     """``http://127.0.0.1:<port>``: every sandbox service listens on loopback only."""
     return f"http://127.0.0.1:{port}"
@@ -43,6 +47,8 @@ class SandboxLayout:
         node_name: str = "gotthard-node",
         gpus: int = 2,
         exporter_poll_interval: float = 5.0,
+        cluster_name: str = DEFAULT_CLUSTER_NAME,
+        maintenance_node: str = "",
     ) -> None:
         if gpus < 0:
             raise ValueError("gpus must be >= 0")
@@ -52,6 +58,11 @@ class SandboxLayout:
         self.directory = Path(directory).absolute()
         self._ports = {**DEFAULT_PORTS, **(ports or {})}
         self.node_name = node_name
+        #: Slurm's ClusterName (a site of the two-site sandbox uses the site's name).
+        self.cluster_name = cluster_name
+        #: A second node, defined drained for maintenance and never started ("" = none),
+        #: so that the dashboards' maintenance-drain panels have a node to show.
+        self.maintenance_node = maintenance_node
         self.gpus = gpus
         self.exporter_poll_interval = exporter_poll_interval
 

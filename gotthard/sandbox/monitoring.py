@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from gotthard.sandbox.layout import SandboxLayout, local_url
@@ -103,9 +104,11 @@ def gotthard_argv(layout: SandboxLayout, *command: str) -> list[str]:
     return [sys.executable, "-m", "gotthard", "--config", str(layout.gotthard_config), *command]
 
 
-def start_exporter(layout: SandboxLayout, procs: ProcessTable) -> None:
+def start_exporter(
+    layout: SandboxLayout, procs: ProcessTable, env: Mapping[str, str] | None = None
+) -> None:
     argv = gotthard_argv(layout, "exporter")
-    procs.start_service("exporter", argv, f"{layout.exporter_url}/healthz")
+    procs.start_service("exporter", argv, f"{layout.exporter_url}/healthz", env=env)
 
 
 def start_alertmanager(layout: SandboxLayout, procs: ProcessTable, binary: str) -> None:

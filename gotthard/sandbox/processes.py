@@ -119,18 +119,19 @@ def process_start_time(pid: int) -> int | None:
     return int(fields[19])
 
 
-def pids_with_environ(comm: str, entry: str) -> list[int]:
-    """Pids of processes named ``comm`` whose environment holds ``entry`` (``KEY=value``).
+def pids_with_environ(comm: str | None, entry: str) -> list[int]:
+    """Pids of processes named ``comm`` (None: any) whose environment holds ``entry``
+    (``KEY=value``).
 
     Zombies are included; processes whose ``/proc`` files cannot be read are skipped.
     """
     marker = entry.encode()
     pids: list[int] = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
             continue
         try:
-            if (proc / "comm").read_text().strip() != comm:
+            if comm is not None and (proc / "comm").read_text().strip() != comm:
                 continue
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:

@@ -25,6 +25,7 @@ from gotthard import slurm_state
 from gotthard.sandbox.layout import MAX_SOCKET_PATH, SandboxLayout, local_url
 from gotthard.sandbox.processes import (
     INSTALL_HINT,
+    ProcessRecord,
     ProcessTable,
     SandboxError,
     find_binary,
@@ -32,6 +33,7 @@ from gotthard.sandbox.processes import (
     is_running,
     pids_with_environ,
     port_in_use,
+    process_start_time,
     run_capture,
     run_checked,
     tail,
@@ -161,7 +163,7 @@ def slurm_conf_lines(layout: SandboxLayout) -> list[str]:
     node = layout.node_name
     lines = [
         "# Written by gotthard sandbox; regenerated on every `up`.",
-        "ClusterName=gotthard-sandbox",
+        f"ClusterName={layout.cluster_name}",
         # slurmctld refuses to run unless SlurmctldHost is this machine's hostname.
         f"SlurmctldHost={short_hostname()}(127.0.0.1)",
         "SlurmUser=root",
@@ -205,8 +207,20 @@ def slurm_conf_lines(layout: SandboxLayout) -> list[str]:
         # Clients give up after ~5 s when slurmctld is down (default 10 s).
         "MessageTimeout=5",
         f"NodeName={node} NodeAddr=127.0.0.1 {node_spec}{gres} State=UNKNOWN",
-        f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP",
-        f"PartitionName=gpu Nodes={node} MaxTime=INFINITE State=UP",
+    ]
+    nodes = node
+    if layout.maintenance_node:
+        spare = layout.maintenance_node
+        # no slurmd ever runs for it (port 1: slurmctld's pings are refused at once):
+        # drained from the start, as a node under maintenance
+        lines.append(
+            f"NodeName={spare} NodeAddr=127.0.0.1 Port=1 {node_spec} "
+            'State=DRAIN Reason="maintenance"'
+        )
+        nodes = f"{node},{spare}"
+    lines += [
+        f"PartitionName=debug Nodes={nodes} Default=YES MaxTime=INFINITE State=UP",
+        f"PartitionName=gpu Nodes={nodes} MaxTime=INFINITE State=UP",
     ]
     if jwt_plugin_available():
         # Lets `scontrol token` mint JWTs for slurmrestd's rest_auth/jwt.
@@ -355,6 +369,34 @@ def cancel_jobs_quietly(layout: SandboxLayout, timeout: float = 5.0) -> None:
             return
         run_checked([find_binary("scancel"), "--user", "root"], env=env, timeout=timeout)
         wait_for(no_jobs, timeout, 0.2)
+
+
+def daemon_pid_files(layout: SandboxLayout) -> dict[str, Path]:
+    """The pid file of each self-daemonizing process, by name."""
+    run = layout.directory / "run"
+    return {
+        "munged": layout.munge_dir / "munged.pid",
+        "slurmctld": run / "slurmctld.pid",
+        "slurmd": run / "slurmd.pid",
+    }
+
+
+def unrecorded_daemons(layout: SandboxLayout, recorded: set[int]) -> list[ProcessRecord]:
+    """Live daemons of this sandbox that ``state.json`` lacks: ``up`` was killed after a
+    daemon started and before its pid file was read. Found by their pid files, and only
+    if their command line names this sandbox's directory (never someone else's process)."""
+    found: list[ProcessRecord] = []
+    for name, pid_file in daemon_pid_files(layout).items():
+        try:
+            pid = int(pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        start = process_start_time(pid)
+        if pid in recorded or start is None or str(layout.directory).encode() not in cmdline:
+            continue
+        found.append(ProcessRecord(name, pid, [], start, log=str(pid_file)))
+    return found
 
 
 def stepd_marker(layout: SandboxLayout) -> str:

@@ -1,0 +1,668 @@
+"""The two-site sandbox: Zurich and Lugano on one machine, with a global view.
+
+``gotthard sandbox up --sites zurich,lugano`` starts, under one directory:
+
+* per site (``<dir>/<site>/``, a :class:`SiteSandbox`): its own munged, slurmctld and slurmd
+  (ClusterName = the site, one node ``nid001`` at every site, own ports, spool and
+  sockets) and the Gotthard exporter; the sites' Slurm clusters come up in parallel;
+* per site (``<dir>/state.json``): an emulated Kubernetes API server, a Prometheus with
+  ``external_labels`` site/cluster, an Alertmanager clustered with the other sites'
+  (``--cluster.peer``; every Prometheus alerts every Alertmanager, and an alert seen at
+  both notifies once), the runbook webhook (dry-run unless told otherwise) owning its
+  site's cluster, and a DR daemon replica (leader-elected on the first site's Lease);
+* shared: an emulated Karmada API, the simulated Velero over every site's cluster with
+  one object store (``<dir>/object-store``), and the global view: a Prometheus that
+  federates every site's (``/federate``, ``honor_labels``).
+
+``<dir>/sites.json`` names the sites and ports before anything starts, so ``down`` stops
+exactly what ``up`` started, also after ``up`` died halfway. Each site has its own
+``env.sh`` (SLURM_CONF, PATH, GOTTHARD_CONFIG, KUBECONFIG).
+
+The emulated API servers (:mod:`gotthard.sandbox.kubeapi`) and the simulated Velero
+(:mod:`gotthard.sandbox.velero_sim`) are NOT Kubernetes and NOT Velero; ``status`` says so.
+With ``external`` (a site file's kubeconfigs, :mod:`gotthard.sandbox.external`) a site's
+Kubernetes or the Karmada API is a real one: no emulated API server (nor simulated Velero)
+runs for it, everything of the sandbox points at it, and ``down`` never touches it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gotthard.sandbox import monitoring, sites_config
+from gotthard.sandbox import processes as procs
+from gotthard.sandbox.core import Sandbox, check_ports, printer
+from gotthard.sandbox.external import ExternalClusters
+from gotthard.sandbox.layout import local_url
+from gotthard.sandbox.processes import ProcessRecord, SandboxError
+from gotthard.sandbox.sites_config import (
+    MAINTENANCE_NODE,
+    NODE_NAME,
+    Topology,
+    site_port_key,
+)
+
+#: The sites ``--sites`` starts when none are named.
+DEFAULT_SITES = ("zurich", "lugano")
+#: Set to the sandbox directory in the environment of every process ``up`` starts, so that
+#: ``down`` also finds one that ``up`` started but could not record before it was killed.
+MARKER = "GOTTHARD_SANDBOX"
+#: The manifest written before anything starts: sites, ports, mode.
+MANIFEST = "sites.json"
+RUNBOOKS_MODES = ("dry-run", "enforce")
+#: The ``state`` in ``status`` of an API the sandbox does not run (a site file's).
+EXTERNAL = "external"
+
+
+def all_running(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether *rows* (of :meth:`MultiSiteSandbox.status`) are all running or external."""
+    return bool(rows) and all(row["state"] in ("running", EXTERNAL) for row in rows)
+
+
+def parse_sites(text: str) -> tuple[str, ...]:
+    """``zurich,lugano`` -> the site names; ValueError (one line) for a bad list."""
+    names = tuple(part.strip() for part in text.split(","))
+    if len(names) < 2 or any(not n for n in names):
+        raise ValueError(f"--sites needs two or more comma-separated site names, got {text!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--sites names a site twice: {text!r}")
+    bad = [n for n in names if not n.isascii() or not n.isidentifier() or not n.islower()]
+    if bad:
+        raise ValueError(f"--sites: {bad[0]!r} is not a site name (lowercase letters, _, digits)")
+    return names
+
+
+class SiteSandbox(Sandbox):
+    """One site's Slurm and exporter: a :class:`Sandbox` whose ``gotthard.toml`` is the
+    site's full configuration and whose environment names its Kubernetes API too."""
+
+    def __init__(
+        self,
+        top: Topology,
+        site: str,
+        exporter_env: Mapping[str, str],
+        on_slurm_up: Callable[[SiteSandbox], None] | None = None,
+    ) -> None:
+        ports = {
+            name: top.port(site, name)
+            for name in ("slurmctld", "slurmd", "exporter", "prometheus", "alertmanager")
+        }
+        ports["runbooks"] = top.port(site, "runbooks")
+        super().__init__(
+            top.site_dir(site),
+            ports=ports,
+            node_name=NODE_NAME,
+            cluster_name=site,
+            maintenance_node=MAINTENANCE_NODE,
+            exporter_poll_interval=2.0,
+        )
+        self.site = site
+        self.top = top
+        self._exporter_env = dict(exporter_env)
+        self._on_slurm_up = on_slurm_up
+        self.kubeconfig = top.kubeconfig(site)
+
+    def config_text(self) -> str:
+        return sites_config.gotthard_toml(
+            self.top, self.site, exporter_poll_interval=self.exporter_poll_interval
+        )
+
+    def slurm_ready(self) -> None:
+        if self._on_slurm_up is not None:
+            self._on_slurm_up(self)
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = super().env
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env[MARKER] = str(self.top.directory)
+        return env
+
+    def exporter_env(self) -> dict[str, str]:
+        return {**self.env, **self._exporter_env}
+
+    def env_sh_text(self) -> str:
+        venv_bin = Path(sys.executable).parent
+        return (
+            f"# source this file to use site {self.site} of the gotthard sandbox\n"
+            f"export SLURM_CONF={self.slurm_conf}\n"
+            f'export PATH="{venv_bin}:$PATH:/usr/local/sbin:/usr/sbin:/sbin"\n'
+            f"export GOTTHARD_CONFIG={self.gotthard_config}\n"
+            f"export KUBECONFIG={self.kubeconfig}\n" + self._external_note()
+        )
+
+    def _external_note(self) -> str:
+        real = self.top.external.sites.get(self.site)
+        if real is None:
+            return ""
+        return (
+            f"# KUBECONFIG is the site file's: a real cluster ({real.server}) that the"
+            f" sandbox neither started nor stops; its context: {real.context}\n"
+        )
+
+
+@dataclass(frozen=True)
+class Service:
+    """A process of the top-level ``state.json``: what ``up`` starts after Slurm."""
+
+    name: str
+    site: str
+    kind: str
+    argv: list[str]
+    ready_url: str
+    url: str
+    timeout: float = 60.0
+
+
+class MultiSiteSandbox:
+    """Two or more sites (Slurm, monitoring, webhook, DR) and a global view under one
+    directory; see the module documentation."""
+
+    def __init__(
+        self,
+        directory: Path,
+        sites: Sequence[str] = DEFAULT_SITES,
+        ports: Mapping[str, int] | None = None,
+        *,
+        exporter_toml: Mapping[str, str] | None = None,
+        exporter_env: Mapping[str, Mapping[str, str]] | None = None,
+        extra_targets: Mapping[str, Mapping[str, str]] | None = None,
+        backup_cron: str = "0 2 * * *",
+        drill_cron: str = "0 4 * * 0",
+        on_slurm_up: Callable[[SiteSandbox], None] | None = None,
+        external: ExternalClusters | None = None,
+    ) -> None:
+        self.directory = Path(directory).absolute()
+        self.sites = tuple(sites)
+        if len(self.sites) < 2 or len(set(self.sites)) != len(self.sites):
+            raise ValueError(f"a multi-site sandbox needs distinct sites, got {self.sites}")
+        wanted = set(sites_config.default_ports(self.sites))
+        given = dict(ports or {})
+        unknown = sorted(set(given) - wanted)
+        if unknown:
+            raise ValueError(f"unknown sandbox port(s): {', '.join(unknown)}")
+        self.ports = {**sites_config.default_ports(self.sites), **given}
+        self.exporter_toml = dict(exporter_toml or {})
+        self.exporter_env = {k: dict(v) for k, v in (exporter_env or {}).items()}
+        self.extra_targets = {k: dict(v) for k, v in (extra_targets or {}).items()}
+        self.backup_cron = backup_cron
+        self.on_slurm_up = on_slurm_up
+        self.drill_cron = drill_cron
+        #: The real Kubernetes/Karmada APIs (from a site file) used instead of emulated ones.
+        self.external = external or ExternalClusters()
+        unknown_sites = sorted(set(self.external.sites) - set(self.sites))
+        if unknown_sites:
+            raise ValueError(f"external clusters of unknown sites: {', '.join(unknown_sites)}")
+        self.runbooks_mode = "dry-run"
+        #: How long the last :meth:`up` of this object took (None: it did not start one).
+        self.up_seconds: float | None = None
+        self.state_file = self.directory / "state.json"
+        self.manifest = self.directory / MANIFEST
+        self.log_dir = self.directory / "logs"
+        self._procs = procs.ProcessTable(
+            self.state_file,
+            cwd=self.directory,
+            log_dir=self.log_dir,
+            env=lambda: {**os.environ, MARKER: str(self.directory)},
+            header={"directory": str(self.directory), "sites": list(self.sites)},
+        )
+        self._sites: dict[str, SiteSandbox] = {}
+
+    @classmethod
+    def with_free_ports(
+        cls, directory: Path, sites: Sequence[str] = DEFAULT_SITES, **options: Any
+    ) -> MultiSiteSandbox:
+        """A sandbox whose every port is free right now (for tests next to a developer's)."""
+        names = list(sites_config.default_ports(tuple(sites)))
+        ports = dict(zip(names, procs.free_ports(len(names)), strict=True))
+        return cls(directory, sites, ports, **options)
+
+    @classmethod
+    def load(cls, directory: Path) -> MultiSiteSandbox | None:
+        """The sandbox ``up --sites`` started in *directory* (its ``sites.json``), if any."""
+        manifest = Path(directory).absolute() / MANIFEST
+        try:
+            data = json.loads(manifest.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise SandboxError(f"cannot read {manifest}: {exc}") from exc
+        try:
+            external = ExternalClusters.from_json(data.get("external"))
+            sandbox = cls(directory, tuple(data["sites"]), dict(data["ports"]), external=external)
+            sandbox.runbooks_mode = str(data.get("runbooks_mode", "dry-run"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SandboxError(f"malformed {manifest}: {exc}") from exc
+        return sandbox
+
+    # ----------------------------------------------------------------- topology
+
+    @property
+    def topology(self) -> Topology:
+        return Topology(
+            directory=self.directory,
+            sites=self.sites,
+            ports=self.ports,
+            runbooks_mode=self.runbooks_mode,
+            exporter_toml=self.exporter_toml,
+            extra_targets=self.extra_targets,
+            backup_cron=self.backup_cron,
+            drill_cron=self.drill_cron,
+            external=self.external,
+        )
+
+    def site(self, name: str) -> SiteSandbox:
+        """That site's Slurm sandbox (ClusterName = the site, node ``nid001``)."""
+        if name not in self.sites:
+            raise KeyError(f"no site {name!r} in this sandbox ({', '.join(self.sites)})")
+        if name not in self._sites:
+            top = self.topology
+            env = self.exporter_env.get(name, {})
+            self._sites[name] = SiteSandbox(top, name, env, self.on_slurm_up)
+        return self._sites[name]
+
+    def port(self, site: str, name: str) -> int:
+        return self.ports[site_port_key(site, name)]
+
+    @property
+    def global_url(self) -> str:
+        """The global view's query URL (a Prometheus federating every site's)."""
+        return local_url(self.ports["global"])
+
+    def prometheus_url(self, site: str) -> str:
+        return local_url(self.port(site, "prometheus"))
+
+    def alertmanager_url(self, site: str) -> str:
+        return local_url(self.port(site, "alertmanager"))
+
+    def runbooks_url(self, site: str) -> str:
+        return local_url(self.port(site, "runbooks"))
+
+    def kubeapi_url(self, site: str) -> str:
+        return self.topology.kubeapi_url(site)
+
+    @property
+    def karmada_url(self) -> str:
+        return self.topology.karmada_url
+
+    def dr_url(self, site: str) -> str:
+        return local_url(self.port(site, "dr"))
+
+    def kubeconfig(self, site: str) -> Path:
+        return self.topology.kubeconfig(site)
+
+    @property
+    def karmada_kubeconfig(self) -> Path:
+        return self.topology.karmada_kubeconfig
+
+    def config_file(self, site: str) -> Path:
+        """That site's ``gotthard.toml`` (the full site model, ``site = "<site>"``)."""
+        return self.site(site).gotthard_config
+
+    def env_file(self, site: str) -> Path:
+        return self.site(site).directory / "env.sh"
+
+    def audit_log(self, site: str) -> Path:
+        return self.topology.audit_log(site)
+
+    @property
+    def object_store(self) -> Path:
+        return self.topology.object_store
+
+    # ----------------------------------------------------------------- status
+
+    def status(self) -> list[dict[str, Any]]:
+        """Every process ``up`` started: name, site, kind, state, url, pid."""
+        rows: list[dict[str, Any]] = []
+        for site in self.sites:
+            sandbox = self.site(site)
+            for record in sandbox.records():
+                rows.append(
+                    {
+                        "name": f"{site}/{record.name}",
+                        "site": site,
+                        "kind": record.name,
+                        "state": "running" if procs.is_running(record) else "stopped",
+                        "url": _slurm_url(sandbox, record.name),
+                        "pid": record.pid,
+                    }
+                )
+        for record in self._procs.load():
+            rows.append(
+                {
+                    "name": record.name,
+                    "site": record.extra.get("site", ""),
+                    "kind": record.extra.get("kind", record.name),
+                    "state": "running" if procs.is_running(record) else "stopped",
+                    "url": record.extra.get("url", ""),
+                    "pid": record.pid,
+                }
+            )
+        real = [(site, "kube-api", kube) for site, kube in self.external.sites.items()]
+        if self.external.karmada is not None:
+            real.append(("", "karmada-api", self.external.karmada))
+        for site, label, kube in real:
+            rows.append(
+                {
+                    "name": f"{site}-{label}" if site else label,
+                    "site": site,
+                    "kind": f"{label} ({EXTERNAL})",
+                    "state": EXTERNAL,
+                    "url": kube.server,
+                    "pid": None,
+                }
+            )
+        return rows
+
+    def is_up(self) -> bool:
+        return all_running(self.status())
+
+    # ----------------------------------------------------------------- up, down
+
+    def up(self, *, verbose: bool = True, runbooks_mode: str = "dry-run") -> float:
+        """Start everything; the seconds it took. If everything already runs, says so.
+
+        Every site's Slurm (and exporter) comes up in its own thread while the rest
+        starts; on any failure whatever was started is stopped and :class:`SandboxError`
+        raised.
+        """
+        if runbooks_mode not in RUNBOOKS_MODES:
+            raise ValueError(f"runbooks_mode must be one of {RUNBOOKS_MODES}")
+        say = printer(verbose)
+        if not self.manifest.exists() and self.state_file.exists():
+            raise SandboxError(
+                f"{self.directory} holds a single-site sandbox; "
+                f"run `gotthard sandbox down --dir {self.directory}` first"
+            )
+        if self.manifest.exists():
+            if self.is_up():
+                say(f"sandbox already running in {self.directory} ({', '.join(self.sites)})")
+                return 0.0
+            say(f"sandbox in {self.directory} is partly down; restarting it")
+            self.down(verbose=False)
+        self.runbooks_mode = runbooks_mode
+        self._sites.clear()
+        binaries = {
+            "prometheus": procs.find_binary("prometheus"),
+            "alertmanager": procs.find_binary(monitoring.MONITORING_BINARIES["alertmanager"]),
+        }
+        check_ports(self.ports)
+        started = time.monotonic()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(exist_ok=True)
+        self._write_manifest()
+        try:
+            self._prepare_files()
+            failures: dict[str, BaseException] = {}
+            threads = [
+                threading.Thread(
+                    target=self._site_up, args=(site, failures), name=f"sandbox-{site}"
+                )
+                for site in self.sites
+            ]
+            for thread in threads:
+                thread.start()
+            try:
+                self._start_services(self._first_services(binaries))
+                sites_config.seed_clusters(self.topology)
+                self._start_services(self._second_services())
+            finally:
+                for thread in threads:
+                    thread.join()
+            if failures:
+                site, error = next(iter(failures.items()))
+                raise SandboxError(f"site {site}: {error}") from error
+        except BaseException:
+            self.down(verbose=False)
+            raise
+        elapsed = time.monotonic() - started
+        self.up_seconds = elapsed
+        say(f"two-site sandbox up in {elapsed:.1f}s ({self.directory})")
+        for row in self.status():
+            say(f"  {row['site'] or '-':<8} {row['kind']:<24} {row['url']}")
+        say(f"  global view: {self.global_url}")
+        for site in self.sites:
+            say(f"  source {self.env_file(site)}")
+        return elapsed
+
+    def down(self, *, verbose: bool = True, timeout: float = 10.0) -> None:
+        """Stop exactly what ``up`` started (the top-level processes, then every site's
+        Slurm), as recorded; remove the state and the manifest."""
+        say = printer(verbose)
+        records = self._procs.load()
+        for record in reversed(records):
+            stopped = self._procs.stop(record, timeout=timeout)
+            say(f"  {record.name:<24} {'stopped' if stopped else 'was not running'}")
+            self._procs.drop(record.name)
+        self._procs.remove_file()
+        for site in self.sites:
+            say(f"  site {site}:")
+            self.site(site).down(verbose=verbose, timeout=timeout)
+        for pid in procs.pids_with_environ(None, f"{MARKER}={self.directory}"):
+            start = procs.process_start_time(pid)
+            if start is not None:
+                self._procs.stop(ProcessRecord("unrecorded", pid, [], start), timeout=timeout)
+                say(f"  {'pid ' + str(pid):<24} stopped (started, but not recorded)")
+        with contextlib.suppress(FileNotFoundError):
+            self.manifest.unlink()
+
+    # ----------------------------------------------------------------- internals
+
+    def _write_manifest(self) -> None:
+        data: dict[str, Any] = {
+            "sites": list(self.sites),
+            "ports": self.ports,
+            "runbooks_mode": self.runbooks_mode,
+        }
+        if self.external:
+            data["external"] = self.external.as_json()
+        self.manifest.write_text(json.dumps(data, indent=2) + "\n")
+
+    def _site_up(self, site: str, failures: dict[str, BaseException]) -> None:
+        try:
+            self.site(site).up(with_exporter=True, with_prometheus=False, verbose=False)
+        except BaseException as exc:  # reported by up() once every thread is done
+            failures[site] = exc
+
+    def _prepare_files(self) -> None:
+        """The shared token, rules, Alertmanager configuration, dashboards, every site's
+        ``gotthard.toml`` (the runbook webhook and DR replica read it before Slurm is up)."""
+
+        from gotthard.dashboards import alertmanager, grafana, rules, rules_cli
+        from gotthard.dashboards.settings import MonitoringConfig
+
+        top = self.topology
+        token = top.webhook_token
+        if not token.exists():
+            token.write_text(secrets.token_hex(16) + "\n")
+            token.chmod(0o600)
+        # each site's alerts go to that site's webhook (it owns the site's cluster); both
+        # Alertmanagers run this same file. Test-speed grouping: 1 s wait, 2 s interval.
+        settings = alertmanager.AlertmanagerSettings(
+            webhook_url=f"{self.runbooks_url(self.sites[0])}/alerts",
+            site_webhook_urls={site: f"{self.runbooks_url(site)}/alerts" for site in self.sites},
+            webhook_token_file=str(token),
+            pager_urls={site: alertmanager.default_pager_url(site) for site in self.sites},
+            group_wait="1s",
+            group_interval="2s",
+        )
+        fast = MonitoringConfig(thresholds=sites_config.fast_thresholds())
+        rules_cli.build(top.rules_dir, settings=settings, monitoring=fast)
+        grafana.write_dashboards(self.directory / "dashboards")
+        top.object_store.mkdir(exist_ok=True)
+        for site in self.sites:
+            sandbox = self.site(site)
+            (sandbox.directory / "logs").mkdir(parents=True, exist_ok=True)
+            sandbox.gotthard_config.write_text(sandbox.config_text())
+            path = sandbox.directory / "prometheus.yml"
+            path.write_text(rules.dump_yaml(sites_config.site_prometheus_config(top, site)))
+        global_dir = self.directory / "global"
+        global_dir.mkdir(exist_ok=True)
+        (global_dir / "prometheus.yml").write_text(
+            rules.dump_yaml(sites_config.global_prometheus_config(top))
+        )
+
+    def _gotthard(self, site: str, *command: str) -> list[str]:
+        return [sys.executable, "-m", "gotthard", "--config", str(self.config_file(site)), *command]
+
+    def _first_services(self, binaries: Mapping[str, str]) -> list[Service]:
+        """Emulated API servers, Alertmanagers and every Prometheus (they need nothing)."""
+        top = self.topology
+        python = sys.executable
+        services: list[Service] = []
+        apis = [
+            (site, "kubernetes", self.port(site, "kubeapi"), top.kubeconfig(site))
+            for site in self.sites
+        ]
+        apis.append(("", "karmada", self.ports["karmada"], top.karmada_kubeconfig))
+        for site, kind, port, kubeconfig in apis:
+            if self.external.karmada if kind == "karmada" else self.external.sites.get(site):
+                continue  # a real API from the site file: nothing to start
+            name = site or "karmada"
+            argv = [python, "-m", "gotthard.sandbox.kubeapi", "--listen", f"127.0.0.1:{port}"]
+            argv += ["--kind", kind, "--name", name, "--kubeconfig", str(kubeconfig)]
+            url = local_url(port)
+            label = "karmada-api" if kind == "karmada" else "kube-api"
+            service = f"{site}-{label}" if site else label
+            ready = f"{url}/readyz"
+            services.append(Service(service, site, f"{label} (emulated)", argv, ready, url))
+        for site in self.sites:
+            services.append(self._alertmanager(site, binaries["alertmanager"]))
+        for site in self.sites:
+            sandbox_dir = self.site(site).directory
+            services.append(
+                _prometheus(
+                    f"{site}-prometheus",
+                    site,
+                    "prometheus",
+                    binaries["prometheus"],
+                    sandbox_dir / "prometheus.yml",
+                    sandbox_dir / "prometheus",
+                    self.port(site, "prometheus"),
+                )
+            )
+        global_dir = self.directory / "global"
+        services.append(
+            _prometheus(
+                "global-prometheus",
+                "",
+                "prometheus (global view)",
+                binaries["prometheus"],
+                global_dir / "prometheus.yml",
+                global_dir / "data",
+                self.ports["global"],
+            )
+        )
+        return services
+
+    def _alertmanager(self, site: str, binary: str) -> Service:
+        top = self.topology
+        storage = self.site(site).directory / "alertmanager"
+        storage.mkdir(parents=True, exist_ok=True)
+        port = self.port(site, "alertmanager")
+        peers = [
+            f"--cluster.peer=127.0.0.1:{self.port(other, 'alertmanager-cluster')}"
+            for other in self.sites
+            if other != site
+        ]
+        argv = [
+            binary,
+            f"--config.file={top.rules_dir / 'alertmanager.yml'}",
+            f"--storage.path={storage}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--cluster.listen-address=127.0.0.1:{self.port(site, 'alertmanager-cluster')}",
+            *peers,
+            # gossip fast; the peer timeout stays Alertmanager's 15 s: a peer waits that long
+            # for the first one's notification (a runbook webhook that drains a node takes
+            # a few seconds to answer) before it notifies itself
+            "--cluster.gossip-interval=100ms",
+            "--cluster.pushpull-interval=2s",
+        ]
+        url = local_url(port)
+        return Service(f"{site}-alertmanager", site, "alertmanager", argv, f"{url}/-/ready", url)
+
+    def _second_services(self) -> list[Service]:
+        """Runbook webhooks, DR replicas and the simulated Velero (they need the APIs)."""
+        services: list[Service] = []
+        for site in self.sites:
+            url = self.runbooks_url(site)
+            argv = self._gotthard(site, "runbooks", "serve", "--mode", self.runbooks_mode)
+            services.append(
+                Service(f"{site}-runbooks", site, "runbook-webhook", argv, f"{url}/healthz", url)
+            )
+        # a real cluster runs its own Velero: the simulated one only serves emulated clusters
+        emulated = [site for site in self.sites if site not in self.external.sites]
+        argv = [sys.executable, "-m", "gotthard.sandbox.velero_sim"]
+        for site in emulated:
+            argv += ["--cluster", f"{site}={self.kubeconfig(site)}"]
+        argv += ["--object-store", str(self.object_store)]
+        store = f"file://{self.object_store}"
+        if emulated:
+            services.append(Service("velero", "", "velero (simulated)", argv, "", store))
+        for site in self.sites:
+            url = self.dr_url(site)
+            argv = self._gotthard(site, "dr", "daemon")
+            services.append(Service(f"{site}-dr", site, "dr-daemon", argv, f"{url}/metrics", url))
+        return services
+
+    def _start_services(self, services: Sequence[Service]) -> None:
+        """Spawn every service at once, then wait until each one is ready."""
+        spawned: list[tuple[Service, ProcessRecord]] = []
+        for svc in services:
+            extra = {"site": svc.site, "kind": svc.kind, "url": svc.url}
+            spawned.append((svc, self._procs.spawn(svc.name, svc.argv, extra=extra)))
+        for svc, record in spawned:
+            if svc.ready_url:
+                self._procs.wait_http(record, svc.ready_url, timeout=svc.timeout)
+            elif not _still_running(record, 1.0):
+                raise SandboxError(f"{svc.name} exited during start-up (log {record.log})")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _slurm_url(sandbox: Sandbox, name: str) -> str:
+    if name in ("slurmctld", "slurmd"):
+        return f"tcp://127.0.0.1:{sandbox.port(name)}"
+    if name == "munged":
+        return f"unix:{sandbox.munge_socket}"
+    if name == "exporter":
+        return sandbox.exporter_url
+    return ""
+
+
+def _prometheus(
+    name: str, site: str, kind: str, binary: str, config: Path, data: Path, port: int
+) -> Service:
+    data.mkdir(parents=True, exist_ok=True)
+    argv = [
+        binary,
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--storage.tsdb.retention.time=2d",
+        "--web.enable-lifecycle",
+        "--rules.alert.resend-delay=1s",
+        "--log.level=warn",
+    ]
+    url = local_url(port)
+    return Service(name, site, kind, argv, f"{url}/-/ready", url)
+
+
+def _still_running(record: ProcessRecord, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not procs.is_running(record):
+            return False
+        time.sleep(0.1)
+    return procs.is_running(record)

@@ -1,0 +1,133 @@
+"""``two_sites``: one two-site sandbox (Zurich + Lugano) for the whole session.
+
+Started once with the runbook webhooks in enforce mode, and with every source the
+dashboards need, as the live dashboard test has them (tests/dashboards): the real
+exporter of each site also runs the ``gpu`` collector on the FAKE NVML library (jobs 1 and
+2 on the GPUs) and the ``textfile`` collector on the files ``gotthard policy eval`` and
+``gotthard audit kube-bench`` write; real Slingshot and Lustre exporters on the fixture
+trees are extra scrape targets of both sites; each site's Slurm runs jobs 1 and 2, has one
+pending job and a reservation; the DR daemon backs up and drills every minute.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gotthard.sandbox import SandboxError, free_ports
+from gotthard.sandbox.sites import MultiSiteSandbox, SiteSandbox
+from tests.dashboards.live_sources import LiveTrees, write_security_textfiles
+from tests.dashboards.test_dashboards import exporter_argv, fake_gpu_node
+from tests.support.monitoring import Processes
+
+SITES = ("zurich", "lugano")
+#: Every minute: the DR panels have a backup and a drill within a minute or two.
+EVERY_MINUTE = "* * * * *"
+
+
+class DashboardSources:
+    """The fake GPU node, the security textfiles and the Slingshot/Lustre exporters."""
+
+    def __init__(self, root: Path, procs: Processes) -> None:
+        root.mkdir(parents=True, exist_ok=True)
+        env, procfs = fake_gpu_node(root)
+        #: only what the fake NVML library adds to the environment
+        self.exporter_env = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        textfiles = root / "textfile"
+        write_security_textfiles(textfiles)
+        self.exporter_toml = (
+            'collectors = ["slurm", "gpu", "textfile"]\n'
+            f'path_procfs = "{procfs}"\n'
+            "[exporter.textfile]\n"
+            f'directory = "{textfiles}"\n'
+            "[exporter.gpu]\n"
+            "poll_interval_seconds = 1\n"
+            f'kubelet_socket = "{root / "no-kubelet.sock"}"\n'
+        )
+        self.trees = LiveTrees(root / "nodes")
+        self.trees.build()
+        names = ("compute-node", "lustre-oss", "lustre-mds")
+        ports = dict(zip(names, free_ports(len(names)), strict=True))
+        plain_env = {k: v for k, v in os.environ.items() if k != "GOTTHARD_CONFIG"}
+        compute = self.trees.compute
+        argvs = {
+            "compute-node": exporter_argv(
+                ports["compute-node"],
+                "--collectors=slingshot,lustre",
+                f"--path.sysfs={compute / 'sys'}",
+                f"--path.procfs={compute / 'proc'}",
+            ),
+            **{
+                f"lustre-{server}": exporter_argv(
+                    ports[f"lustre-{server}"],
+                    "--collectors=lustre",
+                    "--lustre.job-stats",
+                    f"--path.sysfs={self.trees.root / server / 'sys'}",
+                    f"--path.procfs={self.trees.root / server / 'proc'}",
+                )
+                for server in self.trees.servers
+            },
+        }
+        self.trees.start()
+        for name, argv in argvs.items():
+            procs.start(name, argv, plain_env)
+        #: job -> target, scraped by every site's Prometheus with that site's labels
+        self.targets = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+
+    def stop(self) -> None:
+        self.trees.stop()
+
+
+def seed_slurm(slurm: SiteSandbox) -> None:
+    """Jobs 1 and 2 running (the fake GPUs' processes and the Lustre job stats belong to
+    them), one job pending until tomorrow and a reservation, as a busy site has them.
+
+    Run as soon as the site's Slurm takes jobs: the exporter's submission probe
+    (``sbatch --test-only``) uses up job ids once it runs."""
+    for _ in range(2):
+        slurm.submit("-o", "/dev/null", "-n", "1", "--time=600", "--wrap", "sleep 100000")
+    slurm.submit("-o", "/dev/null", "--begin=now+1day", "--wrap", "true")
+    slurm.run_command(
+        [
+            "scontrol",
+            "create",
+            "reservation",
+            "reservationname=maintenance",
+            "starttime=now+1day",
+            "duration=60",
+            f"nodes={slurm.node_name}",
+            "users=root",
+            "flags=ignore_jobs",
+        ]
+    )
+
+
+@pytest.fixture(scope="session")
+def two_sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiSiteSandbox]:
+    """The two-site sandbox, runbook webhooks enforcing (``up_seconds``: how long ``up``
+    took)."""
+    root = tmp_path_factory.mktemp("two-sites")
+    with Processes(root / "source-logs") as procs:
+        sources = DashboardSources(root / "sources", procs)
+        sandbox = MultiSiteSandbox.with_free_ports(
+            root / "sandbox",
+            SITES,
+            exporter_toml=dict.fromkeys(SITES, sources.exporter_toml),
+            exporter_env=dict.fromkeys(SITES, sources.exporter_env),
+            extra_targets=dict.fromkeys(SITES, sources.targets),
+            backup_cron=EVERY_MINUTE,
+            drill_cron=EVERY_MINUTE,
+            on_slurm_up=seed_slurm,
+        )
+        try:
+            try:
+                sandbox.up(verbose=False, runbooks_mode="enforce")
+            except SandboxError as exc:
+                pytest.fail(f"cannot start the two-site sandbox: {exc}", pytrace=False)
+            yield sandbox
+        finally:
+            sandbox.down(verbose=False)
+            sources.stop()
