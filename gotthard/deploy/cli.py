@@ -1,4 +1,4 @@
-"""``gotthard deploy render --target kubernetes|systemd|prometheus --out DIR``.
+"""``gotthard deploy render --target kubernetes|systemd|prometheus|thanos --out DIR``.
 
 Exit status: 0 written; 2 a bad target, an unwritable directory or a site model that
 cannot be rendered (one line on stderr).
@@ -16,12 +16,13 @@ from gotthard import config as configuration
 from gotthard.config import Config
 from gotthard.deploy.manifest import RenderError, write
 
-TARGETS = ("kubernetes", "systemd", "prometheus")
+TARGETS = ("kubernetes", "systemd", "prometheus", "thanos")
 
 
 def add_cli(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "deploy", help="deployment: Kubernetes manifests, systemd units, scrape configs"
+        "deploy",
+        help="deployment: Kubernetes manifests, systemd units, scrape configs, Thanos",
     )
     sub = parser.add_subparsers(dest="deploy_command", metavar="ACTION")
     sub.required = True
@@ -67,6 +68,10 @@ def render_files(target: str, cfg: Config, site_toml: str) -> dict[str, str]:
         from gotthard.deploy import prometheus
 
         return prometheus.render(cfg, deploy.prometheus)
+    if target == "thanos":
+        from gotthard.deploy import thanos
+
+        return thanos.render(cfg, deploy.thanos)
     raise RenderError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
 
 

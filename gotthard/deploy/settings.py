@@ -1,8 +1,9 @@
 """``[deploy]``: how ``gotthard deploy render`` lays Gotthard out at a site.
 
-Three tables, one per target: ``[deploy.kubernetes]`` (namespaces, image, the node
-exporter's host access, Secrets), ``[deploy.systemd]`` (binary, site file, textfile
-directory, timers) and ``[deploy.prometheus]`` (where the scrape targets come from).
+One table per target: ``[deploy.kubernetes]`` (namespaces, image, the node exporter's
+host access, Secrets), ``[deploy.systemd]`` (binary, site file, textfile directory,
+timers), ``[deploy.prometheus]`` (where the scrape targets come from) and
+``[deploy.thanos]`` (the global view: replicas, ports, Secrets, address overrides).
 The site and cluster names come from the site model, never from here.
 """
 
@@ -12,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from gotthard.base import DnsLabel, Name, Strict
+from gotthard.base import DnsLabel, ListenAddress, Name, Strict
 from gotthard.deploy.roles import SCRAPED
 
 
@@ -130,9 +131,55 @@ class PrometheusDeploy(Strict):
         return value
 
 
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+class ThanosDeploy(Strict):
+    """``[deploy.thanos]``: the global view of a production site (Thanos sidecar + Query).
+
+    Addresses come from the site model: each Prometheus (a cluster's ``prometheus_url``,
+    else its site's) serves the sidecar's gRPC Store API on the same host at
+    ``sidecar_grpc_port``, and each site's Alertmanagers run on that host too, unless
+    ``endpoints`` / ``alertmanager_hosts`` say otherwise.
+    """
+
+    #: Image of Thanos Query (the sidecar's image is the operator's default).
+    image: str = "quay.io/thanos/thanos:v0.37.2"
+    #: Namespace of Thanos Query, of the Prometheus and Alertmanager custom resources and
+    #: of the Secrets they read (kube-prometheus: ``monitoring``).
+    namespace: DnsLabel = "monitoring"
+    #: Names of the Prometheus and Alertmanager custom resources the patches apply to
+    #: (kube-prometheus: ``k8s`` and ``main``).
+    prometheus_name: DnsLabel = "k8s"
+    alertmanager_name: DnsLabel = "main"
+    #: Replicas of each Prometheus (an HA pair by default) and of Thanos Query.
+    prometheus_replicas: Annotated[int, Field(ge=1, le=10)] = 2
+    query_replicas: Annotated[int, Field(ge=1, le=10)] = 2
+    #: gRPC port of the sidecar's Store API and of Query's own.
+    sidecar_grpc_port: Port = 10901
+    #: Secret (key ``objstore.yml``) with the object store configuration of the sidecars.
+    objstore_secret: DnsLabel = "thanos-objstore"
+    #: Store API addresses (``host:port``) by Prometheus name (``SITE`` or
+    #: ``SITE-CLUSTER``), one per replica where they differ; unset = derived.
+    endpoints: dict[str, list[ListenAddress]] = Field(default_factory=dict)
+    #: Alertmanager hosts by site; unset = the host of the site's Prometheus.
+    alertmanager_hosts: dict[Name, list[str]] = Field(default_factory=dict)
+    alertmanager_port: Port = 9093
+    alertmanager_cluster_port: Port = 9094
+
+    @field_validator("endpoints", "alertmanager_hosts")
+    @classmethod
+    def _not_empty(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
+        empty = sorted(name for name, entries in value.items() if not entries)
+        if empty:
+            raise ValueError(f"{', '.join(empty)}: give at least one address")
+        return value
+
+
 class DeployConfig(Strict):
     """The ``[deploy]`` table."""
 
     kubernetes: KubernetesDeploy = KubernetesDeploy()
     systemd: SystemdDeploy = SystemdDeploy()
     prometheus: PrometheusDeploy = PrometheusDeploy()
+    thanos: ThanosDeploy = ThanosDeploy()

@@ -1,0 +1,358 @@
+"""``gotthard deploy render --target thanos``: the global view's configuration, from the
+site model. Thanos does not run here; what can be checked is: the Prometheus fragments
+with ``promtool check config``, the Kubernetes manifests with the strict schema, the
+Alertmanager peer list with two real clustered Alertmanagers, the addresses and labels
+against the site model."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from gotthard.deploy.settings import ThanosDeploy
+from gotthard.sandbox import free_ports
+from tests.deploy.rendering import SITE, manifests, render
+from tests.deploy.test_kubernetes import KUBERNETES_VERSION
+from tests.support.cli import ROOT, gotthard, run
+from tests.support.monitoring import Processes, binary, get_json
+from tests.support.wait import wait_until
+
+#: Two sites: Zurich's Slurm cluster on the site's Prometheus, its Kubernetes cluster on a
+#: Prometheus of its own; Lugano's two clusters on one site Prometheus, its Alertmanagers
+#: named explicitly.
+TWO_SITES = """\
+site = "zurich"
+cluster = "alps"
+
+[sites.zurich]
+prometheus_url = "http://prometheus.zurich.example:9090"
+
+[sites.zurich.clusters.alps]
+
+[sites.zurich.clusters.alps-k8s]
+prometheus_url = "https://prometheus.alps-k8s.zurich.example"
+
+[sites.zurich.clusters.alps-k8s.kubernetes]
+in_cluster = true
+
+[sites.lugano]
+prometheus_url = "http://prometheus.lugano.example:9090"
+
+[sites.lugano.clusters.todi]
+
+[sites.lugano.clusters.todi-k8s]
+
+[sites.lugano.clusters.todi-k8s.kubernetes]
+kubeconfig = "/etc/gotthard/lugano.kubeconfig"
+
+[deploy.thanos.alertmanager_hosts]
+lugano = ["am-0.lugano.example", "am-1.lugano.example"]
+"""
+#: Prometheus name -> its external labels (without the replica).
+EXPECTED_LABELS = {
+    "zurich": {"site": "zurich", "cluster": "alps"},
+    "zurich-alps-k8s": {"site": "zurich", "cluster": "alps-k8s"},
+    "lugano": {"site": "lugano"},
+}
+ALERTMANAGERS = [
+    "prometheus.zurich.example:9093",
+    "am-0.lugano.example:9093",
+    "am-1.lugano.example:9093",
+]
+
+
+def _site_file(directory: Path, text: str) -> Path:
+    path = directory / "site.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site = _site_file(tmp_path_factory.mktemp("thanos-site"), TWO_SITES)
+    return render("thanos", tmp_path_factory.mktemp("thanos"), site)
+
+
+def _yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _args(default_file: Path) -> list[str]:
+    """The ``ARGS="..."`` of an /etc/default file, split as the unit's shell would."""
+    (line,) = [x for x in default_file.read_text().splitlines() if x.startswith("ARGS=")]
+    (value,) = shlex.split(line.removeprefix("ARGS="))
+    return shlex.split(value)
+
+
+def test_one_fragment_per_prometheus_replica_with_unique_external_labels(out: Path) -> None:
+    fragments = {p.stem: _yaml(p) for p in sorted((out / "plain").glob("prometheus-*.yml"))}
+    expected = {f"prometheus-{name}-{r}" for name in EXPECTED_LABELS for r in (0, 1)}
+    assert set(fragments) == expected
+    seen = set()
+    for stem, fragment in fragments.items():
+        name, replica = stem.removeprefix("prometheus-").rsplit("-", 1)
+        labels = fragment["global"]["external_labels"]
+        assert labels == {**EXPECTED_LABELS[name], "replica": replica}
+        seen.add(tuple(sorted(labels.items())))
+        alerting = fragment["alerting"]
+        # every Prometheus sends to every site's Alertmanagers, without the replica label
+        assert alerting["alertmanagers"] == [{"static_configs": [{"targets": ALERTMANAGERS}]}]
+        assert alerting["alert_relabel_configs"] == [{"action": "labeldrop", "regex": "replica"}]
+    assert len(seen) == len(fragments), "Thanos needs unique external labels per Prometheus"
+
+
+def _full_config(fragment: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "global": {"scrape_interval": "30s", **fragment["global"]},
+        "alerting": fragment["alerting"],
+        "scrape_configs": [
+            {"job_name": "prometheus", "static_configs": [{"targets": ["localhost:9090"]}]}
+        ],
+    }
+
+
+def _promtool(config: dict[str, Any], path: Path) -> tuple[int, str]:
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    result = run([binary("promtool"), "check", "config", str(path)])
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_promtool_accepts_each_fragment_in_a_full_config(out: Path, tmp_path: Path) -> None:
+    for path in sorted((out / "plain").glob("prometheus-*.yml")):
+        code, output = _promtool(_full_config(_yaml(path)), tmp_path / path.name)
+        assert code == 0, f"{path.name}: {output}"
+    # the check can fail: an external label name Prometheus refuses
+    broken = _full_config(_yaml(out / "plain" / "prometheus-lugano-0.yml"))
+    broken["global"]["external_labels"]["bad-name"] = "x"
+    assert _promtool(broken, tmp_path / "broken.yml")[0] != 0
+
+
+def test_the_manifests_validate_against_the_kubernetes_schema(out: Path) -> None:
+    objects = [doc for _, doc in manifests(out)]
+    assert sorted(o["kind"] for o in objects) == ["Deployment", "Secret", "Service"]
+    for obj in objects:
+        try:
+            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as err:
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']}: {err.message} at {err.path}")
+        assert obj["metadata"]["namespace"] == "monitoring"
+
+
+def test_query_reaches_every_sidecar_and_deduplicates_on_the_replica_label(out: Path) -> None:
+    deployment, service = yaml.safe_load_all((out / "thanos-query.yaml").read_text())
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[0] == "query"
+    assert "--query.replica-label=replica" in args
+    assert [a for a in args if a.startswith("--endpoint=")] == [
+        "--endpoint=prometheus.zurich.example:10901",
+        "--endpoint=prometheus.alps-k8s.zurich.example:10901",
+        "--endpoint=prometheus.lugano.example:10901",
+    ]
+    assert deployment["spec"]["replicas"] == 2
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
+        "http": 10902,
+        "grpc": 10901,
+    }
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == selector
+    assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_operator_patches_set_the_labels_the_pair_and_the_sidecar(out: Path) -> None:
+    for name, labels in EXPECTED_LABELS.items():
+        path = out / "patches" / f"prometheus-{name}.yaml"
+        assert "kubectl -n monitoring patch prometheus k8s --type merge" in path.read_text()
+        spec = _yaml(path)["spec"]
+        assert spec["externalLabels"] == labels  # the operator adds the replica itself
+        assert spec["replicaExternalLabelName"] == "replica"
+        assert spec["replicas"] == 2
+        assert spec["thanos"] == {
+            "objectStorageConfig": {"name": "thanos-objstore", "key": "objstore.yml"}
+        }
+        assert spec["additionalAlertManagerConfigs"] == {
+            "name": "thanos-additional-alertmanagers",
+            "key": "alertmanager-configs.yaml",
+        }
+
+
+def test_the_alertmanagers_secret_is_what_prometheus_accepts(out: Path, tmp_path: Path) -> None:
+    (secret,) = [doc for _, doc in manifests(out) if doc["kind"] == "Secret"]
+    assert secret["metadata"]["name"] == "thanos-additional-alertmanagers"
+    configs = yaml.safe_load(secret["stringData"]["alertmanager-configs.yaml"])
+    assert configs == [{"static_configs": [{"targets": ALERTMANAGERS}]}]
+    fragment = _yaml(out / "plain" / "prometheus-zurich-0.yml")
+    fragment["alerting"]["alertmanagers"] = configs
+    code, output = _promtool(_full_config(fragment), tmp_path / "prometheus.yml")
+    assert code == 0, output
+
+
+def test_the_object_store_is_a_template_without_secrets(out: Path) -> None:
+    text = (out / "objstore.yml").read_text()
+    store = yaml.safe_load(text)
+    assert store["type"] == "S3"
+    # every value is a placeholder to fill in outside the rendered files
+    assert all(str(value).startswith("REPLACE_") for value in store["config"].values())
+    assert "kubectl -n monitoring create secret generic thanos-objstore" in text
+
+
+def test_plain_prometheus_and_sidecar_flags(out: Path) -> None:
+    assert _args(out / "plain" / "prometheus.default") == [
+        "--storage.tsdb.min-block-duration=2h",
+        "--storage.tsdb.max-block-duration=2h",
+    ]
+    lines = (out / "plain" / "thanos-sidecar.args").read_text().splitlines()
+    args = [line for line in lines if not line.startswith("#")]
+    assert args[0] == "sidecar"
+    assert "--grpc-address=0.0.0.0:10901" in args
+    assert "--objstore.config-file=/etc/thanos/objstore.yml" in args
+
+
+def test_alertmanager_peers_span_the_sites(out: Path) -> None:
+    peers = _args(out / "plain" / "prometheus-alertmanager.default")
+    assert peers == [
+        "--cluster.listen-address=0.0.0.0:9094",
+        "--cluster.peer=prometheus.zurich.example:9094",
+        "--cluster.peer=am-0.lugano.example:9094",
+        "--cluster.peer=am-1.lugano.example:9094",
+    ]
+    # the operator peers its own replicas: each site's resource adds the other site's
+    zurich = _yaml(out / "patches" / "alertmanager-zurich.yaml")["spec"]["additionalPeers"]
+    lugano = _yaml(out / "patches" / "alertmanager-lugano.yaml")["spec"]["additionalPeers"]
+    assert zurich == ["am-0.lugano.example:9094", "am-1.lugano.example:9094"]
+    assert lugano == ["prometheus.zurich.example:9094"]
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Processes]:
+    with Processes(tmp_path / "logs") as started:
+        yield started
+
+
+def _peers(url: str) -> int:
+    try:
+        return len(get_json(f"{url}/api/v2/status", timeout=2)["cluster"]["peers"])
+    except (OSError, KeyError, TypeError):
+        return 0
+
+
+def test_two_real_alertmanagers_form_one_cluster_from_the_rendered_peers(
+    tmp_path: Path, procs: Processes
+) -> None:
+    """Each site's Alertmanager on its own loopback address, the rendered ARGS otherwise
+    unchanged: both see two members."""
+    cluster_port, *web = free_ports(3)
+    site = TWO_SITES.replace(
+        'lugano = ["am-0.lugano.example", "am-1.lugano.example"]',
+        f'zurich = ["127.0.0.1"]\nlugano = ["127.0.0.2"]\n\n[deploy.thanos]\n'
+        f"alertmanager_cluster_port = {cluster_port}",
+    )
+    rendered = render("thanos", tmp_path / "out", _site_file(tmp_path, site))
+    args = _args(rendered / "plain" / "prometheus-alertmanager.default")
+    config = tmp_path / "alertmanager.yml"
+    config.write_text("route: {receiver: none}\nreceivers: [{name: none}]\n")
+    urls = []
+    for host, port in zip(("127.0.0.1", "127.0.0.2"), web, strict=True):
+        own = [
+            f"--cluster.listen-address={host}:{cluster_port}" if a.startswith("--cluster.listen-")
+            else a
+            for a in args
+        ]  # fmt: skip
+        argv = [
+            binary("prometheus-alertmanager"),
+            *own,
+            f"--config.file={config}",
+            f"--storage.path={tmp_path / host}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ]
+        procs.start(f"alertmanager-{host}", argv)
+        urls.append(f"http://127.0.0.1:{port}")
+    for url in urls:
+        wait_until(lambda url=url: _peers(url) == 2, 30, f"{url} sees both members")
+    # one at a time: a member leaving waits for the other's acknowledgement (up to 10 s)
+    for proc in procs.started:
+        proc.terminate()
+        proc.wait(timeout=15)
+
+
+def test_a_site_without_prometheus_is_refused_with_the_key_to_set(tmp_path: Path) -> None:
+    result = gotthard(
+        "--config", str(SITE), "deploy", "render", "--target", "thanos", "--out", str(tmp_path)
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "gotthard deploy: sites.lugano.clusters.lugano-k8s: no prometheus_url, and the site has"
+        " none; the global view needs every cluster's Prometheus"
+        " (set sites.lugano.prometheus_url)"
+    ]
+    assert not list(tmp_path.iterdir()), "nothing is written"
+
+
+def test_two_prometheus_on_one_host_need_explicit_endpoints(tmp_path: Path) -> None:
+    one_host = TWO_SITES.replace("prometheus.lugano.example", "prometheus.zurich.example")
+    result = gotthard(
+        "--config", str(_site_file(tmp_path, one_host)),
+        "deploy", "render", "--target", "thanos", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "set [deploy.thanos.endpoints]" in result.stderr, result.stderr
+    explicit = one_host + (
+        '\n[deploy.thanos.endpoints]\nlugano = ["sidecar-0.lugano.example:10901",'
+        ' "sidecar-1.lugano.example:10901"]\n'
+    )
+    out = render("thanos", tmp_path / "explicit", _site_file(tmp_path, explicit))
+    deployment, _ = yaml.safe_load_all((out / "thanos-query.yaml").read_text())
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--endpoint=sidecar-0.lugano.example:10901" in args
+    assert "--endpoint=sidecar-1.lugano.example:10901" in args
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('[deploy.thanos.endpoints]\nbern = ["x:1"]', "deploy.thanos.endpoints: no Prometheus"),
+        ('[deploy.thanos.alertmanager_hosts]\nbern = ["x"]', "bern is not a site"),
+    ],
+)
+def test_overrides_must_name_what_the_site_model_has(
+    tmp_path: Path, table: str, message: str
+) -> None:
+    text = TWO_SITES.split("[deploy.thanos.alertmanager_hosts]")[0] + table + "\n"
+    result = gotthard(
+        "--config", str(_site_file(tmp_path, text)),
+        "deploy", "render", "--target", "thanos", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_example_site_file_lists_every_thanos_key_with_its_default() -> None:
+    raw = tomllib.loads((ROOT / "docs" / "site.example.toml").read_text())["deploy"]["thanos"]
+    assert set(raw) == set(ThanosDeploy.model_fields)
+    assert ThanosDeploy.model_validate(raw) == ThanosDeploy()
+
+
+def test_multisite_md_lists_exactly_the_rendered_files(out: Path) -> None:
+    text = (ROOT / "docs" / "multisite.md").read_text()
+    table = text.split("### `gotthard deploy render --target thanos`")[1].split("\n\n")
+    (rows,) = [part for part in table if part.startswith("| File |")]
+    documented = {line.split("`")[1] for line in rows.splitlines()[2:]}
+    generic = {
+        re.sub(
+            r"-(\d)\.yml$",
+            "-<replica>.yml",
+            re.sub(r"(prometheus|alertmanager)-(zurich-alps-k8s|zurich|lugano)", r"\1-<n>", path),
+        )
+        for path in (str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    }
+    documented = {re.sub(r"<(name|site)>", "<n>", name) for name in documented}
+    assert generic == documented
