@@ -25,7 +25,7 @@ class PrometheusError(Exception):
 
 
 class Prometheus:
-    """The few HTTP API calls the check needs."""
+    """The few HTTP API calls Gotthard makes (query, label values, build info)."""
 
     def __init__(self, url: str, timeout: float = 10.0) -> None:
         self.url = url.rstrip("/")

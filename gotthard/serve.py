@@ -282,9 +282,15 @@ class TLSReloader:
         self.check_seconds = check_seconds
         self._context = context
         self._signature = self._stat()
+        #: notAfter of the certificate being served: read once per load, not per scrape
+        self.not_after = self._not_after()
         self._failed: object = None
         self._checked = time.monotonic()
         self._lock = threading.Lock()
+
+    def _not_after(self) -> float | None:
+        cert = self.web.cert_file
+        return certificate_not_after(cert) if cert is not None else None
 
     def _stat(self) -> tuple[tuple[int, int, int] | None, ...]:
         signature: list[tuple[int, int, int] | None] = []
@@ -316,6 +322,7 @@ class TLSReloader:
             assert context is not None
             log.info("reloaded the TLS certificate from %s", self.web.cert_file)
             self._context, self._signature = context, signature
+            self.not_after = self._not_after()
             return context
 
 
@@ -649,10 +656,10 @@ def certificate_not_after(path: Path) -> float | None:
 
 
 def certificate_exposition(server: Server) -> bytes:
-    """The certificate gauge of *server*: its notAfter, by listen address, server name and
-    certificate file (empty when the certificate cannot be read)."""
+    """The certificate gauge of *server*: the notAfter of the certificate it serves, by
+    listen address, server name and certificate file (empty when it could not be read)."""
     cert = server.web.cert_file
-    not_after = certificate_not_after(cert) if cert is not None else None
+    not_after = server.tls.not_after if server.tls is not None else None
     if not_after is None:
         return b""
     host, port = server.server_address

@@ -20,6 +20,7 @@ import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,10 +53,15 @@ def _name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def pyproject() -> dict[str, Any]:
+    """The ``[project]`` table of pyproject.toml."""
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
 def declared_extras() -> dict[str, set[str]]:
     """pyproject.toml's extras, each as the set of distribution names it installs (an
     extra naming the project's own extras is expanded)."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    project = pyproject()
     table: dict[str, list[str]] = project["optional-dependencies"]
 
     def expand(extra: str) -> set[str]:
@@ -94,8 +100,7 @@ def test_all_installs_every_role_and_test_installs_all() -> None:
 
 
 def test_the_base_install_holds_no_control_plane_library() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    base = {_name(r).lower() for r in project["dependencies"]}
+    base = {_name(r) for r in pyproject()["dependencies"]}
     assert base == {"prometheus-client", "nvidia-ml-py", "pydantic", "pyyaml", "bcrypt"}
 
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from gotthard import config as configuration
 from gotthard.base import format_validation_error
-from gotthard.exporters.runtime import Collector, CollectorRunner, Exporter
+from gotthard.exporters.runtime import Collector, CollectorRunner, Exporter, SetupError
 from gotthard.exporters.settings import ExporterConfig
 
 log = logging.getLogger("gotthard.exporter")
@@ -56,11 +56,8 @@ def _lustre(cfg: configuration.Config) -> Collector:
 
 
 def _textfile(cfg: configuration.Config) -> Collector:
-    from gotthard.exporters.slurm.collector import SetupError
     from gotthard.exporters.textfile import TextfileCollector
 
-    if not cfg.exporter.textfile.directory:
-        raise SetupError("no directory: set --textfile.directory or [exporter.textfile]")
     return TextfileCollector(cfg.exporter.textfile)
 
 
@@ -288,8 +285,6 @@ def build_exporter(cfg: configuration.Config) -> Exporter:
         )
     if not names:
         raise UsageError("no collectors enabled")
-    from gotthard.exporters.slurm.collector import SetupError
-
     runners = []
     for name in dict.fromkeys(names):
         try:

@@ -32,6 +32,11 @@ from gotthard.exporters.families import MetricFamily, counter, gauge, render_tex
 log = logging.getLogger("gotthard.exporter")
 
 
+class SetupError(Exception):
+    """A collector cannot be built from this configuration (bad URL, missing module or
+    directory): ``gotthard exporter`` exits 2 naming the collector."""
+
+
 class Collector(Protocol):
     """What the runtime needs from a collector module."""
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from gotthard.exporters.families import Kind, MetricFamily, gauge
+from gotthard.exporters.runtime import SetupError
 from gotthard.exporters.settings import TextfileExporterConfig
 
 #: Names a file may not define: the exporter's own families.
@@ -45,13 +46,17 @@ class TextfileSnapshot:
     errors: dict[str, str] = field(default_factory=dict)
 
 
+#: One sample name's type, help and samples (labels, value), as read from the files.
+Entry = tuple[Kind, str, list[tuple[dict[str, str], float]]]
+
+
 def _kind(kind: str) -> Kind:
     return kind if kind in ("gauge", "counter") else "untyped"  # type: ignore[return-value]
 
 
-def parse(text: str) -> dict[str, tuple[Kind, str, list[tuple[dict[str, str], float]]]]:
+def parse(text: str) -> dict[str, Entry]:
     """Sample name -> (type, help, samples) of one file; TextfileError says what is wrong."""
-    found: dict[str, tuple[Kind, str, list[tuple[dict[str, str], float]]]] = {}
+    found: dict[str, Entry] = {}
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -73,6 +78,7 @@ def read(directory: Path) -> TextfileSnapshot:
     """Every ``*.prom`` file of *directory* (sorted by name), merged."""
     snapshot = TextfileSnapshot()
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    merged: dict[str, Entry] = {}
     try:
         names = sorted(
             p.name for p in directory.iterdir() if p.name.endswith(".prom") and p.name[0] != "."
@@ -103,28 +109,23 @@ def read(directory: Path) -> TextfileSnapshot:
             continue
         seen.update(keys)
         snapshot.mtimes[name] = mtime
-        _merge(snapshot.families, parsed)
+        for sample, (kind, help_text, rows) in parsed.items():
+            # the first file to define a name sets its type and help
+            merged.setdefault(sample, (kind, help_text, []))[2].extend(rows)
+    snapshot.families = {name: _family(name, *entry) for name, entry in merged.items()}
     return snapshot
 
 
-def _merge(
-    families: dict[str, MetricFamily],
-    parsed: dict[str, tuple[Kind, str, list[tuple[dict[str, str], float]]]],
-) -> None:
-    """Add *parsed* to *families*. A family's label names are the union over its samples;
-    a sample without one of them gets the empty value, which Prometheus reads as absent."""
-    for name, (kind, help_text, samples) in parsed.items():
-        family = families.get(name)
-        if family is None:
-            family = families[name] = MetricFamily(name, kind, help_text or f"textfile {name}")
-        old = [dict(zip(family.labels, values, strict=True)) for values, _ in family.samples]
-        values = [v for _, v in family.samples]
-        rows = [*zip(old, values, strict=True), *samples]
-        family.labels = tuple(sorted({label for labels, _ in rows for label in labels}))
-        family.samples = [
-            (tuple(labels.get(label, "") for label in family.labels), value)
-            for labels, value in rows
-        ]
+def _family(
+    name: str, kind: Kind, help_text: str, rows: list[tuple[dict[str, str], float]]
+) -> MetricFamily:
+    """One family of every file's samples of *name*. Its label names are the union over
+    the samples; a sample without one of them gets the empty value, which Prometheus reads
+    as absent."""
+    labels = tuple(sorted({label for values, _ in rows for label in values}))
+    family = MetricFamily(name, kind, help_text or f"textfile {name}", labels)
+    family.samples = [(tuple(values.get(label, "") for label in labels), v) for values, v in rows]
+    return family
 
 
 def render(snapshot: TextfileSnapshot) -> list[MetricFamily]:
@@ -150,7 +151,7 @@ class TextfileCollector:
 
     def __init__(self, config: TextfileExporterConfig) -> None:
         if not config.directory:
-            raise ValueError("no directory: set [exporter.textfile] directory")
+            raise SetupError("no directory: set --textfile.directory or [exporter.textfile]")
         self.directory = Path(config.directory)
         self.poll_interval = 0.0
 

@@ -10,7 +10,7 @@ import contextlib
 import gzip
 from collections.abc import Callable
 
-from gotthard.serve import Request, Response, Server, WebConfig, text
+from gotthard.serve import METRICS_ROUTE, Request, Response, Server, WebConfig, text
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Subtracted from Prometheus' scrape timeout header so the reply arrives in time.
@@ -54,7 +54,7 @@ def make_server(
         return 200, headers, body
 
     routes = {
-        "GET /metrics": metrics,
+        METRICS_ROUTE: metrics,
         "GET /healthz": lambda _: text(200, "ok\n"),
         "GET /": lambda _: text(200, LANDING, "text/html; charset=utf-8"),
     }

@@ -29,7 +29,6 @@ _FINAL = (
     pynvml.NVML_ERROR_NO_PERMISSION,
     pynvml.NVML_ERROR_UNINITIALIZED,
 )
-#: FATAL_XIDS make a GPU unhealthy for xid_health_window; the list is shared with the alerts.
 
 
 @dataclass
@@ -88,6 +87,7 @@ class XidWatcher(threading.Thread):
                 per_device = self.state.counts.setdefault(key, {})
                 per_device[xid] = per_device.get(xid, 0) + 1
                 self.state.last[key] = (xid, time.monotonic())
+                # unhealthy for xid_health_window (the list is shared with the alerts)
                 if xid in FATAL_XIDS:
                     self.state.last_fatal[key] = (xid, time.monotonic())
             log.warning("GPU %s: XID %d", key, xid)

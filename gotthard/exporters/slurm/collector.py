@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from gotthard.exporters.families import MetricFamily
+from gotthard.exporters.runtime import SetupError
 from gotthard.exporters.settings import SlurmExporterConfig
 from gotthard.exporters.slurm.cli import CliBackend
 from gotthard.exporters.slurm.render import render
@@ -19,10 +20,6 @@ from gotthard.exporters.slurm.snapshot import (
 )
 
 log = logging.getLogger("gotthard.exporter.slurm")
-
-
-class SetupError(Exception):
-    """The collector cannot be built from this configuration (bad URL, missing module)."""
 
 
 def _rest_token(config: SlurmExporterConfig) -> str | None:

@@ -432,7 +432,7 @@ def map_controllers(document: Mapping[str, Any]) -> tuple[tuple[snapshot.Control
     errors = 0
     for entry in pings:
         hostname = _str(entry.get("hostname")) if isinstance(entry, Mapping) else ""
-        if not isinstance(entry, Mapping) or not hostname:
+        if not hostname:  # not an entry, or one without its host
             errors += 1
             continue
         index = len(controllers)
