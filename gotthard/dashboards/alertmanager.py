@@ -190,7 +190,6 @@ MODES: tuple[Mode, ...] = ("full", "subtree")
 
 
 def _receivers(settings: AlertmanagerSettings, name: Callable[[str], str]) -> list[dict[str, Any]]:
-    sites: Sequence[str] = list(settings.pager_urls)
     return [
         {"name": name(NULL_RECEIVER)},
         {
@@ -207,9 +206,9 @@ def _receivers(settings: AlertmanagerSettings, name: Callable[[str], str]) -> li
         *(
             {
                 "name": name(pager_receiver(site)),
-                "webhook_configs": [_webhook(settings.pager_urls[site])],
+                "webhook_configs": [_webhook(url)],
             }
-            for site in sites
+            for site, url in settings.pager_urls.items()
         ),
         {
             "name": name(DEFAULT_PAGER_RECEIVER),

@@ -158,8 +158,6 @@ def run_build(args: argparse.Namespace, cfg: Config) -> int:
         return 2
 
     def write() -> list[Path]:
-        if args.format == "json":
-            return grafana.write_dashboards(args.out, monitoring=cfg.monitoring)
         documents = deliver.dashboard_documents(
             args.format,
             monitoring=cfg.monitoring,

@@ -56,7 +56,7 @@ SIDECAR_LABEL = "grafana_dashboard"
 
 def recording_groups(monitoring: MonitoringConfig | None = None) -> list[dict[str, Any]]:
     """The recording groups, with the DCGM mapping group first when it is selected."""
-    groups = rules.recording_groups(monitoring=monitoring)["groups"]
+    groups = rules.recording_groups()["groups"]
     if monitoring is not None and monitoring.gpu_source == "dcgm":
         return [dcgm.recording_group(), *groups]
     return groups

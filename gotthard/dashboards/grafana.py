@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from grafanalib._gen import DashboardEncoder
 from grafanalib.core import Dashboard
 
+from gotthard.dashboards import deliver
 from gotthard.dashboards.boards import (
     dr,
     exporter,
@@ -102,9 +103,4 @@ def write_dashboards(
     """Write ``<uid>.json`` for every dashboard into *out_dir* (created if missing)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for dash in build_dashboards(monitoring):
-        path = out / f"{dash['uid']}.json"
-        path.write_text(render(dash), encoding="utf-8")
-        written.append(path)
-    return written
+    return deliver.write(out, deliver.dashboard_documents("json", monitoring=monitoring))

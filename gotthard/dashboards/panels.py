@@ -36,7 +36,7 @@ from grafanalib.core import (
     TimeSeries,
 )
 
-from gotthard.dashboards.shared import DASHBOARD_NAMES, TITLE_PREFIX, sel, uid_for
+from gotthard.dashboards.shared import DASHBOARD_NAMES, DASHBOARD_UIDS, TITLE_PREFIX, sel
 
 DATASOURCE: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
 TAG = "gotthard"
@@ -375,11 +375,12 @@ def dashboard(
     variables: Sequence[Template] = (),
 ) -> Dashboard:
     """The dashboard *key* of :data:`~gotthard.dashboards.shared.DASHBOARD_NAMES`, titled
-    ``Gotthard / <name>``, its uid derived from the name."""
+    ``Gotthard / <name>``, with its uid from
+    :data:`~gotthard.dashboards.shared.DASHBOARD_UIDS`."""
     name = DASHBOARD_NAMES[key]
     return Dashboard(
         title=TITLE_PREFIX + name,
-        uid=uid_for(name),
+        uid=DASHBOARD_UIDS[key],
         description=description,
         tags=[TAG, *tags],
         templating=Templating(list=[*base_variables(), *variables]),

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from gotthard.dashboards.components import RECORDING_RULES, all_alerts, threshold_values
+from gotthard.dashboards.components import ALERTS, RECORDING_RULES, all_alerts, threshold_values
 from gotthard.dashboards.rule_model import (
     COMPONENTS,
     DEFAULT_DASHBOARD_BASE_URL,
@@ -78,8 +78,6 @@ __all__ = [
     "values_for",
 ]
 
-#: Every alert at the default thresholds.
-ALERTS: tuple[AlertRule, ...] = all_alerts()
 #: The series the recording rules write: dashboards read them, so a Prometheus that
 #: serves the dashboards loads ``recording.rules.yml``.
 RECORDED_SERIES: frozenset[str] = frozenset(rule.record for rule in RECORDING_RULES)
@@ -151,8 +149,9 @@ def _by_component(
     return grouped
 
 
-def recording_groups(monitoring: MonitoringConfig | None = None) -> dict[str, Any]:
-    """The recording rules; *monitoring* is accepted for symmetry (no rule depends on it)."""
+def recording_groups() -> dict[str, Any]:
+    """The components' recording rules, one group each; no threshold changes them (the
+    DCGM mapping group is added by :func:`gotthard.dashboards.deliver.recording_groups`)."""
     return {
         "groups": [
             {
@@ -184,8 +183,8 @@ def alerting_groups(
     return {"groups": groups}
 
 
-def render_recording_rules(monitoring: MonitoringConfig | None = None) -> str:
-    return HEADER + dump_yaml(recording_groups(monitoring))
+def render_recording_rules() -> str:
+    return HEADER + dump_yaml(recording_groups())
 
 
 def render_alerting_rules(

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gotthard.dashboards import rules
+from gotthard.dashboards import deliver, rules
 from gotthard.dashboards.rule_model import AlertRule
 from gotthard.dashboards.thresholds import duration, num, pct
 
@@ -87,9 +87,4 @@ def write_runbooks(out_dir: Path | str, monitoring: MonitoringConfig | None = No
     """Write the pages into *out_dir* (created if missing); return their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in render_pages(monitoring).items():
-        path = out / name
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
+    return deliver.write(out, render_pages(monitoring))

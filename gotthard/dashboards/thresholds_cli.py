@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from gotthard.dashboards import rules
 from gotthard.dashboards.components import all_alerts
+from gotthard.dashboards.lint import iter_panels
 from gotthard.dashboards.thresholds import ThresholdValues, num
 
 if TYPE_CHECKING:
@@ -39,19 +40,13 @@ def _alert_texts(values: ThresholdValues) -> dict[str, str]:
     return {rule.name: repr(rule) for rule in all_alerts(values)}
 
 
-def _panels(dashboard: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for panel in dashboard.get("panels", []):
-        yield panel
-        yield from panel.get("panels", [])
-
-
 def _panel_texts(values: ThresholdValues) -> dict[str, str]:
     from gotthard.dashboards import grafana  # grafanalib: only for this command
 
     return {
         f"{dash['title']} / {panel['title']}": json.dumps(panel, sort_keys=True)
         for dash in grafana.build_with(values)
-        for panel in _panels(dash)
+        for panel in iter_panels(dash)
     }
 
 

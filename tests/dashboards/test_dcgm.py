@@ -8,15 +8,15 @@ Gotthard's names, units and labels, and Gotthard's GPU alerts fire from them.
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from gotthard.dashboards import dcgm
+from tests.dashboards import promtool
 from tests.dashboards.gpu_sample import gpu_family_names
-from tests.support.cli import run, run_in_process
-from tests.support.monitoring import binary, load_yaml
+from tests.support.cli import run_in_process
+from tests.support.monitoring import load_yaml
 
 UNIT_TESTS = Path(__file__).resolve().parent / "dcgm_tests"
 #: dcgm-exporter's field names (default-counters.csv and the commented-out ones; see
@@ -79,24 +79,12 @@ def test_the_group_is_in_the_rules_only_when_dcgm_is_the_gpu_source(
 
 
 def test_promtool_check_rules(built: Path) -> None:
-    result = run(
-        [
-            binary("promtool"),
-            *("check", "rules", "--lint=all", "--lint-fatal"),
-            str(built / "recording.rules.yml"),
-        ]
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    promtool.check_rules(built / "recording.rules.yml")
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in UNIT_TESTS.glob("*.test.yml")))
 def test_promtool_unit_tests(built: Path, name: str, tmp_path: Path) -> None:
-    for rule_file in ("recording.rules.yml", "alerts.rules.yml"):
-        shutil.copy(built / rule_file, tmp_path / rule_file)
-    shutil.copy(UNIT_TESTS / name, tmp_path / name)
-    result = run([binary("promtool"), "test", "rules", str(tmp_path / name)])
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout
+    promtool.unit_test(built, UNIT_TESTS / name, tmp_path)
 
 
 def test_unit_tests_fire_gpu_alerts_from_dcgm_input() -> None:

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from gotthard.dashboards import alertmanager, rules
+from tests.dashboards import promtool
 from tests.support.cli import run, run_in_process
 from tests.support.monitoring import (
     Processes,
@@ -161,32 +161,14 @@ def test_pager_routes_follow_the_sites_of_the_site_configuration(tmp_path: Path)
 
 
 def test_promtool_check_rules(built: Path) -> None:
-    promtool = binary("promtool")
-    result = run(
-        [
-            promtool,
-            "check",
-            "rules",
-            "--lint=all",
-            "--lint-fatal",
-            str(built / "recording.rules.yml"),
-            str(built / "alerts.rules.yml"),
-        ]
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = promtool.check_rules(*(built / name for name in promtool.RULE_FILES))
     assert f"SUCCESS: {len(rules.RECORDING_RULES)} rules found" in result.stdout
     assert f"SUCCESS: {len(rules.ALERTS)} rules found" in result.stdout
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in UNIT_TESTS.glob("*.test.yml")))
 def test_promtool_unit_tests(built: Path, name: str, tmp_path: Path) -> None:
-    promtool = binary("promtool")
-    for rule_file in ("recording.rules.yml", "alerts.rules.yml"):
-        shutil.copy(built / rule_file, tmp_path / rule_file)
-    shutil.copy(UNIT_TESTS / name, tmp_path / name)
-    result = run([promtool, "test", "rules", str(tmp_path / name)])
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS" in result.stdout
+    promtool.unit_test(built, UNIT_TESTS / name, tmp_path)
 
 
 def test_every_alert_has_a_firing_and_a_quiet_unit_test() -> None:

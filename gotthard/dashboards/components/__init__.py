@@ -59,5 +59,7 @@ def all_alerts(values: ThresholdValues | None = None) -> tuple[AlertRule, ...]:
     return tuple(rule for module in MODULES for rule in module.alerts(current))
 
 
+#: Every alert at the default thresholds.
+ALERTS: tuple[AlertRule, ...] = all_alerts()
 #: Every alert's name, for checking ``disabled_alerts``.
-ALERT_NAMES: tuple[str, ...] = tuple(rule.name for rule in all_alerts())
+ALERT_NAMES: tuple[str, ...] = tuple(rule.name for rule in ALERTS)

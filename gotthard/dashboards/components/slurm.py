@@ -21,16 +21,10 @@ from gotthard.slurm_state import DRAIN_REASON_PREFIX, UNAVAILABLE_EFFECTIVE_STAT
 COMPONENT = "slurm"
 DASHBOARD = "slurm-cluster"
 
-#: node states that make a node unavailable to the scheduler (slurm_nodes{state}), as the
-#: exporter's backends, the runbook webhook and the sandbox judge them
-UNAVAILABLE_STATES = UNAVAILABLE_EFFECTIVE_STATES
-
 #: Effective states of a node that failed (not drained or in maintenance): these page.
 #: Drains are left out: an operator's (or Slurm's own) drain is maintenance, shown on the
 #: dashboard; a drain by Gotthard's runbooks follows another alert, which pages already.
 FAILED_STATES = ("down", "error", "fail", "failing", "unknown")
-#: The drain reason Gotthard's runbook webhook writes starts with this.
-GOTTHARD_REASON_PREFIX = DRAIN_REASON_PREFIX
 
 UNAVAILABLE_RATIO = ratio("slurm_unavailable_ratio", 0.10, "share of a partition's nodes down")
 UNAVAILABLE_MIN = count("slurm_unavailable_min_nodes", 2, "nodes of a partition down, at least")
@@ -75,40 +69,39 @@ def _allocated(name: str, metric: str, labels: str) -> RecordingRule:
 
 
 _PARTITION = "site, cluster, partition"
+_PARTITION_NODES = "site_cluster_partition:slurm_nodes:sum"
+
+
+def _nodes_in(states: tuple[str, ...], total: str, share: str) -> tuple[RecordingRule, ...]:
+    """Nodes of each partition in one of *states* (0, not absent, when none is) as
+    *total*, and their share of the partition's nodes as *share*."""
+    return (
+        RecordingRule(
+            COMPONENT,
+            total,
+            f"sum by ({_PARTITION}) "
+            f'(slurm_nodes{{state=~"{regex_any(states)}"}})'
+            f"\nor\n0 * sum by ({_PARTITION}) (slurm_nodes)",
+        ),
+        RecordingRule(COMPONENT, share, f"{total}\n/\n({_PARTITION_NODES} > 0)"),
+    )
+
+
 RECORDING_RULES = (
     RecordingRule(
         COMPONENT,
         NODES_BY_STATE,
         "sum by (site, cluster, partition, state) (slurm_nodes)",
     ),
-    RecordingRule(
-        COMPONENT,
-        "site_cluster_partition:slurm_nodes:sum",
-        "sum by (site, cluster, partition) (slurm_nodes)",
-    ),
-    RecordingRule(
-        COMPONENT,
+    RecordingRule(COMPONENT, _PARTITION_NODES, "sum by (site, cluster, partition) (slurm_nodes)"),
+    # node states that make a node unavailable to the scheduler (slurm_nodes{state}), as
+    # the exporter's backends, the runbook webhook and the sandbox judge them
+    *_nodes_in(
+        UNAVAILABLE_EFFECTIVE_STATES,
         "site_cluster_partition:slurm_nodes_unavailable:sum",
-        "sum by (site, cluster, partition) "
-        f'(slurm_nodes{{state=~"{regex_any(UNAVAILABLE_STATES)}"}})'
-        "\nor\n0 * sum by (site, cluster, partition) (slurm_nodes)",
-    ),
-    RecordingRule(
-        COMPONENT,
         UNAVAILABLE,
-        "site_cluster_partition:slurm_nodes_unavailable:sum"
-        "\n/\n(site_cluster_partition:slurm_nodes:sum > 0)",
     ),
-    RecordingRule(
-        COMPONENT,
-        FAILED,
-        "sum by (site, cluster, partition) "
-        f'(slurm_nodes{{state=~"{regex_any(FAILED_STATES)}"}})'
-        "\nor\n0 * sum by (site, cluster, partition) (slurm_nodes)",
-    ),
-    RecordingRule(
-        COMPONENT, FAILED_RATIO, f"{FAILED}\n/\n(site_cluster_partition:slurm_nodes:sum > 0)"
-    ),
+    *_nodes_in(FAILED_STATES, FAILED, FAILED_RATIO),
     RecordingRule(
         COMPONENT,
         IDLE_CPUS,
@@ -121,7 +114,8 @@ RECORDING_RULES = (
         MAINTENANCE_DRAINS,
         "count by (site, cluster) (\n"
         '  slurm_node_info{state=~".*drain.*", '
-        f'reason!~"{GOTTHARD_REASON_PREFIX}.*"}}\n)',
+        # the drain reason Gotthard's runbook webhook writes starts with this prefix
+        f'reason!~"{DRAIN_REASON_PREFIX}.*"}}\n)',
     ),
     _allocated(PARTITION_CPUS_ALLOC, "slurm_partition_cpus", _PARTITION),
     _allocated(PARTITION_GPUS_ALLOC, "slurm_partition_gpus", _PARTITION),
