@@ -157,19 +157,7 @@ class Config(Strict):
         typo fails every command reading the site file, not only the webhook's start."""
         site = self.sites.get(self.site)
         available = list(site.clusters) if site is not None and site.clusters else [self.cluster]
-        for name in self.runbooks.clusters:
-            if name not in available:
-                raise ValueError(
-                    f"runbooks.clusters: {name!r} is not a cluster of site {self.site!r}"
-                    f" (its clusters: {', '.join(available)})"
-                )
-        owned = self.runbooks.clusters or available
-        default = self.runbooks.default_cluster
-        if default and default not in owned:
-            raise ValueError(
-                f"runbooks.default_cluster: {default!r} is not one of the webhook's clusters"
-                f" ({', '.join(owned)})"
-            )
+        self.runbooks.owned_clusters(self.site, available)
 
     # -- reading the site model ----------------------------------------------------------
 

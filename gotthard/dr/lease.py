@@ -64,7 +64,6 @@ class LeaseElector:
         duration_seconds: float,
         retry: Retry | None = None,
         clock: Callable[[], float] = time.time,
-        margin_seconds: float | None = None,
     ) -> None:
         self.api = client.CoordinationV1Api(api)
         self.namespace, self.name, self.identity = namespace, name, identity
@@ -72,9 +71,7 @@ class LeaseElector:
         # one attempt per round: the next round is the retry, and it comes before expiry
         self.retry = retry or Retry(attempts=1, timeout_seconds=max(duration_seconds / 2, 0.1))
         self.clock = clock
-        self.margin = (
-            max(duration_seconds * MARGIN_SHARE, 0.1) if margin_seconds is None else margin_seconds
-        )
+        self.margin = max(duration_seconds * MARGIN_SHARE, 0.1)
         #: Clock reading until which this replica may act as leader.
         self.deadline = -math.inf
 

@@ -19,7 +19,15 @@ from prometheus_client import (
     generate_latest,
 )
 
-from gotthard.serve import Request, Response, Server, WebConfig, json_response, text
+from gotthard.serve import (
+    METRICS_ROUTE,
+    Request,
+    Response,
+    Server,
+    WebConfig,
+    json_response,
+    text,
+)
 
 if TYPE_CHECKING:
     from gotthard.dr.placement import Decision
@@ -312,7 +320,7 @@ class MetricsServer(Server):
     ) -> None:
         self.metrics = metrics
         self.health = health
-        routes = {"GET /metrics": self._metrics, "GET /healthz": self._healthz}
+        routes = {METRICS_ROUTE: self._metrics, "GET /healthz": self._healthz}
         super().__init__(
             (host, port),
             routes,

@@ -436,12 +436,7 @@ def iso_time(ts: float) -> str:
 def schedule_hooks(settings: DrConfig, site: str, namespace: str) -> list[BackupHook]:
     """The backup hooks of the schedules backing up *namespace* at *site*: a drill's fresh
     backup and an ad-hoc one are taken as consistently as the scheduled ones."""
-    return [
-        hook
-        for sched in settings.schedules
-        if namespace in sched.namespaces and site in settings.schedule_sites(sched)
-        for hook in sched.hooks
-    ]
+    return [hook for sched in settings.schedules_of(site, namespace) for hook in sched.hooks]
 
 
 def _drill_backup(

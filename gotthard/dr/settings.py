@@ -245,12 +245,17 @@ class DrConfig(Strict):
     def schedule_sites(self, schedule: BackupSchedule) -> list[str]:
         return list(schedule.sites) or sorted(self.sites)
 
+    def schedules_of(self, site: str, namespace: str) -> list[BackupSchedule]:
+        """The schedules backing up *namespace* at *site*, in configuration order."""
+        return [
+            sched
+            for sched in self.schedules
+            if namespace in sched.namespaces and site in self.schedule_sites(sched)
+        ]
+
     def namespace_tier(self, site: str, namespace: str) -> str:
         """The tier of the first tiered schedule backing up *namespace* at *site*; "" = none."""
-        for sched in self.schedules:
-            if sched.tier and namespace in sched.namespaces and site in self.schedule_sites(sched):
-                return sched.tier
-        return ""
+        return next((s.tier for s in self.schedules_of(site, namespace) if s.tier), "")
 
     def drill_tier(self, drill: DrillSpec) -> str:
         """The drill's own tier, else that of the schedule backing up its namespace."""

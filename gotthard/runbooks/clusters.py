@@ -93,7 +93,6 @@ def shared(
     slurm: SlurmActions | None = None,
     kubernetes: KubernetesActions | None = None,
     dr: DrActions | None = None,
-    repair: RepairCheck | None = None,
 ) -> Clusters:
     """Clusters *names* that all act through the same backends (defaults from *settings*):
     a webhook without a site model, and tests."""
@@ -102,7 +101,7 @@ def shared(
         kubernetes=kubernetes or KubernetesActions(settings),
         dr=dr or DrActions(),
     )
-    check = repair or RepairCheck(settings.prometheus_url, settings.prometheus_timeout_seconds)
+    check = RepairCheck(settings.prometheus_url, settings.prometheus_timeout_seconds)
     owned = [Cluster(name, backends, check) for name in names]
     return Clusters(owned, default=settings.default_cluster)
 
@@ -118,15 +117,13 @@ def from_config(cfg: Config, settings: RunbooksConfig) -> Clusters:
     site = cfg.site_config()
     # a site listed without clusters still has the installation's own, with defaults
     available: Mapping[str, ClusterConfig] = site.clusters or {cfg.cluster: ClusterConfig()}
-    for name in settings.clusters:
-        if name not in available:
-            raise OwnershipError(
-                f"runbooks.clusters: {name!r} is not a cluster of site {cfg.site!r}"
-                f" (its clusters: {', '.join(available)})"
-            )
+    try:
+        names = settings.owned_clusters(cfg.site, list(available))
+    except ValueError as err:
+        raise OwnershipError(str(err)) from None
     dr = DrActions(cfg.dr)
     owned = []
-    for name in settings.clusters or list(available):
+    for name in names:
         conf = available[name]
         backends = Backends(
             slurm=SlurmActions(settings, slurm_conf=conf.slurm_conf),

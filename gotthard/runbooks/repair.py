@@ -18,7 +18,7 @@ query travels as an HTTP form field, never through a shell.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from gotthard.prometheus import Prometheus, PrometheusError
 from gotthard.runbooks.validate import Alert, shown
@@ -30,9 +30,6 @@ PLACEHOLDER = re.compile(r"\$labels\.([A-Za-z_][A-Za-z0-9_]*)")
 _QUOTES = "\"'`"
 #: Characters written as an escape inside a PromQL string literal.
 _NAMED_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-#: Runs a PromQL instant query: (expression) -> (result type, result).
-QueryFunc = Callable[[str], tuple[str, list[object]]]
 
 
 class RepairError(ValueError):
@@ -91,9 +88,9 @@ def render(template: str, labels: Mapping[str, str]) -> str:
 class RepairCheck:
     """Confirms repairs against the Prometheus at *url* (empty: never confirmed)."""
 
-    def __init__(self, url: str, timeout: float, query: QueryFunc | None = None) -> None:
+    def __init__(self, url: str, timeout: float) -> None:
         self.url = url
-        self._query = query or Prometheus(url, timeout).query
+        self._query = Prometheus(url, timeout).query
 
     def unconfirmed(self, alert: Alert) -> str | None:
         """None when *alert*'s ``repair_query`` returns a series; otherwise why not."""

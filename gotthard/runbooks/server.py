@@ -33,7 +33,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from gotthard.base import parse_listen
 from gotthard.runbooks.engine import Engine
 from gotthard.runbooks.validate import PayloadError, load_json, parse_payload
-from gotthard.serve import Request, Response, Server, WebConfig, json_response
+from gotthard.serve import METRICS_ROUTE, Request, Response, Server, WebConfig, json_response
 
 log = logging.getLogger("gotthard.runbooks")
 
@@ -132,7 +132,7 @@ class RunbookServer(Server):
         self.sampler = RejectSampler()
         routes = {
             "GET /healthz": self._healthz,
-            "GET /metrics": self._metrics,
+            METRICS_ROUTE: self._metrics,
             ALERTS: self._alerts,
         }
         super().__init__(

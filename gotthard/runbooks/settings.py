@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -63,3 +64,22 @@ class RunbooksConfig(Strict):
     #: Timeout of that query; no answer in time means the repair is unconfirmed.
     prometheus_timeout_seconds: Seconds = 10.0
     limits: LimitSettings = LimitSettings()
+
+    def owned_clusters(self, site: str, available: Sequence[str]) -> list[str]:
+        """The clusters the webhook of *site* owns, given the site's *available* ones:
+        ``clusters``, or every one. ValueError naming the key when ``clusters`` or
+        ``default_cluster`` names a cluster that is not the site's or not owned (checked
+        when the site file loads and again when the webhook starts)."""
+        for name in self.clusters:
+            if name not in available:
+                raise ValueError(
+                    f"runbooks.clusters: {name!r} is not a cluster of site {site!r}"
+                    f" (its clusters: {', '.join(available)})"
+                )
+        owned = list(self.clusters or available)
+        if self.default_cluster and self.default_cluster not in owned:
+            raise ValueError(
+                f"runbooks.default_cluster: {self.default_cluster!r} is not one of the"
+                f" webhook's clusters ({', '.join(owned)})"
+            )
+        return owned

@@ -12,6 +12,9 @@ from tests.support.kube import EmulatorThread
 
 from .emulator import SimulatedVeleroController, dr_resources
 
+#: A healthy site: the fields of :class:`~gotthard.dr.placement.SiteHealth` but its name.
+GOOD = dict(api_up=True, ingress_up=True, gpu_capacity=8, slurm_up=True, drill_ok=True)
+
 
 @pytest.fixture
 def k8s(kube_emulator: Callable[..., EmulatorThread]) -> EmulatorThread:

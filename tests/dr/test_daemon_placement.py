@@ -15,9 +15,9 @@ from gotthard.dr.metrics import MetricsServer
 from gotthard.dr.placement import ServiceState, SiteHealth, decide, propagation_policy
 from gotthard.dr.settings import DrConfig, PlacementConfig
 
-from .conftest import make_settings
+from .conftest import GOOD, make_settings
+from .test_velero_drill import samples
 
-GOOD = dict(api_up=True, ingress_up=True, gpu_capacity=8, slurm_up=True, drill_ok=True)
 BAD = dict(GOOD, api_up=False)
 
 
@@ -246,11 +246,12 @@ def test_apply_replaces_the_spec_with_the_resource_version_it_read(k8s, tmp_path
 
 
 def _failed_over(daemon: DrDaemon) -> dict[tuple[str, str, str], float]:
-    families = text_string_to_metric_families(daemon.metrics.render().decode())
-    family = next(f for f in families if f.name == "gotthard_dr_service_failed_over")
+    """``gotthard_dr_service_failed_over``: (service, primary_site, site) -> value."""
     return {
-        (s.labels["service"], s.labels["primary_site"], s.labels["site"]): s.value
-        for s in family.samples
+        (labels["service"], labels["primary_site"], labels["site"]): value
+        for (name, items), value in samples(daemon.ctx).items()
+        if name == "gotthard_dr_service_failed_over"
+        for labels in [dict(items)]
     }
 
 

@@ -10,9 +10,7 @@ from pathlib import Path
 from gotthard.dr.daemon import DrDaemon
 from gotthard.dr.placement import SiteHealth
 
-from .conftest import make_settings
-
-GOOD = dict(api_up=True, ingress_up=True, gpu_capacity=8, slurm_up=True, drill_ok=True)
+from .conftest import GOOD, make_settings
 
 
 def _mode(path: Path) -> int:

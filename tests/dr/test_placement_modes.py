@@ -25,7 +25,7 @@ from gotthard.dr.placement import (
 )
 from gotthard.dr.settings import DrConfig
 
-from .conftest import make_settings
+from .conftest import GOOD, make_settings
 
 CRD = (
     Path(__file__).resolve().parents[1]
@@ -34,7 +34,6 @@ CRD = (
     / "policy.karmada.io_propagationpolicies.yaml"
 )
 INTERVAL = 60.0
-GOOD = dict(api_up=True, ingress_up=True, gpu_capacity=8, slurm_up=True, drill_ok=True)
 BAD = dict(GOOD, slurm_up=False)
 
 

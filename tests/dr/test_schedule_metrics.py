@@ -5,22 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from gotthard.dr.daemon import DrDaemon
 from gotthard.dr.metrics import cron_period_seconds
 
 from .conftest import make_settings
+from .test_velero_drill import samples
 
 
 def _samples(daemon: DrDaemon, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    text = daemon.metrics.render().decode()
-    return {
-        tuple(sorted(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-        if sample.name == name
-    }
+    """The samples of metric *name*: sorted labels -> value."""
+    return {labels: value for (n, labels), value in samples(daemon.ctx).items() if n == name}
 
 
 def test_the_period_is_the_longest_gap_of_the_cron() -> None:
