@@ -34,6 +34,7 @@ from tests.support.kube import (
     assert_usage_error,
     deployment_manifest,
     label_selector,
+    pod_manifest,
     start_kubeapi,
 )
 from tests.support.monitoring import Processes, promtool_check_metrics
@@ -42,15 +43,6 @@ from tests.support.monitoring import Processes, promtool_check_metrics
 @pytest.fixture
 def k8s(kube_emulator: Callable[..., EmulatorThread]) -> EmulatorThread:
     return kube_emulator(PODS, DEPLOYMENTS, LEASES)
-
-
-def pod(name: str, namespace: str = "app", **labels: str) -> dict[str, object]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-    }
 
 
 def lease(name: str, holder: str) -> client.V1Lease:
@@ -68,18 +60,18 @@ def api_error(call: Callable[[], object]) -> tuple[int, dict[str, object]]:
 
 def test_create_answers_201_and_a_second_create_409_already_exists(k8s: EmulatorThread) -> None:
     core = client.CoreV1Api(k8s.api())
-    _, status, _ = core.create_namespaced_pod_with_http_info("app", pod("web"))
+    _, status, _ = core.create_namespaced_pod_with_http_info("app", pod_manifest("web"))
     assert status == 201
-    code, body = api_error(lambda: core.create_namespaced_pod("app", pod("web")))
+    code, body = api_error(lambda: core.create_namespaced_pod("app", pod_manifest("web")))
     assert code == 409
     assert body["kind"] == "Status" and body["reason"] == "AlreadyExists"
     # the same name in another namespace is another object
-    assert core.create_namespaced_pod("other", pod("web", "other")).metadata.name == "web"
+    assert core.create_namespaced_pod("other", pod_manifest("web", "other")).metadata.name == "web"
 
 
 def test_resource_version_is_set_and_bumped_on_every_write(k8s: EmulatorThread) -> None:
     core = client.CoreV1Api(k8s.api())
-    created = core.create_namespaced_pod("app", pod("web"))
+    created = core.create_namespaced_pod("app", pod_manifest("web"))
     v1 = created.metadata.resource_version
     assert v1 and created.metadata.uid and created.metadata.creation_timestamp
     patched = core.patch_namespaced_pod("web", "app", {"metadata": {"labels": {"a": "b"}}})
@@ -95,7 +87,7 @@ def test_resource_version_is_set_and_bumped_on_every_write(k8s: EmulatorThread) 
 
 def test_put_replaces_and_a_stale_resource_version_is_a_conflict(k8s: EmulatorThread) -> None:
     core = client.CoreV1Api(k8s.api())
-    created = core.create_namespaced_pod("app", pod("web", tier="a"))
+    created = core.create_namespaced_pod("app", pod_manifest("web", tier="a"))
     body = core.read_namespaced_pod("web", "app")
     body.metadata.labels = {"tier": "b"}
     replaced = core.replace_namespaced_pod("web", "app", body)
@@ -134,9 +126,9 @@ def test_list_honours_label_selectors(
     k8s: EmulatorThread, selector: str, expected: list[str]
 ) -> None:
     core = client.CoreV1Api(k8s.api())
-    core.create_namespaced_pod("app", pod("a", tier="web"))
-    core.create_namespaced_pod("app", pod("b", tier="db", env="prod"))
-    core.create_namespaced_pod("app", pod("c", env="prod"))
+    core.create_namespaced_pod("app", pod_manifest("a", tier="web"))
+    core.create_namespaced_pod("app", pod_manifest("b", tier="db", env="prod"))
+    core.create_namespaced_pod("app", pod_manifest("c", env="prod"))
     found = core.list_namespaced_pod("app", label_selector=selector)
     assert sorted(p.metadata.name for p in found.items) == expected
     assert found.metadata.resource_version
@@ -165,8 +157,8 @@ def test_namespaces_are_selected_by_label_and_deleting_one_deletes_its_objects(
     listed = core.list_namespace(label_selector="scratch=true")
     assert [n.metadata.name for n in listed.items] == ["app"]
 
-    core.create_namespaced_pod("app", pod("web"))
-    core.create_namespaced_pod("keep", pod("web", "keep"))
+    core.create_namespaced_pod("app", pod_manifest("web"))
+    core.create_namespaced_pod("keep", pod_manifest("web", "keep"))
     deployment = {"metadata": {"name": "d", "namespace": "app"}, "spec": {"replicas": 1}}
     custom.create_namespaced_custom_object("apps", "v1", "app", "deployments", deployment)
     core.delete_namespace("app")
@@ -233,8 +225,8 @@ def test_health_switch_turns_probes_and_metrics_into_503_and_the_api_keeps_answe
     k8s: EmulatorThread,
 ) -> None:
     core = client.CoreV1Api(k8s.api())
-    core.create_namespaced_pod("app", pod("web"))
-    core.create_namespaced_pod("app", pod("db"))
+    core.create_namespaced_pod("app", pod_manifest("web"))
+    core.create_namespaced_pod("app", pod_manifest("db"))
     assert http(f"{k8s.url}/livez") == (200, "ok")
     assert http(f"{k8s.url}/readyz") == (200, "ok")
     code, text = http(f"{k8s.url}/metrics")

@@ -53,7 +53,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
-import os
 import re
 import signal
 import sys
@@ -69,6 +68,8 @@ import attrs
 import kmock
 import yaml
 from kubernetes import client
+
+from gotthard.sandbox.processes import write_private
 
 __all__ = [
     "CONFIGMAPS",
@@ -90,6 +91,7 @@ __all__ = [
     "label_selector",
     "main",
     "sandbox_resources",
+    "timestamp",
     "write_kubeconfig",
 ]
 
@@ -232,7 +234,8 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def _timestamp() -> str:
+def timestamp() -> str:
+    """Now, as the API server writes a time (RFC 3339, UTC, whole seconds)."""
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -264,7 +267,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
         metadata.update(
             resourceVersion=self._next_version(),
             uid=str(uuid.uuid4()),
-            creationTimestamp=_timestamp(),
+            creationTimestamp=timestamp(),
         )
 
     # -- objects of registered resources ------------------------------------------------
@@ -518,10 +521,7 @@ def write_kubeconfig(
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "current-context": name,
     }
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        os.fchmod(handle.fileno(), 0o600)
-        handle.write(yaml.safe_dump(doc))
+    write_private(path, yaml.safe_dump(doc))
     return path
 
 

@@ -155,18 +155,26 @@ def _start_prometheus_server(
     *options: str,
     timeout: float = 30.0,
 ) -> None:
-    """Start Prometheus or Alertmanager: both take ``--config.file``, a storage directory
-    flag and ``--web.listen-address``, and answer ``/-/ready`` once they serve."""
+    """Start Prometheus or Alertmanager; both answer ``/-/ready`` once they serve."""
+    argv = server_argv(binary, config, storage, port, *options)
+    procs.start_service(name, argv, f"{local_url(port)}/-/ready", timeout=timeout)
+
+
+def server_argv(
+    binary: str, config: Path, storage: tuple[str, Path], port: int, *options: str
+) -> list[str]:
+    """argv of Prometheus or Alertmanager on loopback *port*: both take ``--config.file``,
+    a storage directory flag (*storage*: flag name and directory, created here) and
+    ``--web.listen-address``."""
     flag, directory = storage
-    directory.mkdir(exist_ok=True)
-    argv = [
+    directory.mkdir(parents=True, exist_ok=True)
+    return [
         binary,
         f"--config.file={config}",
         f"--{flag}={directory}",
         f"--web.listen-address=127.0.0.1:{port}",
         *options,
     ]
-    procs.start_service(name, argv, f"{local_url(port)}/-/ready", timeout=timeout)
 
 
 def start_monitoring(layout: SandboxLayout, procs: ProcessTable, binaries: dict[str, str]) -> None:

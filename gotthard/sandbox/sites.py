@@ -93,11 +93,8 @@ class SiteSandbox(Sandbox):
         exporter_env: Mapping[str, str],
         on_slurm_up: Callable[[SiteSandbox], None] | None = None,
     ) -> None:
-        ports = {
-            name: top.port(site, name)
-            for name in ("slurmctld", "slurmd", "exporter", "prometheus", "alertmanager")
-        }
-        ports["runbooks"] = top.port(site, "runbooks")
+        names = ("slurmctld", "slurmd", "exporter", "prometheus", "alertmanager", "runbooks")
+        ports = {name: top.port(site, name) for name in names}
         super().__init__(
             top.site_dir(site),
             ports=ports,
@@ -186,12 +183,12 @@ class MultiSiteSandbox:
         self.sites = tuple(sites)
         if len(self.sites) < 2 or len(set(self.sites)) != len(self.sites):
             raise ValueError(f"a multi-site sandbox needs distinct sites, got {self.sites}")
-        wanted = set(sites_config.default_ports(self.sites))
+        defaults = sites_config.default_ports(self.sites)
         given = dict(ports or {})
-        unknown = sorted(set(given) - wanted)
+        unknown = sorted(set(given) - set(defaults))
         if unknown:
             raise ValueError(f"unknown sandbox port(s): {', '.join(unknown)}")
-        self.ports = {**sites_config.default_ports(self.sites), **given}
+        self.ports = {**defaults, **given}
         self.exporter_toml = dict(exporter_toml or {})
         self.exporter_env = {k: dict(v) for k, v in (exporter_env or {}).items()}
         self.extra_targets = {k: dict(v) for k, v in (extra_targets or {}).items()}
@@ -327,27 +324,11 @@ class MultiSiteSandbox:
         for site in self.sites:
             sandbox = self.site(site)
             for record in sandbox.records():
-                rows.append(
-                    {
-                        "name": f"{site}/{record.name}",
-                        "site": site,
-                        "kind": record.name,
-                        "state": "running" if procs.is_running(record) else "stopped",
-                        "url": _slurm_url(sandbox, record.name),
-                        "pid": record.pid,
-                    }
-                )
+                url = _slurm_url(sandbox, record.name)
+                rows.append(_row(record, f"{site}/{record.name}", site, record.name, url))
         for record in self._procs.load():
-            rows.append(
-                {
-                    "name": record.name,
-                    "site": record.extra.get("site", ""),
-                    "kind": record.extra.get("kind", record.name),
-                    "state": "running" if procs.is_running(record) else "stopped",
-                    "url": record.extra.get("url", ""),
-                    "pid": record.pid,
-                }
-            )
+            site, kind = record.extra.get("site", ""), record.extra.get("kind", record.name)
+            rows.append(_row(record, record.name, site, kind, record.extra.get("url", "")))
         real = [(site, "kube-api", kube) for site, kube in self.external.sites.items()]
         if self.external.karmada is not None:
             real.append(("", "karmada-api", self.external.karmada))
@@ -427,7 +408,7 @@ class MultiSiteSandbox:
             raise
         elapsed = time.monotonic() - started
         self.up_seconds = elapsed
-        say(f"two-site sandbox up in {elapsed:.1f}s ({self.directory})")
+        say(f"{len(self.sites)}-site sandbox up in {elapsed:.1f}s ({self.directory})")
         for row in self.status():
             say(f"  {row['site'] or '-':<8} {row['kind']:<24} {row['url']}")
         say(f"  global view: {self.global_url}")
@@ -484,8 +465,7 @@ class MultiSiteSandbox:
         top = self.topology
         token = top.webhook_token
         if not token.exists():
-            token.write_text(secrets.token_hex(16) + "\n")
-            token.chmod(0o600)
+            procs.write_private(token, secrets.token_hex(16) + "\n")
         # each site's alerts go to that site's webhook (it owns the site's cluster); both
         # Alertmanagers run this same file. Test-speed grouping: 1 s wait, 2 s interval.
         settings = alertmanager.AlertmanagerSettings(
@@ -566,20 +546,17 @@ class MultiSiteSandbox:
         return services
 
     def _alertmanager(self, site: str, binary: str) -> Service:
-        top = self.topology
-        storage = self.site(site).directory / "alertmanager"
-        storage.mkdir(parents=True, exist_ok=True)
         port = self.port(site, "alertmanager")
         peers = [
             f"--cluster.peer=127.0.0.1:{self.port(other, 'alertmanager-cluster')}"
             for other in self.sites
             if other != site
         ]
-        argv = [
+        argv = monitoring.server_argv(
             binary,
-            f"--config.file={top.rules_dir / 'alertmanager.yml'}",
-            f"--storage.path={storage}",
-            f"--web.listen-address=127.0.0.1:{port}",
+            self.topology.rules_dir / "alertmanager.yml",
+            ("storage.path", self.site(site).directory / "alertmanager"),
+            port,
             f"--cluster.listen-address=127.0.0.1:{self.port(site, 'alertmanager-cluster')}",
             *peers,
             # gossip fast; the peer timeout stays Alertmanager's 15 s: a peer waits that long
@@ -587,7 +564,7 @@ class MultiSiteSandbox:
             # a few seconds to answer) before it notifies itself
             "--cluster.gossip-interval=100ms",
             "--cluster.pushpull-interval=2s",
-        ]
+        )
         url = local_url(port)
         return Service(f"{site}-alertmanager", site, "alertmanager", argv, f"{url}/-/ready", url)
 
@@ -624,11 +601,17 @@ class MultiSiteSandbox:
         for svc, record in spawned:
             if svc.ready_url:
                 self._procs.wait_http(record, svc.ready_url, timeout=svc.timeout)
-            elif not _still_running(record, 1.0):
+            elif procs.wait_for(lambda r=record: not procs.is_running(r), 1.0):
                 raise SandboxError(f"{svc.name} exited during start-up (log {record.log})")
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _row(record: ProcessRecord, name: str, site: str, kind: str, url: str) -> dict[str, Any]:
+    """A row of :meth:`MultiSiteSandbox.status` for a process the sandbox started."""
+    state = "running" if procs.is_running(record) else "stopped"
+    return {"name": name, "site": site, "kind": kind, "state": state, "url": url, "pid": record.pid}
 
 
 def _slurm_url(sandbox: Sandbox, name: str) -> str:
@@ -644,25 +627,15 @@ def _slurm_url(sandbox: Sandbox, name: str) -> str:
 def _prometheus(
     name: str, site: str, kind: str, binary: str, config: Path, data: Path, port: int
 ) -> Service:
-    data.mkdir(parents=True, exist_ok=True)
-    argv = [
+    argv = monitoring.server_argv(
         binary,
-        f"--config.file={config}",
-        f"--storage.tsdb.path={data}",
-        f"--web.listen-address=127.0.0.1:{port}",
+        config,
+        ("storage.tsdb.path", data),
+        port,
         "--storage.tsdb.retention.time=2d",
         "--web.enable-lifecycle",
         "--rules.alert.resend-delay=1s",
         "--log.level=warn",
-    ]
+    )
     url = local_url(port)
     return Service(name, site, kind, argv, f"{url}/-/ready", url)
-
-
-def _still_running(record: ProcessRecord, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not procs.is_running(record):
-            return False
-        time.sleep(0.1)
-    return procs.is_running(record)

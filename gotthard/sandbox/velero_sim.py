@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import json
 import re
 import signal
@@ -58,6 +57,7 @@ from gotthard.sandbox.kubeapi import (
     SERVICES,
     Resource,
     UsageParser,
+    timestamp,
 )
 from gotthard.sandbox.kubeapi import label_selector as parse_selector
 from gotthard.site import KubeAccess
@@ -71,10 +71,6 @@ _STORED_PHASES = frozenset({"Completed", "PartiallyFailed"})
 _GROUP = ("velero.io", "v1")
 
 Obj = dict[str, Any]
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -392,7 +388,7 @@ class SimulatedVelero:
                     "objectStorage": {"bucket": str(self.store.root)},
                     "default": True,
                 },
-                "status": {"phase": "Available", "lastValidationTime": _now()},
+                "status": {"phase": "Available", "lastValidationTime": timestamp()},
             }
             for cluster in self.clusters.values():
                 cluster.create_velero("backupstoragelocations", location)
@@ -421,7 +417,9 @@ class SimulatedVelero:
                     plural, name, {"phase": "FailedValidation", "validationErrors": ["bad"]}
                 )
             else:
-                cluster.set_status(plural, name, {"phase": "InProgress", "startTimestamp": _now()})
+                cluster.set_status(
+                    plural, name, {"phase": "InProgress", "startTimestamp": timestamp()}
+                )
         elif phase == "InProgress" and (result := self.outcome(kind, name)) != "stuck":
             self._finish(where, cluster, plural, kind, item, result)
 
@@ -439,7 +437,7 @@ class SimulatedVelero:
             status = self._restore(cluster, item)
         if status.get("hookStatus", {}).get("hooksFailed"):
             result = "PartiallyFailed"
-        status.update(phase=result, completionTimestamp=_now())
+        status.update(phase=result, completionTimestamp=timestamp())
         stored = {**_stored_copy(item), "status": {**(item.get("status") or {}), **status}}
         if kind == "Backup" and result in _STORED_PHASES:
             self.store.put(stored, objects)  # uploaded before it is Completed, as in Velero
