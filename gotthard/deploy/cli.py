@@ -36,6 +36,10 @@ def add_cli(subparsers: Any) -> None:
     render.set_defaults(handler=cmd_render)
 
 
+def _unknown_target(target: str) -> RenderError:
+    return RenderError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
+
+
 def _site_toml(args: argparse.Namespace, cfg: Config) -> str:
     """The site file as given (it becomes the pods' ConfigMap), or the names alone."""
     path = (
@@ -72,13 +76,13 @@ def render_files(target: str, cfg: Config, site_toml: str) -> dict[str, str]:
         from gotthard.deploy import thanos
 
         return thanos.render(cfg, deploy.thanos)
-    raise RenderError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
+    raise _unknown_target(target)
 
 
 def cmd_render(args: argparse.Namespace, cfg: Config) -> int:
     try:
         if args.target not in TARGETS:  # checked before anything is read or written
-            raise RenderError(f"unknown target {args.target!r}; known: {', '.join(TARGETS)}")
+            raise _unknown_target(args.target)
         files = render_files(args.target, cfg, _site_toml(args, cfg))
         written = write(Path(args.out), files)
     except RenderError as err:

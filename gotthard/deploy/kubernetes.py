@@ -158,6 +158,21 @@ def _template(cfg: Config, role: Role, spec: dict[str, Any]) -> dict[str, Any]:
     return {"metadata": {"labels": labels(cfg, role)}, "spec": spec}
 
 
+def spread_over_nodes(match_labels: Mapping[str, str]) -> dict[str, Any]:
+    """Pod affinity that prefers the replicas matching *match_labels* on different nodes."""
+    term = {
+        "labelSelector": {"matchLabels": dict(match_labels)},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": term}
+            ]
+        }
+    }
+
+
 def listen(role: Role) -> str:
     return f"0.0.0.0:{role.port}"
 
@@ -205,7 +220,7 @@ def node_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
         ],
         **extra,
     )
-    daemonset = {
+    return {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": _meta(cfg, NODE_EXPORTER.full_name, settings.node_namespace, NODE_EXPORTER),
@@ -215,7 +230,6 @@ def node_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
             "template": _template(cfg, NODE_EXPORTER, spec),
         },
     }
-    return daemonset
 
 
 def slurm_namespace(settings: KubernetesDeploy) -> str:
@@ -253,19 +267,7 @@ def dr_daemon(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
         settings,
         main,
         [{"name": "state", "emptyDir": {"sizeLimit": "256Mi"}}],
-        affinity={
-            "podAntiAffinity": {
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 100,
-                        "podAffinityTerm": {
-                            "labelSelector": {"matchLabels": selector(DR)},
-                            "topologyKey": "kubernetes.io/hostname",
-                        },
-                    }
-                ]
-            }
-        },
+        affinity=spread_over_nodes(selector(DR)),
     )
     return _deployment(cfg, DR, settings.namespace, spec, 2)
 

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gotthard.config import Config
-from gotthard.deploy.kubernetes import CONTAINER_SECURITY
+from gotthard.deploy.kubernetes import CONTAINER_SECURITY, spread_over_nodes
 from gotthard.deploy.kubernetes import labels as gotthard_labels
 from gotthard.deploy.manifest import RenderError, dump, dump_all
 from gotthard.deploy.settings import ThanosDeploy
@@ -301,13 +301,6 @@ def query_deployment(
         },
         "securityContext": CONTAINER_SECURITY,
     }
-    spread = {
-        "weight": 100,
-        "podAffinityTerm": {
-            "labelSelector": {"matchLabels": QUERY_SELECTOR},
-            "topologyKey": "kubernetes.io/hostname",
-        },
-    }
     pod = {
         "automountServiceAccountToken": False,
         "securityContext": {
@@ -316,9 +309,7 @@ def query_deployment(
             "runAsGroup": QUERY_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "affinity": {
-            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [spread]}
-        },
+        "affinity": spread_over_nodes(QUERY_SELECTOR),
         "containers": [container],
     }
     meta = _meta(cfg, QUERY_NAME, settings, "query")

@@ -14,13 +14,12 @@ It sits in a sub-directory, out of the way of ``kubectl apply -f DIR``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources
-from typing import Any
 
 import yaml
 
 from gotthard.deploy import kubernetes as k8s
 from gotthard.deploy.settings import KubernetesDeploy
+from gotthard.policies.engine import shipped_site
 
 WAIVERS_FILE = "waivers/policy-data.yml"
 
@@ -84,19 +83,10 @@ def waivers(settings: KubernetesDeploy) -> list[Waiver]:
     return found
 
 
-def shipped_admission() -> dict[str, Any]:
-    """``data.gotthard.site.admission`` as the policies ship it."""
-    text = (
-        resources.files("gotthard.policies.rego")
-        .joinpath("data", "site.yml")
-        .read_text(encoding="utf-8")
-    )
-    return dict((yaml.safe_load(text) or {}).get("admission", {}))
-
-
 def render(settings: KubernetesDeploy) -> dict[str, str]:
     """``waivers/policy-data.yml``: pass it to ``gotthard policy eval --data``."""
-    shipped = shipped_admission()
+    shipped = shipped_site().get("admission", {})
+    found = waivers(settings)
     lines = [
         "# Waivers of Gotthard's pod policies for the rendered manifests, as policy data:",
         f"#   gotthard policy eval --data {WAIVERS_FILE} --input <manifest>",
@@ -106,9 +96,10 @@ def render(settings: KubernetesDeploy) -> dict[str, str]:
     ]
     for key in ("hostpath_allowlist", "allowed_registries"):
         lines.append(f"    {key}:")
-        mine = [w for w in waivers(settings) if w.key == key]
+        mine = [w for w in found if w.key == key]
+        waived = {w.value for w in mine}
         for value in shipped.get(key, []):
-            if value not in {w.value for w in mine}:
+            if value not in waived:
                 lines.append(f"      - {yaml.safe_dump(value).splitlines()[0]}")
         for waiver in mine:
             lines.append(f"      # {waiver.workload}: {waiver.reason}")

@@ -26,7 +26,7 @@ from typing import Any
 
 from gotthard import kube
 from gotthard.config import Config, ConfigError
-from gotthard.policies import constraints, kube_bench, metrics, testing
+from gotthard.policies import constraints, kube_bench, metrics
 from gotthard.policies import engine as eng
 from gotthard.site import KubeAccess
 
@@ -307,14 +307,7 @@ def evaluate(engine: eng.Engine, objects: ClusterObjects) -> list[ObjectResult]:
 def violation_counts(results: Iterable[ObjectResult]) -> dict[tuple[str, str], int]:
     """(policy, rule) -> violations (warn-mode ones included), every known rule present
     (zeros included)."""
-    rules = testing.load_rules()
-    counts = {(r["policy"], r["id"]): 0 for r in rules}
-    policy_of = {r["id"]: r["policy"] for r in rules}
-    for result in results:
-        for v in (*result.violations, *result.warnings):
-            key = (policy_of.get(v.rule, "unknown"), v.rule)
-            counts[key] = counts.get(key, 0) + 1
-    return counts
+    return metrics.violation_counts(v for r in results for v in (*r.violations, *r.warnings))
 
 
 def report(objects: ClusterObjects, results: list[ObjectResult]) -> dict[str, Any]:

@@ -44,18 +44,9 @@ def cmd_eval(args: argparse.Namespace, cfg: Config) -> int:
     violations = [*verdict.deny, *verdict.warn]
     print(json.dumps(result, indent=2))
     if args.textfile:
-        counts = {
-            (p.name, r["id"]): 0
-            for p in eng.POLICIES.values()
-            for r in testing.load_rules()
-            if r["policy"] == p.name
-        }
-        by_rule = {r["id"]: r["policy"] for r in testing.load_rules()}
-        for v in violations:
-            key = (by_rule.get(v.rule, "unknown"), v.rule)
-            counts[key] = counts.get(key, 0) + 1
+        registry = metrics.violations_registry(metrics.violation_counts(violations))
         try:
-            metrics.write_textfile(args.textfile, metrics.violations_registry(counts))
+            metrics.write_textfile(args.textfile, registry)
         except eng.PolicyError as err:
             return _err(str(err))
     return EXIT_ALLOWED if result["allowed"] else EXIT_DENIED

@@ -104,19 +104,18 @@ def catalogue() -> dict[str, Rule]:
     return rules
 
 
-def load_profile(name: str) -> PoliciesConfig:
-    """A shipped profile as settings (its ``levels`` resolved to per-rule ``enabled``)."""
+def load_profile(name: str, rules: Mapping[str, Rule]) -> PoliciesConfig:
+    """A shipped profile as settings (its ``levels`` resolved to per-rule ``enabled`` over
+    *rules*, the :func:`catalogue`)."""
     if name not in PROFILES:
         raise PolicyError(f"policies.profile: unknown profile {name!r}; known: {PROFILES}")
     path = resources.files("gotthard.policies").joinpath("profiles", f"{name}.yml")
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     levels = set(raw.get("levels") or [])
-    rules: dict[str, Any] = {
-        rid: {"enabled": rule.level in levels} for rid, rule in catalogue().items()
-    }
+    states: dict[str, Any] = {rid: {"enabled": rule.level in levels} for rid, rule in rules.items()}
     for rid, settings in (raw.get("rules") or {}).items():
-        rules[rid] = {**rules.get(rid, {}), **settings}
-    return _validated({"profile": name, "rules": rules}, f"profile {name}")
+        states[rid] = {**states.get(rid, {}), **settings}
+    return _validated({"profile": name, "rules": states}, f"profile {name}")
 
 
 def _validated(raw: Any, source: str) -> PoliciesConfig:
@@ -168,7 +167,7 @@ def resolve(
     over its profile, and every rule's resulting state."""
     rules = catalogue()
     _check_ids(settings, rules, where)
-    profile = load_profile(settings.profile)
+    profile = load_profile(settings.profile, rules)
     _check_ids(profile, rules, f"profile {settings.profile}")
     out = deep_merge(data, {})
     site = out.setdefault("site", {})

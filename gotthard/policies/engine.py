@@ -219,12 +219,20 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return out
 
 
+def _shipped_data(name: str, what: str) -> Any:
+    text = rego_dir().joinpath("data", name).read_text(encoding="utf-8")
+    return _load_yaml_text(text, what)
+
+
+def shipped_site() -> dict[str, Any]:
+    """``data.gotthard.site`` as the policies ship it (``rego/data/site.yml``)."""
+    return dict(_shipped_data("site.yml", "site.yml") or {})
+
+
 def default_data() -> dict[str, Any]:
     """The ``data.gotthard`` document: shipped site values, waivers, empty inventory."""
-    root = rego_dir().joinpath("data")
-    site = _load_yaml_text(root.joinpath("site.yml").read_text(encoding="utf-8"), "site.yml")
-    waivers = _load_yaml_text(root.joinpath("waivers.yml").read_text(encoding="utf-8"), "waivers")
-    return {"site": site, "waivers": waivers or [], "inventory": {"namespaces": {}}}
+    waivers = _shipped_data("waivers.yml", "waivers")
+    return {"site": shipped_site(), "waivers": waivers or [], "inventory": {"namespaces": {}}}
 
 
 def build_data(*overrides: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import yaml
 
 from gotthard.policies import adapt
 from gotthard.policies.bundle import REVIEW_MODULE, adapter_source
-from gotthard.policies.constraints import RuleState
+from gotthard.policies.constraints import RuleState, label_pairs
 from gotthard.policies.engine import POLICIES, PolicyError, rego_modules
 
 TARGET = "admission.k8s.gatekeeper.sh"
@@ -196,9 +196,8 @@ def constraint(state: RuleState) -> dict[str, Any]:
         match["excludedNamespaces"] = list(state.exempt_namespaces)
     if state.exempt_namespace_labels:
         by_key: dict[str, list[str]] = {}
-        for label in state.exempt_namespace_labels:
-            key, _, value = label.partition("=")
-            by_key.setdefault(key, []).append(value)
+        for pair in label_pairs(state.exempt_namespace_labels):
+            by_key.setdefault(pair["key"], []).append(pair["value"])
         match["namespaceSelector"] = {
             "matchExpressions": [
                 {"key": key, "operator": "NotIn", "values": values}

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from gotthard.policies.engine import PolicyError
+from gotthard.policies.engine import PolicyError, Violation
 from gotthard.policies.kube_bench import STATUSES, Report
+from gotthard.policies.testing import load_rules
 
 #: Metric name -> (help, labels) of every family these textfiles carry.
 FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -79,6 +80,18 @@ def kube_bench_registry(
     for check_id in failed:
         failed_g.labels(id=check_id, node_type=types.get(check_id, "unknown")).set(1)
     return registry
+
+
+def violation_counts(violations: Iterable[Violation]) -> dict[tuple[str, str], int]:
+    """(policy, rule) -> how many of *violations* it has, every rule of rules.yml present
+    (zeros included); a rule rules.yml does not know counts under policy ``unknown``."""
+    rules = load_rules()
+    counts = {(r["policy"], r["id"]): 0 for r in rules}
+    policy_of = {r["id"]: r["policy"] for r in rules}
+    for v in violations:
+        key = (policy_of.get(v.rule, "unknown"), v.rule)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def violations_registry(

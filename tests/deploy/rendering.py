@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.cli import ROOT, gotthard
+from tests.support.cli import ROOT, gotthard, run
+from tests.support.monitoring import binary
 
 FIXTURES = ROOT / "tests" / "fixtures" / "deploy"
 SITE = FIXTURES / "site.toml"
@@ -44,6 +45,13 @@ def manifests(directory: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
         for doc in yaml.safe_load_all(path.read_text()):
             if doc:
                 yield path, doc
+
+
+def promtool_check_config(config: dict[str, Any], path: Path) -> tuple[int, str]:
+    """``promtool check config`` of *config*, written to *path*: (exit status, output)."""
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    result = run([binary("promtool"), "check", "config", str(path)])
+    return result.returncode, result.stdout + result.stderr
 
 
 def suites_run_here(config: pytest.Config) -> tuple[set[str], set[str]]:

@@ -9,8 +9,7 @@ import pytest
 import yaml
 
 from gotthard.deploy.roles import SCRAPED
-from tests.deploy.rendering import render
-from tests.support.cli import run
+from tests.deploy.rendering import promtool_check_config, render
 
 SITE_CLUSTERS = [("zurich", "alps"), ("zurich", "alps-k8s"), ("lugano", "lugano-k8s")]
 
@@ -44,10 +43,8 @@ def test_promtool_accepts_them_in_a_full_config(jobs: list[dict], tmp_path: Path
         ],
     }
     path = tmp_path / "prometheus.yml"
-    path.write_text(yaml.safe_dump(config))
-    result = run(["promtool", "check", "config", str(path)])
-    assert result.returncode == 0, result.stdout + result.stderr
+    code, output = promtool_check_config(config, path)
+    assert code == 0, output
     # the check can fail: a duplicate job name is refused
     config["scrape_configs"].append(jobs[0])
-    path.write_text(yaml.safe_dump(config))
-    assert run(["promtool", "check", "config", str(path)]).returncode != 0
+    assert promtool_check_config(config, path)[0] != 0

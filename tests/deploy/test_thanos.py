@@ -19,10 +19,10 @@ import yaml
 
 from gotthard.deploy.settings import ThanosDeploy
 from gotthard.sandbox import free_ports
-from tests.deploy.rendering import SITE, manifests, render
+from tests.deploy.rendering import SITE, manifests, promtool_check_config, render
 from tests.deploy.test_kubernetes import KUBERNETES_VERSION
-from tests.support.cli import ROOT, gotthard, run
-from tests.support.monitoring import Processes, binary, get_json
+from tests.support.cli import ROOT, gotthard
+from tests.support.monitoring import Processes, binary, get_json, load_yaml
 from tests.support.wait import wait_until
 
 #: Two sites: Zurich's Slurm cluster on the site's Prometheus, its Kubernetes cluster on a
@@ -81,10 +81,6 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return render("thanos", tmp_path_factory.mktemp("thanos"), site)
 
 
-def _yaml(path: Path) -> Any:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
 def _args(default_file: Path) -> list[str]:
     """The ``ARGS="..."`` of an /etc/default file, split as the unit's shell would."""
     (line,) = [x for x in default_file.read_text().splitlines() if x.startswith("ARGS=")]
@@ -93,7 +89,7 @@ def _args(default_file: Path) -> list[str]:
 
 
 def test_one_fragment_per_prometheus_replica_with_unique_external_labels(out: Path) -> None:
-    fragments = {p.stem: _yaml(p) for p in sorted((out / "plain").glob("prometheus-*.yml"))}
+    fragments = {p.stem: load_yaml(p) for p in sorted((out / "plain").glob("prometheus-*.yml"))}
     expected = {f"prometheus-{name}-{r}" for name in EXPECTED_LABELS for r in (0, 1)}
     assert set(fragments) == expected
     seen = set()
@@ -119,20 +115,14 @@ def _full_config(fragment: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _promtool(config: dict[str, Any], path: Path) -> tuple[int, str]:
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    result = run([binary("promtool"), "check", "config", str(path)])
-    return result.returncode, result.stdout + result.stderr
-
-
 def test_promtool_accepts_each_fragment_in_a_full_config(out: Path, tmp_path: Path) -> None:
     for path in sorted((out / "plain").glob("prometheus-*.yml")):
-        code, output = _promtool(_full_config(_yaml(path)), tmp_path / path.name)
+        code, output = promtool_check_config(_full_config(load_yaml(path)), tmp_path / path.name)
         assert code == 0, f"{path.name}: {output}"
     # the check can fail: an external label name Prometheus refuses
-    broken = _full_config(_yaml(out / "plain" / "prometheus-lugano-0.yml"))
+    broken = _full_config(load_yaml(out / "plain" / "prometheus-lugano-0.yml"))
     broken["global"]["external_labels"]["bad-name"] = "x"
-    assert _promtool(broken, tmp_path / "broken.yml")[0] != 0
+    assert promtool_check_config(broken, tmp_path / "broken.yml")[0] != 0
 
 
 def test_the_manifests_validate_against_the_kubernetes_schema(out: Path) -> None:
@@ -171,7 +161,7 @@ def test_operator_patches_set_the_labels_the_pair_and_the_sidecar(out: Path) -> 
     for name, labels in EXPECTED_LABELS.items():
         path = out / "patches" / f"prometheus-{name}.yaml"
         assert "kubectl -n monitoring patch prometheus k8s --type merge" in path.read_text()
-        spec = _yaml(path)["spec"]
+        spec = load_yaml(path)["spec"]
         assert spec["externalLabels"] == labels  # the operator adds the replica itself
         assert spec["replicaExternalLabelName"] == "replica"
         assert spec["replicas"] == 2
@@ -189,9 +179,9 @@ def test_the_alertmanagers_secret_is_what_prometheus_accepts(out: Path, tmp_path
     assert secret["metadata"]["name"] == "thanos-additional-alertmanagers"
     configs = yaml.safe_load(secret["stringData"]["alertmanager-configs.yaml"])
     assert configs == [{"static_configs": [{"targets": ALERTMANAGERS}]}]
-    fragment = _yaml(out / "plain" / "prometheus-zurich-0.yml")
+    fragment = load_yaml(out / "plain" / "prometheus-zurich-0.yml")
     fragment["alerting"]["alertmanagers"] = configs
-    code, output = _promtool(_full_config(fragment), tmp_path / "prometheus.yml")
+    code, output = promtool_check_config(_full_config(fragment), tmp_path / "prometheus.yml")
     assert code == 0, output
 
 
@@ -225,8 +215,8 @@ def test_alertmanager_peers_span_the_sites(out: Path) -> None:
         "--cluster.peer=am-1.lugano.example:9094",
     ]
     # the operator peers its own replicas: each site's resource adds the other site's
-    zurich = _yaml(out / "patches" / "alertmanager-zurich.yaml")["spec"]["additionalPeers"]
-    lugano = _yaml(out / "patches" / "alertmanager-lugano.yaml")["spec"]["additionalPeers"]
+    zurich = load_yaml(out / "patches" / "alertmanager-zurich.yaml")["spec"]["additionalPeers"]
+    lugano = load_yaml(out / "patches" / "alertmanager-lugano.yaml")["spec"]["additionalPeers"]
     assert zurich == ["am-0.lugano.example:9094", "am-1.lugano.example:9094"]
     assert lugano == ["prometheus.zurich.example:9094"]
 

@@ -16,6 +16,7 @@ import regopy
 from gotthard.policies import constraints, testing
 from gotthard.policies import engine as eng
 from gotthard.policies.settings import PoliciesConfig
+from tests.policies.admission_cases import admission_review
 from tests.policies.conftest import GOOD_POD
 from tests.support.cli import run_in_process
 
@@ -341,15 +342,6 @@ def test_image_exemption_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtur
 # --- operations -------------------------------------------------------------------------
 
 
-def review(operation: str, obj: Any, old: Any = None) -> dict[str, Any]:
-    request: dict[str, Any] = {"uid": "1", "operation": operation, "namespace": "web"}
-    if obj is not None:
-        request["object"] = obj
-    if old is not None:
-        request["oldObject"] = old
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
-
-
 def deployment(change: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     template = pod(change)
     return {
@@ -370,17 +362,17 @@ def test_update_of_an_existing_pod_is_judged_as_pod_security_admission(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bad = pod(_privileged)
-    assert evaluate(tmp_path, capsys, review("CREATE", bad))[0] == 1
+    assert evaluate(tmp_path, capsys, admission_review(bad))[0] == 1
     # metadata-only update: PSS rules are not applied
     relabelled = pod(_privileged)
     relabelled["metadata"]["labels"] = {"a": "b"}
-    assert evaluate(tmp_path, capsys, review("UPDATE", relabelled, bad))[0] == 0
+    assert evaluate(tmp_path, capsys, admission_review(relabelled, "UPDATE", bad))[0] == 0
     # without the old object (as Gatekeeper's templates): skipped too
-    assert evaluate(tmp_path, capsys, review("UPDATE", bad))[0] == 0
+    assert evaluate(tmp_path, capsys, admission_review(bad, "UPDATE"))[0] == 0
     # an image change is significant: judged in full
     changed = pod(_privileged)
     changed["spec"]["containers"][0]["image"] = "registry.gotthard.example.org/web/app:2.0"
-    rc, out = evaluate(tmp_path, capsys, review("UPDATE", changed, bad))
+    rc, out = evaluate(tmp_path, capsys, admission_review(changed, "UPDATE", bad))
     assert rc == 1 and rule_ids(out["violations"]) == ["POD-PRIV-001"]
 
 
@@ -389,15 +381,15 @@ def test_update_keeps_site_rules_and_workload_templates(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     both = pod(lambda d: (_privileged(d), _untagged(d)))
-    rc, out = evaluate(tmp_path, capsys, review("UPDATE", both, both))
+    rc, out = evaluate(tmp_path, capsys, admission_review(both, "UPDATE", both))
     assert rc == 1 and rule_ids(out["violations"]) == ["POD-IMG-002"]  # a site rule
     dep = deployment(_privileged)
-    rc, out = evaluate(tmp_path, capsys, review("UPDATE", dep, dep))
+    rc, out = evaluate(tmp_path, capsys, admission_review(dep, "UPDATE", dep))
     assert rc == 1 and rule_ids(out["violations"]) == ["POD-PRIV-001"]
 
 
 def test_delete_is_allowed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    delete = review("DELETE", None, pod(_privileged))
+    delete = admission_review(None, "DELETE", pod(_privileged))
     assert evaluate(tmp_path, capsys, delete) == (0, {"allowed": True, "violations": []})
 
 
