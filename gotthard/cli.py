@@ -102,9 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
-        # a subcommand's own --config (``gotthard dr daemon --config FILE``) wins
-        path = getattr(args, configuration.SUB_CONFIG_DEST, None) or args.config
-        cfg = configuration.load(path)
+        cfg = configuration.load(configuration.path_of(args))
         return int(args.handler(args, cfg) or 0)
     except (configuration.ConfigError, KubeError, extras.MissingExtra) as err:
         print(f"gotthard: {err}", file=sys.stderr)

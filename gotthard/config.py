@@ -55,6 +55,7 @@ __all__ = [
     "from_mapping",
     "load",
     "parse_listen",
+    "path_of",
 ]
 
 
@@ -200,6 +201,13 @@ def from_mapping(data: dict[str, Any], source: str = "<config>") -> Config:
         return Config.model_validate(data)
     except ValidationError as err:
         raise ConfigError(format_validation_error(source, err)) from None
+
+
+def path_of(args: argparse.Namespace) -> str | None:
+    """The site file a command line names: the subcommand's own ``--config`` (it wins),
+    else ``gotthard --config``, else ``$GOTTHARD_CONFIG``; None = built-in defaults."""
+    given = getattr(args, SUB_CONFIG_DEST, None) or getattr(args, "config", None)
+    return given or os.environ.get(ENV_VAR) or None
 
 
 def load(path: str | os.PathLike[str] | None = None) -> Config:

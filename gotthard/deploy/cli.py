@@ -7,7 +7,6 @@ cannot be rendered (one line on stderr).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,11 +41,7 @@ def _unknown_target(target: str) -> RenderError:
 
 def _site_toml(args: argparse.Namespace, cfg: Config) -> str:
     """The site file as given (it becomes the pods' ConfigMap), or the names alone."""
-    path = (
-        getattr(args, configuration.SUB_CONFIG_DEST, None)
-        or getattr(args, "config", None)
-        or os.environ.get(configuration.ENV_VAR)
-    )
+    path = configuration.path_of(args)
     if path:
         try:
             return Path(path).read_text(encoding="utf-8")
