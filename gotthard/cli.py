@@ -16,9 +16,9 @@ from gotthard import config as configuration
 #: libraries (kubernetes, APScheduler, SQLAlchemy, regopy, grafanalib).
 COMMANDS: dict[str, tuple[str, str]] = {
     "exporter": ("gotthard.exporters.main", "add_cli"),
-    "dashboards": ("gotthard.dashboards.cli", "add_cli"),
-    "rules": ("gotthard.dashboards.rules_cli", "add_cli"),
-    "alertmanager": ("gotthard.dashboards.rules_cli", "add_alertmanager_cli"),
+    "dashboards": ("gotthard.monitoring.cli", "add_cli"),
+    "rules": ("gotthard.monitoring.rules_cli", "add_cli"),
+    "alertmanager": ("gotthard.monitoring.rules_cli", "add_alertmanager_cli"),
     "policy": ("gotthard.policies.cli", "add_cli"),
     "audit": ("gotthard.policies.cli", "add_audit_cli"),
     "dr": ("gotthard.dr.cli", "add_cli"),

@@ -29,10 +29,10 @@ from typing import Any
 from pydantic import Field, ValidationError, model_validator
 
 from gotthard.base import Name, Strict, format_validation_error, parse_listen
-from gotthard.dashboards.settings import MonitoringConfig
 from gotthard.deploy.settings import DeployConfig
 from gotthard.dr.settings import DrConfig
 from gotthard.exporters.settings import KNOWN_COLLECTORS, ExporterConfig
+from gotthard.monitoring.settings import MonitoringConfig
 from gotthard.policies.settings import PoliciesConfig
 from gotthard.runbooks.settings import RunbooksConfig
 from gotthard.site import ClusterConfig, KubeAccess, SiteConfig

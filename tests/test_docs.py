@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gotthard.dashboards.shared import GPU_KEY
+from gotthard.monitoring.shared import GPU_KEY
 from gotthard.runbooks.settings import RunbooksConfig
 from tests.support.cli import ROOT, gotthard
 

@@ -477,7 +477,7 @@ def workloads(cfg: Config, settings: KubernetesDeploy) -> dict[str, list[dict[st
 
 def rule_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str, Any]]:
     """The recording and alerting rules as PrometheusRules (one per component)."""
-    from gotthard.dashboards import deliver
+    from gotthard.monitoring import deliver
 
     monitoring = getattr(cfg, "monitoring", None)
     groups = [
@@ -497,7 +497,7 @@ def rule_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str, Any]
 def dashboard_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str, Any]]:
     """The Grafana dashboards as ConfigMaps the Grafana sidecar loads (label
     ``grafana_dashboard: "1"``, folder annotation)."""
-    from gotthard.dashboards import deliver, grafana
+    from gotthard.monitoring import deliver, grafana
 
     return [
         deliver.dashboard_configmap(

@@ -53,7 +53,7 @@ def gotthard_config_text(layout: SandboxLayout) -> str:
 
 def write_rules_and_dashboards(layout: SandboxLayout) -> None:
     """Recording/alerting rules and the Alertmanager config, plus the dashboard JSON."""
-    from gotthard.dashboards import alertmanager, grafana, rules_cli
+    from gotthard.monitoring import alertmanager, grafana, rules_cli
 
     token = layout.webhook_token
     if not token.exists():

@@ -459,8 +459,8 @@ class MultiSiteSandbox:
         """The shared token, rules, Alertmanager configuration, dashboards, every site's
         ``gotthard.toml`` (the runbook webhook and DR replica read it before Slurm is up)."""
 
-        from gotthard.dashboards import alertmanager, grafana, rules, rules_cli
-        from gotthard.dashboards.settings import MonitoringConfig
+        from gotthard.monitoring import alertmanager, grafana, rules, rules_cli
+        from gotthard.monitoring.settings import MonitoringConfig
 
         top = self.topology
         token = top.webhook_token

@@ -255,7 +255,7 @@ def _api_up(top: Topology) -> str:
 def fast_thresholds() -> dict[str, float]:
     """Every alert ``for`` duration threshold at its minimum (one minute), so alerts fire
     within a test's patience; ``gotthard rules thresholds`` lists them."""
-    from gotthard.dashboards.components import THRESHOLDS
+    from gotthard.monitoring.components import THRESHOLDS
 
     return {t.name: 60.0 for t in THRESHOLDS if t.unit == "duration"}
 

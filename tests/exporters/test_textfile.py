@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gotthard.exporters.settings import TextfileExporterConfig
 from gotthard.exporters.textfile import TextfileCollector
-from tests.dashboards.live_sources import write_security_textfiles
+from tests.monitoring.live_sources import write_security_textfiles
 from tests.support.cli import gotthard
 from tests.support.monitoring import promtool_check_metrics
 

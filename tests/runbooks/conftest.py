@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from gotthard.dashboards.rules import dump_yaml
+from gotthard.monitoring.rules import dump_yaml
 from gotthard.runbooks.actions import Outcome, SlurmActions
 from gotthard.runbooks.clusters import Clusters, shared
 from gotthard.runbooks.engine import AuditLog, Engine

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gotthard.dashboards.rules import dump_yaml
+from gotthard.monitoring.rules import dump_yaml
 from gotthard.sandbox import Sandbox
 from tests.runbooks.conftest import (
     REPAIR_QUERY,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gotthard.config import from_mapping
-from gotthard.dashboards.rules import dump_yaml
+from gotthard.monitoring.rules import dump_yaml
 from gotthard.runbooks.cli import effective_settings
 from gotthard.runbooks.clusters import from_config
 from gotthard.runbooks.repair import RepairError, escape, render

@@ -442,7 +442,7 @@ def test_failover_is_off_unless_allowed(tmp_path, fake_slurm, start_server) -> N
 
 
 def test_every_runbook_names_a_known_alert_and_each_page_states_its_automation() -> None:
-    from gotthard.dashboards import rules
+    from gotthard.monitoring import rules
 
     names = set(rules.alert_names())
     for book in registry.RUNBOOKS:

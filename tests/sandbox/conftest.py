@@ -1,7 +1,7 @@
 """``two_sites``: one two-site sandbox (Zurich + Lugano) for the whole session.
 
 Started once with the runbook webhooks in enforce mode, and with every source the
-dashboards need, as the live dashboard test has them (tests/dashboards): the real
+dashboards need, as the live dashboard test has them (tests/monitoring): the real
 exporter of each site also runs the ``gpu`` collector on the FAKE NVML library (jobs 1 and
 2 on the GPUs) and the ``textfile`` collector on the files ``gotthard policy eval`` and
 ``gotthard audit kube-bench`` write; real Slingshot and Lustre exporters on the fixture
@@ -19,8 +19,8 @@ import pytest
 
 from gotthard.sandbox import SandboxError, free_ports
 from gotthard.sandbox.sites import MultiSiteSandbox, SiteSandbox
-from tests.dashboards.live_sources import LiveTrees, write_security_textfiles
-from tests.dashboards.test_dashboards import exporter_argv, fake_gpu_node
+from tests.monitoring.live_sources import LiveTrees, write_security_textfiles
+from tests.monitoring.test_dashboards import exporter_argv, fake_gpu_node
 from tests.support.monitoring import Processes
 
 SITES = ("zurich", "lugano")

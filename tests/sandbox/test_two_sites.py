@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from gotthard.cli import main
-from gotthard.dashboards import check as live
-from gotthard.dashboards import grafana
+from gotthard.monitoring import check as live
+from gotthard.monitoring import grafana
 from gotthard.sandbox.processes import process_start_time
 from gotthard.sandbox.sites import MultiSiteSandbox
 from tests.support.monitoring import get_json, instant

@@ -24,7 +24,7 @@ from typing import IO, Any
 import pytest
 import yaml
 
-from gotthard.dashboards import rules
+from gotthard.monitoring import rules
 from gotthard.sandbox import SandboxError, find_binary, free_ports
 
 from .cli import run, run_in_process

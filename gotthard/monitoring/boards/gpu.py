@@ -1,0 +1,212 @@
+"""The GPU fleet dashboard: NVML metrics of every GPU, per node, job and pod."""
+
+from __future__ import annotations
+
+from grafanalib.core import Dashboard
+
+from gotthard.monitoring import panels as ui
+from gotthard.monitoring.components import gpu
+from gotthard.monitoring.shared import (
+    GPU_KEY,
+    agg,
+    count_zero,
+    owner_join,
+    per_gpu_job,
+    rate,
+    ratio,
+    sel,
+)
+from gotthard.monitoring.thresholds import ThresholdValues
+
+DESCRIPTION = (
+    "NVML metrics of every GPU: utilisation, GPM activity, memory, power, throttling, "
+    "XIDs, ECC and row remapping, with per-job and per-pod views."
+)
+TAGS = ("gpu",)
+#: The dashboard's own variable, after datasource, site and cluster.
+VARIABLES = (ui.label_variable("instance", "Node", "gpu_info"),)
+NODE = 'instance=~"$instance"'
+#: The whole GPU rather than one of its MIG instances.
+WHOLE = 'gpu_instance=""'
+
+
+def _per_job(fn: str, expr: str) -> str:
+    """*expr* aggregated per Slurm job, with the job's owner added."""
+    return owner_join(agg(fn, "site, cluster, job_id", expr))
+
+
+def _node_mean(*metrics: tuple[str, str]) -> list[ui.Query]:
+    """One ``avg`` over the selected whole GPUs per (metric, legend)."""
+    return [ui.Query(f"avg({sel(metric, NODE, WHOLE)})", legend) for metric, legend in metrics]
+
+
+def _on_node(metric: str, *, mig: bool = False) -> str:
+    """:func:`~gotthard.monitoring.shared.per_gpu_job` on the selected nodes.
+
+    The recorded per-job utilisation has no ``instance`` label, so the node filter needs
+    the join itself.
+    """
+    return per_gpu_job(metric, NODE, mig=mig)
+
+
+def gpu_fleet(t: ThresholdValues) -> Dashboard:
+    utilisation = _per_job("avg", _on_node("gpu_utilization_ratio"))
+    throttling = (
+        (t[gpu.THERMAL_THROTTLE], "orange"),
+        (t[gpu.POWER_THROTTLE], "red"),
+    )
+    board = ui.Board()
+    board.stats(
+        ui.stat("GPUs", "short", ui.Query(f"count({sel('gpu_info', NODE)})", "GPUs")),
+        ui.problem_stat(
+            "Unhealthy GPUs",
+            count_zero("gpu_health", NODE, WHOLE),
+            "unhealthy",
+            description="Lost, row-remap failure, or a fatal XID within the health window.",
+        ),
+        ui.stat(
+            "Mean utilisation",
+            "percentunit",
+            ui.Query(f"avg({sel('gpu_utilization_ratio', NODE)})", "utilisation"),
+        ),
+        ui.stat("Power draw", "watt", ui.Query(f"sum({sel('gpu_power_watts', NODE)})", "power")),
+    )
+    board.row(
+        ui.ratio_timeseries(
+            "GPU utilisation by node",
+            ui.Query(f"avg by (instance) ({sel('gpu_utilization_ratio', NODE)})", "{{instance}}"),
+        ),
+        ui.ratio_timeseries(
+            "SM and tensor activity",
+            *_node_mean(
+                ("gpu_sm_active_ratio", "SM active"),
+                ("gpu_sm_occupancy_ratio", "SM occupancy"),
+                ("gpu_tensor_active_ratio", "tensor active"),
+                ("gpu_dram_active_ratio", "DRAM active"),
+            ),
+            description="GPM metrics (Hopper and newer), averaged over the selected GPUs.",
+        ),
+    )
+    power = f"sum by (instance) ({sel('gpu_power_watts', NODE)})"
+    power_limit = f"sum by (instance) ({sel('gpu_power_limit_watts', NODE)})"
+    board.row(
+        ui.ratio_timeseries(
+            "Memory used by node",
+            ui.Query(
+                ratio(
+                    "sum",
+                    "instance",
+                    sel("gpu_memory_used_bytes", NODE, WHOLE),
+                    sel("gpu_memory_total_bytes", NODE, WHOLE),
+                ),
+                "{{instance}}",
+            ),
+        ),
+        ui.timeseries(
+            "Power by node",
+            "watt",
+            ui.Query(power, "{{instance}}"),
+            ui.Query(power_limit, "{{instance}} limit"),
+        ),
+        ui.timeseries(
+            "Hottest GPU by node",
+            "celsius",
+            ui.Query(
+                f"max by (instance, sensor) ({sel('gpu_temperature_celsius', NODE)})",
+                "{{instance}} {{sensor}}",
+            ),
+        ),
+    )
+    board.row(
+        ui.timeseries(
+            "Throttled time by reason",
+            "percentunit",
+            ui.Query(f"avg by (reason) ({rate('gpu_throttle_seconds_total', NODE)})", "{{reason}}"),
+            description="Share of time the clocks were held back (NVML violation counters), "
+            "averaged over the selected GPUs. Lines: the thermal (orange) and power (red) "
+            "throttling alerts' thresholds, which apply to each GPU.",
+            minimum=0,
+            lines=throttling,
+        ),
+        ui.timeseries(
+            "Clock event reasons active",
+            "short",
+            ui.Query(f"sum by (reason) ({sel('gpu_clocks_event_reasons', NODE)})", "{{reason}}"),
+            description="GPUs whose clocks are held down by each reason right now.",
+        ),
+        ui.timeseries(
+            "XID errors",
+            "short",
+            ui.Query(
+                f"sum by (instance, xid) ({rate('gpu_xid_errors_total', NODE, fn='increase')})",
+                "{{instance}} XID {{xid}}",
+            ),
+            description="A series appears only after a GPU reported an XID.",
+        ),
+    )
+    board.row(
+        ui.timeseries(
+            "ECC errors",
+            "short",
+            ui.Query(
+                f"sum by (instance, type) ({rate('gpu_ecc_errors_total', NODE, fn='increase')})",
+                "{{instance}} {{type}}",
+            ),
+        ),
+        ui.bargauge(
+            "Remapped rows",
+            "short",
+            ui.Query(f"sum by (state) ({sel('gpu_remapped_rows', NODE)})", "{{state}}"),
+            description="Correctable and uncorrectable remapped rows; pending and failure "
+            "count GPUs.",
+            thresholds=ui.BAD_FROM_ONE,
+        ),
+        ui.timeseries(
+            "PCIe replays",
+            "cps",
+            ui.Query(f"sum by (instance) ({rate('gpu_pcie_replay_total', NODE)})", "{{instance}}"),
+        ),
+    )
+    board.row(
+        ui.table(
+            "GPU jobs",
+            "none",
+            ui.Query(_per_job("count", sel("gpu_job_info", NODE)), name="GPUs", unit="short"),
+            ui.Query(utilisation, name="utilisation", unit="percentunit"),
+            ui.Query(
+                _per_job("avg", _on_node("gpu_tensor_active_ratio", mig=True)),
+                name="tensor active",
+                unit="percentunit",
+            ),
+            ui.Query(
+                _per_job("sum", _on_node("gpu_memory_used_bytes", mig=True)),
+                name="memory used",
+                unit="bytes",
+            ),
+            hide=("Time",),
+            sort_by="utilisation",
+            description="Slurm jobs with processes on the GPUs (gpu_job_info), joined to "
+            "slurm_job_info on cluster and job_id for user, account and partition. Memory "
+            "of a GPU shared by several jobs is counted for each of them.",
+        )
+    )
+    pods = f"{sel('gpu_pod_info', NODE)} * on({GPU_KEY}) group_left " + sel(
+        "gpu_utilization_ratio", NODE
+    )
+    board.row(
+        ui.ratio_timeseries(
+            "GPU utilisation by job",
+            ui.Query(utilisation, "{{job_id}} {{user}}"),
+            description="The GPUIdleWhileAllocated alert fires for a GPU whose 15-minute "
+            "mean stays under the line.",
+            lines=((t[gpu.IDLE_UTILIZATION], "orange"),),
+        ),
+        ui.ratio_timeseries(
+            "GPU utilisation by Kubernetes pod",
+            ui.Query(
+                agg("avg", "site, cluster, namespace, pod, pod_uid", pods),
+                "{{namespace}}/{{pod}} {{pod_uid}}",
+            ),
+        ),
+    )
+    return ui.dashboard("gpu-fleet", DESCRIPTION, TAGS, board, VARIABLES)

@@ -1,0 +1,65 @@
+"""Monitoring components, one module per area, in the style of the monitoring mixins.
+
+Each module holds its area's thresholds (:class:`~gotthard.monitoring.thresholds.Threshold`
+constants, with defaults), recording rules
+(``RECORDING_RULES``), alerts (``alerts(values)``, each linking its runbook page and its
+``DASHBOARD``); the dashboards in :mod:`gotthard.monitoring.boards` read the same
+threshold values and recorded series. No module here imports grafanalib: the site
+settings validate threshold and alert names against them.
+
+Adding an alert: its component module, its runbook page template
+(``gotthard/monitoring/runbooks/<Alert>.md.tmpl``, rendered into docs/runbooks/) and its
+rule unit test (tests/monitoring/rules_tests/).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import ModuleType
+
+from gotthard.monitoring.components import (
+    dr,
+    gotthard_self,
+    gpu,
+    lustre,
+    security,
+    slingshot,
+    slurm,
+)
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule
+from gotthard.monitoring.thresholds import Threshold, ThresholdValues
+
+#: The component modules, in :data:`~gotthard.monitoring.rule_model.COMPONENTS` order.
+MODULES: tuple[ModuleType, ...] = (
+    gotthard_self,
+    slurm,
+    gpu,
+    slingshot,
+    lustre,
+    dr,
+    security,
+)
+
+#: Every threshold: the :class:`Threshold` constants of the component modules, in
+#: definition order.
+THRESHOLDS: tuple[Threshold, ...] = tuple(
+    value for module in MODULES for value in vars(module).values() if isinstance(value, Threshold)
+)
+RECORDING_RULES: tuple[RecordingRule, ...] = tuple(r for m in MODULES for r in m.RECORDING_RULES)
+
+
+def threshold_values(overrides: Mapping[str, object] = ()) -> ThresholdValues:
+    """Every threshold's current value: the defaults with *overrides* (checked)."""
+    return ThresholdValues(THRESHOLDS, overrides)
+
+
+def all_alerts(values: ThresholdValues | None = None) -> tuple[AlertRule, ...]:
+    """Every alert of every component, built with *values* (default: the defaults)."""
+    current = values if values is not None else threshold_values()
+    return tuple(rule for module in MODULES for rule in module.alerts(current))
+
+
+#: Every alert at the default thresholds.
+ALERTS: tuple[AlertRule, ...] = all_alerts()
+#: Every alert's name, for checking ``disabled_alerts``.
+ALERT_NAMES: tuple[str, ...] = tuple(rule.name for rule in ALERTS)

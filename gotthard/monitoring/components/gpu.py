@@ -1,0 +1,237 @@
+"""GPUs: NVML health, XIDs, ECC, throttling and utilisation per Slurm job."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from gotthard.exporters.gpu.xid import FATAL_XIDS
+from gotthard.monitoring.rule_model import GPU, NODE_REGEX, AlertRule, RecordingRule, Severity
+from gotthard.monitoring.shared import GPU_JOB_INFO, GPU_KEY, SC
+from gotthard.monitoring.thresholds import (
+    ThresholdValues,
+    duration,
+    num,
+    pct,
+    per_second,
+    ratio,
+    seconds,
+)
+
+COMPONENT = "gpu"
+DASHBOARD = "gpu-fleet"
+
+#: XIDs that page: every XID after which the exporter marks the GPU unhealthy.
+PAGING_XIDS = tuple(sorted(FATAL_XIDS))
+
+THERMAL_THROTTLE = ratio("gpu_thermal_throttle_ratio", 0.20, "share of time thermally throttled")
+POWER_THROTTLE = ratio("gpu_power_throttle_ratio", 0.50, "share of time held at the power limit")
+IDLE_UTILIZATION = ratio("gpu_idle_utilization", 0.05, "utilisation under which a held GPU is idle")
+LOST_LOOKBACK = seconds(
+    "gpu_lost_lookback_seconds", 86400, "how long a GPU that stopped reporting counts as lost"
+)
+NVLINK_ERRORS = per_second("gpu_nvlink_errors_per_second", 1.0, "NVLink errors/s on one GPU")
+PCIE_REPLAYS = per_second("gpu_pcie_replays_per_second", 1.0, "PCIe replays/s on one GPU")
+
+#: Utilisation of every GPU a job holds, one series per (GPU, job).
+_GPU_JOBS = f"{GPU_JOB_INFO} * on ({GPU_KEY}) group_left () gpu_utilization_ratio"
+JOB_UTILIZATION = "site_cluster_job_id:gpu_utilization_ratio:avg"
+CLUSTER_UTILIZATION = "site_cluster:gpu_utilization_ratio:avg"
+RECORDING_RULES = (
+    RecordingRule(
+        COMPONENT,
+        "site_cluster_job_id:gpu_utilization_ratio:sum",
+        f"sum by (site, cluster, job_id) (\n  {_GPU_JOBS}\n)",
+    ),
+    RecordingRule(
+        COMPONENT,
+        "site_cluster_job_id:gpu_utilization_ratio:count",
+        f"count by (site, cluster, job_id) (\n  {_GPU_JOBS}\n)",
+    ),
+    RecordingRule(
+        COMPONENT,
+        JOB_UTILIZATION,
+        "site_cluster_job_id:gpu_utilization_ratio:sum"
+        "\n/\nsite_cluster_job_id:gpu_utilization_ratio:count",
+    ),
+    RecordingRule(COMPONENT, CLUSTER_UTILIZATION, f"avg by ({SC}) (gpu_utilization_ratio)"),
+)
+
+_alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
+_XIDS = "|".join(str(xid) for xid in PAGING_XIDS)
+#: A whole GPU (not a MIG instance) of the alert's series.
+_WHOLE = '{gpu_instance=""}'
+#: PromQL that returns the GPU of the alert only while it reports healthy.
+_GPU_HEALTHY = 'gpu_health{gpu_instance="", instance="$labels.instance", uuid="$labels.uuid"} == 1'
+
+#: How GPU throttling reads in a description and a summary, by NVML reason.
+_THROTTLING = {
+    "thermal": ("thermally throttled", "A GPU is throttled by temperature."),
+    "power": ("power-throttled", "A GPU is held at its power limit."),
+}
+
+
+def _throttling(reason: str, ratio: float, for_: str, severity: Severity) -> AlertRule:
+    """A GPU whose clocks *reason* held back more than *ratio* of the time for *for_*."""
+    state, summary = _THROTTLING[reason]
+    minutes = for_.removesuffix("m")
+    return _alert(
+        name=f"GPU{reason.capitalize()}Throttling",
+        expr=f'rate(gpu_throttle_seconds_total{{reason="{reason}"}}[5m]) > {num(ratio)}',
+        for_=for_,
+        severity=severity,
+        summary=summary,
+        description=GPU
+        + f" has been {state} "
+        + "{{ $value | humanizePercentage }}"
+        + f" of the time for {minutes} minutes.",
+        expr_summary=f"{reason} throttling > {pct(ratio)} of the time (5-minute rate)",
+    )
+
+
+def _rate(name: str, expr: str, limit: float, what: str) -> AlertRule:
+    """A GPU whose 5-minute rate of *what* (*expr*) stays above *limit* for 15 minutes."""
+    return _alert(
+        name=name,
+        expr=f"{expr} > {num(limit)}",
+        for_="15m",
+        severity="warning",
+        summary=f"A GPU has a high rate of {what}.",
+        description=GPU + " counts {{ $value | humanize }} " + what + " per second.",
+        expr_summary=f"{what} > {num(limit)}/s (5-minute rate) for 15 minutes",
+    )
+
+
+def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
+    idle, lookback = t[IDLE_UTILIZATION], duration(t[LOST_LOOKBACK])
+    return (
+        _alert(
+            name="GPULost",
+            # Every GPU seen in the lookback that has no memory reading now: NVML answers
+            # GPU_IS_LOST (gpu_health 0 and no readings), or the GPU left NVML's device
+            # list or the node stopped reporting. It resolves only when the GPU reads again.
+            expr=(
+                f"max_over_time(gpu_health{_WHOLE}[{lookback}])"
+                f"\nunless on ({GPU_KEY})\ngpu_memory_total_bytes{_WHOLE}"
+            ),
+            for_="1m",
+            severity="critical",
+            summary="A GPU has fallen off the bus or been lost by the driver.",
+            description=GPU + " is lost (GPU_IS_LOST or no longer reported); jobs on it "
+            "hang or fail.",
+            expr_summary=(
+                f"a GPU seen within {lookback} without a memory reading now "
+                "(NVML GPU_IS_LOST, or gone from the node)"
+            ),
+            repair_query=_GPU_HEALTHY,
+        ),
+        _alert(
+            name="GPUMissingFromNode",
+            # Slurm's GRES count against the GPUs NVML lists on the node: catches a GPU
+            # missing since the exporter started (GPULost needs to have seen it)
+            expr=(
+                'max by (site, cluster, node) (slurm_node_gpus{state="total"})\n>\n'
+                "count by (site, cluster, node) (\n"
+                f'  label_replace(gpu_health{_WHOLE}, "node", "$1", "instance", "{NODE_REGEX}")'
+                "\n)"
+            ),
+            for_="10m",
+            severity="warning",
+            summary="A node has fewer GPUs than Slurm configures for it.",
+            description=(
+                "Node {{ $labels.node }} in {{ $labels.site }}/{{ $labels.cluster }} lists "
+                "fewer GPUs in NVML than the {{ $value }} its Slurm GRES configures."
+            ),
+            expr_summary="GPUs NVML lists on a node < the node's Slurm GRES GPU count",
+        ),
+        _alert(
+            name="GPUFatalXid",
+            expr=(
+                f'increase(gpu_xid_errors_total{{xid=~"{_XIDS}"}}[10m]) > 0'
+                f'\nor\n(gpu_xid_errors_total{{xid=~"{_XIDS}"}}'
+                f' unless gpu_xid_errors_total{{xid=~"{_XIDS}"}} offset 10m)'
+            ),
+            for_="0s",
+            severity="critical",
+            summary="A GPU reported a fatal XID error.",
+            description=(
+                GPU + " reported XID {{ $labels.xid }} in the "
+                "last 10 minutes; the GPU needs a reset or the node a reboot."
+            ),
+            expr_summary=f"a new XID {', '.join(map(str, PAGING_XIDS))} within 10 minutes",
+        ),
+        _alert(
+            name="GPURowRemapPending",
+            expr='gpu_remapped_rows{state="pending"} > 0',
+            for_="15m",
+            severity="warning",
+            summary="A GPU has a memory row remap pending a reset.",
+            description=(
+                GPU + " has a memory row remapping pending; it takes effect only after "
+                "the GPU is reset."
+            ),
+            expr_summary='`gpu_remapped_rows{state="pending"} > 0` for 15 minutes',
+        ),
+        _rate(
+            "GPUNVLinkErrors",
+            "sum without (link, type) (rate(gpu_nvlink_errors_total[5m]))",
+            t[NVLINK_ERRORS],
+            "NVLink errors",
+        ),
+        _rate("GPUPCIeReplays", "rate(gpu_pcie_replay_total[5m])", t[PCIE_REPLAYS], "PCIe replays"),
+        _alert(
+            name="GPUUnhealthy",
+            expr="gpu_health == 0",
+            for_="5m",
+            severity="warning",
+            summary="A GPU is marked unhealthy.",
+            description=(
+                GPU + " has been unhealthy (lost, row-remap "
+                "failure or a recent fatal XID) for 5 minutes."
+            ),
+            expr_summary="`gpu_health == 0` (any cause)",
+        ),
+        _alert(
+            name="GPUUncorrectableECCErrors",
+            expr='increase(gpu_ecc_errors_total{type="uncorrected"}[10m]) > 0',
+            for_="0s",
+            severity="warning",
+            summary="A GPU has uncorrectable ECC memory errors.",
+            description=(
+                GPU + " counted {{ $value | humanize }} "
+                "uncorrectable ECC errors in the last 10 minutes."
+            ),
+            expr_summary="uncorrected ECC errors increased within 10 minutes",
+        ),
+        _alert(
+            name="GPURowRemapFailure",
+            expr='gpu_remapped_rows{state="failure"} > 0',
+            for_="0s",
+            severity="critical",
+            summary="GPU memory row remapping failed.",
+            description=(
+                GPU + " could not remap a failing memory row; it must be taken out of service."
+            ),
+            expr_summary='`gpu_remapped_rows{state="failure"} > 0`',
+        ),
+        _throttling("thermal", t[THERMAL_THROTTLE], "15m", "warning"),
+        _throttling("power", t[POWER_THROTTLE], "30m", "info"),
+        _alert(
+            name="GPUIdleWhileAllocated",
+            expr=(
+                f"{GPU_JOB_INFO}\n* on ({GPU_KEY}) group_left ()\n"
+                f"(avg_over_time(gpu_utilization_ratio[15m]) < {num(idle)})"
+            ),
+            for_="45m",
+            severity="warning",
+            summary="A GPU held by a job is idle.",
+            description=(
+                "GPU {{ $labels.gpu }} on {{ $labels.instance }} in "
+                "{{ $labels.site }}/{{ $labels.cluster }} is held by Slurm job "
+                "{{ $labels.job_id }} but has averaged {{ $value | humanizePercentage }} "
+                "utilisation for an hour."
+            ),
+            expr_summary=(
+                f"GPU with a job (`gpu_job_info`) under {pct(idle)} utilisation (15-minute average)"
+            ),
+        ),
+    )

@@ -1,0 +1,84 @@
+"""Security: CIS kube-bench results and admission-policy violations."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule
+from gotthard.monitoring.thresholds import ThresholdValues, num, seconds
+
+COMPONENT = "security"
+DASHBOARD = "security-compliance"
+RECORDING_RULES: tuple[RecordingRule, ...] = ()
+
+KUBE_BENCH = "gotthard_kube_bench_checks"
+KUBE_BENCH_FAILED = "gotthard_kube_bench_check_failed"
+VIOLATIONS = "gotthard_policy_violations"
+AUDIT_LAST_RUN = "gotthard_audit_last_run_timestamp_seconds"
+WAIVER_EXPIRY = "gotthard_kube_bench_waiver_expiry_timestamp_seconds"
+
+# audits run daily: a textfile older than a day plus two hours is stale
+WAIVER_NOTICE = seconds(
+    "security_waiver_notice_seconds", 14 * 86400, "time left on a kube-bench waiver"
+)
+AUDIT_MAX_AGE = seconds("security_audit_max_age_seconds", 26 * 3600, "age of an audit textfile")
+
+_alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
+
+
+def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
+    return (
+        _alert(
+            name="SecurityKubeBenchCheckFailed",
+            expr=f"{KUBE_BENCH_FAILED} > 0",
+            for_="15m",
+            severity="warning",
+            summary="A required CIS kube-bench check fails.",
+            description=(
+                "kube-bench check {{ $labels.id }} ({{ $labels.node_type }}) fails in "
+                "{{ $labels.site }}/{{ $labels.cluster }} and is not waived."
+            ),
+            expr_summary=f"`{KUBE_BENCH_FAILED} > 0` (not waived)",
+        ),
+        _alert(
+            name="SecurityPolicyViolations",
+            expr=f"{VIOLATIONS} > 0",
+            for_="15m",
+            severity="warning",
+            summary="Live objects violate the security policies.",
+            description=(
+                "{{ $value | humanize }} live objects in {{ $labels.site }}/{{ $labels.cluster }} "
+                "violate rule {{ $labels.rule }} of policy {{ $labels.policy }}."
+            ),
+            expr_summary=f"`{VIOLATIONS} > 0`",
+        ),
+        _alert(
+            name="SecurityAuditStale",
+            expr=f"time() - {AUDIT_LAST_RUN} > {num(t[AUDIT_MAX_AGE])}",
+            for_="15m",
+            severity="warning",
+            summary="Policy or kube-bench results are stale.",
+            description=(
+                "{{ $labels.textfile }} on {{ $labels.instance }} "
+                "({{ $labels.site }}/{{ $labels.cluster }}) was written "
+                "{{ $value | humanizeDuration }} ago; the compliance results are out of date."
+            ),
+            expr_summary=f"audit textfile older than {num(t[AUDIT_MAX_AGE] / 3600)} h",
+        ),
+        _alert(
+            name="SecurityWaiverExpiring",
+            expr=f"{WAIVER_EXPIRY} - time() < {num(t[WAIVER_NOTICE])}",
+            for_="15m",
+            severity="warning",
+            summary="A kube-bench waiver expires soon.",
+            description=(
+                "The waiver of kube-bench check {{ $labels.id }} (owner {{ $labels.owner }}) "
+                "in {{ $labels.site }}/{{ $labels.cluster }} ends in "
+                "{{ $value | humanizeDuration }}; the check then fails unless it is fixed or "
+                "the waiver renewed."
+            ),
+            expr_summary=(
+                f"a waiver's expiry within {num(t[WAIVER_NOTICE] / 86400)} days (or past)"
+            ),
+        ),
+    )

@@ -1,0 +1,146 @@
+"""Slingshot: HPE Cassini NIC links, flaps, FEC codewords and retransmissions."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from gotthard.exporters.slingshot.limits import MAX_RESTARTS_1H, MAX_RESTARTS_10H
+from gotthard.monitoring.rule_model import LINK, AlertRule, RecordingRule
+from gotthard.monitoring.thresholds import (
+    ThresholdValues,
+    count,
+    duration,
+    num,
+    per_second,
+    ratio,
+    seconds,
+)
+
+COMPONENT = "slingshot"
+DASHBOARD = "slingshot-network-health"
+
+FLAPS_1H = count("slingshot_flaps_1h", MAX_RESTARTS_1H, "link restarts in 1 h that make a flap")
+FLAPS_10H = count("slingshot_flaps_10h", MAX_RESTARTS_10H, "link restarts in 10 h that make a flap")
+CORRECTED_BER = ratio("slingshot_corrected_ber", 1e-6, "corrected-codeword BER (cxi_stat)")
+LINK_LOOKBACK = seconds(
+    "slingshot_link_lookback_seconds",
+    6 * 3600,
+    "how long a down link that stopped reporting stays down",
+)
+SPT_TIMEOUTS = per_second("slingshot_spt_timeouts_per_second", 1.0, "SPT timeouts/s on one NIC")
+
+FEC_RATE = "site_cluster_instance_device_type:slingshot_fec_codewords:rate5m"
+CODEWORD_RATIO = "site_cluster_instance_device_type:slingshot_fec_codewords:ratio_rate5m"
+BER = "site_cluster_instance_device_type:slingshot_fec_ber:ratio_rate5m"
+TIMEOUTS = "site_cluster_instance_device_type:slingshot_timeouts:rate5m"
+_ERRORS = f'{FEC_RATE}{{type=~"corrected|uncorrected"}}'
+_PER_TYPE = "\n/ ignoring (type) group_left ()\n"
+
+
+def _sum_rate(record: str, counter: str) -> RecordingRule:
+    """The 5-minute rate of a per-device, per-type NIC counter."""
+    return RecordingRule(
+        COMPONENT,
+        record,
+        f"sum by (site, cluster, instance, device, type) (rate({counter}[5m]))",
+    )
+
+
+RECORDING_RULES = (
+    _sum_rate(FEC_RATE, "slingshot_fec_codewords_total"),
+    RecordingRule(
+        COMPONENT,
+        CODEWORD_RATIO,
+        f"{_ERRORS}{_PER_TYPE}(sum by (site, cluster, instance, device) ({FEC_RATE}) > 0)",
+    ),
+    RecordingRule(
+        COMPONENT,
+        "site_cluster_type:slingshot_fec_codewords:ratio_rate5m",
+        f"sum by (site, cluster, type) ({_ERRORS}){_PER_TYPE}"
+        f"(sum by (site, cluster) ({FEC_RATE}) > 0)",
+    ),
+    RecordingRule(
+        COMPONENT,
+        BER,
+        f"{_ERRORS}{_PER_TYPE}"
+        "(max by (site, cluster, instance, device) (slingshot_link_speed_bits_per_second) > 0)",
+    ),
+    _sum_rate(TIMEOUTS, "slingshot_timeouts_total"),
+)
+
+_alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
+
+
+def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
+    flaps_1h, flaps_10h = num(t[FLAPS_1H]), num(t[FLAPS_10H])
+    ber, spt = num(t[CORRECTED_BER]), num(t[SPT_TIMEOUTS])
+    lookback = duration(t[LINK_LOOKBACK])
+    return (
+        _alert(
+            name="SlingshotLinkDown",
+            # the last reading within the lookback: a down link whose series go stale (the
+            # exporter restarts, the node reboots) stays down until it reads up again
+            expr=f"last_over_time(slingshot_link_up[{lookback}]) == 0",
+            for_="5m",
+            severity="warning",
+            summary="A Slingshot NIC link is down.",
+            description="The link of " + LINK + " has been down for 5 minutes.",
+            expr_summary=f"last `slingshot_link_up` reading (within {lookback}) is 0",
+            repair_query=(
+                'slingshot_link_up{instance="$labels.instance", device="$labels.device"} == 1'
+            ),
+        ),
+        _alert(
+            name="SlingshotLinkFlapping",
+            expr=(
+                f'slingshot_link_restarts_recent{{window="1h"}} >= {flaps_1h}'
+                f'\nor\nslingshot_link_restarts_recent{{window="10h"}} >= {flaps_10h}'
+            ),
+            for_="0s",
+            severity="warning",
+            summary="A Slingshot link is flapping.",
+            description=(
+                "The link of " + LINK + " restarted {{ $value | humanize }} times "
+                "in the last {{ $labels.window }}."
+            ),
+            expr_summary=(
+                f">= {flaps_1h} link restarts in 1 h or >= {flaps_10h} in 10 h (cxi_healthcheck)"
+            ),
+        ),
+        _alert(
+            name="SlingshotUncorrectedFECErrors",
+            expr=f'{FEC_RATE}{{type="uncorrected"}} > 0',
+            for_="10m",
+            severity="warning",
+            summary="A Slingshot link has uncorrectable FEC codewords.",
+            description=(
+                LINK + " has received "
+                "{{ $value | humanize }} uncorrectable FEC codewords per second for 10 minutes."
+            ),
+            expr_summary="uncorrected FEC codewords on every evaluation for 10 minutes",
+        ),
+        _alert(
+            name="SlingshotHighBER",
+            expr=f'{BER}{{type="corrected"}} > {ber}',
+            for_="30m",
+            severity="warning",
+            summary="A Slingshot link has a high corrected bit error rate.",
+            description=(
+                LINK + " has a corrected BER of {{ $value | humanize }} (threshold "
+                f"{ber}); the cable or optic is degrading."
+            ),
+            expr_summary=f"corrected-codeword BER (cxi_stat style) > {ber}",
+        ),
+        _alert(
+            name="SlingshotRetransmissionTimeoutsHigh",
+            expr=f'{TIMEOUTS}{{type="spt"}} > {spt}',
+            for_="15m",
+            severity="warning",
+            summary="Slingshot retransmission timeouts are rising.",
+            description=(
+                LINK
+                + " has {{ $value | humanize }} packet retransmission (SPT) timeouts per second."
+            ),
+            expr_summary=f"SPT timeouts > {spt}/s (5-minute rate)",
+        ),
+    )

@@ -1,0 +1,290 @@
+"""Slurm: nodes, partitions, the pending backlog and the controller."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule, regex_any
+from gotthard.monitoring.shared import SC
+from gotthard.monitoring.thresholds import (
+    ThresholdValues,
+    count,
+    duration,
+    lasting,
+    num,
+    pct,
+    ratio,
+    seconds,
+)
+from gotthard.slurm_state import DRAIN_REASON_PREFIX, UNAVAILABLE_EFFECTIVE_STATES
+
+COMPONENT = "slurm"
+DASHBOARD = "slurm-cluster"
+
+#: Effective states of a node that failed (not drained or in maintenance): these page.
+#: Drains are left out: an operator's (or Slurm's own) drain is maintenance, shown on the
+#: dashboard; a drain by Gotthard's runbooks follows another alert, which pages already.
+FAILED_STATES = ("down", "error", "fail", "failing", "unknown")
+
+UNAVAILABLE_RATIO = ratio("slurm_unavailable_ratio", 0.10, "share of a partition's nodes down")
+UNAVAILABLE_MIN = count("slurm_unavailable_min_nodes", 2, "nodes of a partition down, at least")
+PENDING_JOBS = count("slurm_pending_resources_jobs", 10, "jobs pending for Resources")
+BACKLOG_IDLE = ratio(
+    "slurm_backlog_idle_ratio", 0.20, "share of a partition's CPUs idle while jobs pend"
+)
+SCHEDULER_CYCLE = seconds("slurm_scheduler_cycle_seconds", 2.0, "mean main scheduler cycle")
+CONTROLLER_LOOKBACK = seconds(
+    "slurm_controller_lookback_seconds",
+    86400,
+    "how long an exporter that polled slurmctld is expected to keep polling it",
+)
+DBD_QUEUE = count("slurm_dbd_queue_messages", 5000, "messages queued for slurmdbd")
+NOT_RESPONDING_FOR = lasting(
+    "slurm_not_responding_for", 600, "how long a node may not answer slurmctld"
+)
+COMPLETING_FOR = lasting("slurm_completing_stuck_for", 1800, "how long a node may stay COMPLETING")
+
+#: Recorded series the alerts and dashboards read.
+UNAVAILABLE = "site_cluster_partition:slurm_nodes_unavailable:ratio"
+PENDING_RESOURCES = "site_cluster_partition:slurm_jobs_pending_resources:sum"
+NODE_CPUS_ALLOC = "site_cluster:slurm_node_cpus_alloc:ratio"
+PARTITION_CPUS_ALLOC = "site_cluster_partition:slurm_partition_cpus_alloc:ratio"
+PARTITION_GPUS_ALLOC = "site_cluster_partition:slurm_partition_gpus_alloc:ratio"
+NODES_BY_STATE = "site_cluster_partition_state:slurm_nodes:sum"
+NODE_GPUS_ALLOC = "site_cluster:slurm_node_gpus_alloc:ratio"
+FAILED = "site_cluster_partition:slurm_nodes_failed:sum"
+FAILED_RATIO = "site_cluster_partition:slurm_nodes_failed:ratio"
+IDLE_CPUS = "site_cluster_partition:slurm_partition_cpus_idle:ratio"
+MAINTENANCE_DRAINS = "site_cluster:slurm_nodes_maintenance_drained:count"
+
+
+def _allocated(name: str, metric: str, labels: str) -> RecordingRule:
+    """Allocated over total of a ``state``-labelled Slurm gauge, summed by *labels*."""
+    return RecordingRule(
+        COMPONENT,
+        name,
+        f'sum by ({labels}) ({metric}{{state="alloc"}})'
+        f'\n/\n(sum by ({labels}) ({metric}{{state="total"}}) > 0)',
+    )
+
+
+_PARTITION = "site, cluster, partition"
+_PARTITION_NODES = "site_cluster_partition:slurm_nodes:sum"
+
+
+def _nodes_in(states: tuple[str, ...], total: str, share: str) -> tuple[RecordingRule, ...]:
+    """Nodes of each partition in one of *states* (0, not absent, when none is) as
+    *total*, and their share of the partition's nodes as *share*."""
+    return (
+        RecordingRule(
+            COMPONENT,
+            total,
+            f"sum by ({_PARTITION}) "
+            f'(slurm_nodes{{state=~"{regex_any(states)}"}})'
+            f"\nor\n0 * sum by ({_PARTITION}) (slurm_nodes)",
+        ),
+        RecordingRule(COMPONENT, share, f"{total}\n/\n({_PARTITION_NODES} > 0)"),
+    )
+
+
+RECORDING_RULES = (
+    RecordingRule(
+        COMPONENT,
+        NODES_BY_STATE,
+        "sum by (site, cluster, partition, state) (slurm_nodes)",
+    ),
+    RecordingRule(COMPONENT, _PARTITION_NODES, "sum by (site, cluster, partition) (slurm_nodes)"),
+    # node states that make a node unavailable to the scheduler (slurm_nodes{state}), as
+    # the exporter's backends, the runbook webhook and the sandbox judge them
+    *_nodes_in(
+        UNAVAILABLE_EFFECTIVE_STATES,
+        "site_cluster_partition:slurm_nodes_unavailable:sum",
+        UNAVAILABLE,
+    ),
+    *_nodes_in(FAILED_STATES, FAILED, FAILED_RATIO),
+    RecordingRule(
+        COMPONENT,
+        IDLE_CPUS,
+        'sum by (site, cluster, partition) (slurm_partition_cpus{state="idle"})'
+        '\n/\n(sum by (site, cluster, partition) (slurm_partition_cpus{state="total"}) > 0)',
+    ),
+    # Nodes drained (or draining) with a reason Gotthard did not write: maintenance.
+    RecordingRule(
+        COMPONENT,
+        MAINTENANCE_DRAINS,
+        "count by (site, cluster) (\n"
+        '  slurm_node_info{state=~".*drain.*", '
+        # the drain reason Gotthard's runbook webhook writes starts with this prefix
+        f'reason!~"{DRAIN_REASON_PREFIX}.*"}}\n)',
+    ),
+    _allocated(PARTITION_CPUS_ALLOC, "slurm_partition_cpus", _PARTITION),
+    _allocated(PARTITION_GPUS_ALLOC, "slurm_partition_gpus", _PARTITION),
+    _allocated(NODE_CPUS_ALLOC, "slurm_node_cpus", SC),
+    _allocated(NODE_GPUS_ALLOC, "slurm_node_gpus", SC),
+    RecordingRule(
+        COMPONENT,
+        PENDING_RESOURCES,
+        'sum by (site, cluster, partition) (slurm_jobs_pending{reason="Resources"})',
+    ),
+)
+
+_alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
+
+
+def _node_flag(name: str, flag: str, for_: str, summary: str, what: str) -> AlertRule:
+    """A node that has carried Slurm state *flag* for *for_*, one alert per node."""
+    return _alert(
+        name=name,
+        # one series per node whatever its base state, so that ``for`` survives a change
+        # from idle+FLAG to down+FLAG
+        expr=f'count by (site, cluster, node) (slurm_node_info{{state=~".*{flag}.*"}})',
+        for_=for_,
+        severity="warning",
+        summary=summary,
+        description="Node {{ $labels.node }} in {{ $labels.site }}/{{ $labels.cluster }} "
+        + what
+        + f" for {_in_words(for_)}.",
+        expr_summary=f"a node with Slurm flag `{flag}` for {for_}",
+    )
+
+
+def _in_words(for_: str) -> str:
+    """``10m`` -> ``10 minutes``, ``2h`` -> ``2 hours``."""
+    unit = {"m": "minutes", "h": "hours", "s": "seconds"}[for_[-1]]
+    return f"{for_[:-1]} {unit}"
+
+
+def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
+    unavailable, minimum, pending = t[UNAVAILABLE_RATIO], t[UNAVAILABLE_MIN], t[PENDING_JOBS]
+    cycle, idle, lookback = t[SCHEDULER_CYCLE], t[BACKLOG_IDLE], duration(t[CONTROLLER_LOOKBACK])
+    return (
+        _alert(
+            name="SlurmControllerDown",
+            # Every exporter that polled slurmctld within the lookback and does not read
+            # slurm_up 1 now: the controller does not answer (slurm_up 0), or the exporter
+            # or its host is gone (no slurm_up at all), which nothing else would report
+            # about the scheduler.
+            expr=f"max_over_time(slurm_up[{lookback}])\nunless on (site, cluster, instance)\n"
+            "slurm_up == 1",
+            for_="2m",
+            severity="critical",
+            summary="The Slurm controller does not answer.",
+            description=(
+                "slurmctld of cluster {{ $labels.cluster }} at {{ $labels.site }} has not "
+                "answered the polls of {{ $labels.instance }}, or that exporter has stopped "
+                "reporting, for 2 minutes: no jobs can be submitted or scheduled."
+            ),
+            expr_summary=(
+                f"an exporter that polled slurmctld within {lookback} reads no `slurm_up 1` "
+                "(controller, exporter or host down)"
+            ),
+        ),
+        _alert(
+            name="SlurmControllerOnBackup",
+            # The same exporter's ping sees the primary down and a backup up: Slurm failed
+            # over and still serves, so slurm_up stays 1 and SlurmControllerDown is quiet.
+            # With every controller down there is no backup at 1 (SlurmControllerDown).
+            expr='slurm_controller_up{role="primary"} == 0\nand on (site, cluster, instance)\n'
+            'slurm_controller_up{role="backup"} == 1',
+            for_="2m",
+            severity="warning",
+            summary="Slurm runs on its backup controller: the primary is down.",
+            description=(
+                "The primary slurmctld {{ $labels.controller }} of {{ $labels.site }}/"
+                "{{ $labels.cluster }} has not answered the ping of {{ $labels.instance }} "
+                "for 2 minutes while a backup controller answers: the cluster runs on its "
+                "backup and fails completely if that one fails too."
+            ),
+            expr_summary=(
+                '`slurm_controller_up{role="primary"} == 0` while a backup of the same '
+                "exporter reads 1"
+            ),
+        ),
+        _alert(
+            name="SlurmSubmitProbeFailing",
+            expr='slurm_probe_success{op="submit"} == 0',
+            for_="10m",
+            severity="critical",
+            summary="Users cannot submit Slurm jobs.",
+            description=(
+                "The synthetic job submission of {{ $labels.instance }} to "
+                "{{ $labels.site }}/{{ $labels.cluster }} has failed for 10 minutes."
+            ),
+            expr_summary='`slurm_probe_success{op="submit"} == 0` for 10 minutes',
+        ),
+        _alert(
+            name="SlurmDBDBacklog",
+            expr=f"slurm_scheduler_dbd_agent_queue_size > {num(t[DBD_QUEUE])}",
+            for_="15m",
+            severity="warning",
+            summary="slurmctld cannot hand its accounting records to slurmdbd.",
+            description=(
+                "slurmctld of {{ $labels.site }}/{{ $labels.cluster }} holds "
+                "{{ $value | humanize }} messages for slurmdbd: slurmdbd or its database is "
+                "down or too slow."
+            ),
+            expr_summary=f"more than {num(t[DBD_QUEUE])} messages queued for slurmdbd",
+        ),
+        _alert(
+            name="SlurmNodesUnavailable",
+            expr=f"{FAILED_RATIO} > {num(unavailable)}\nand on (site, cluster, partition)\n"
+            f"{FAILED} >= {num(minimum)}",
+            for_="15m",
+            severity="warning",
+            summary="Many Slurm nodes are down or failing.",
+            description=(
+                "{{ $value | humanizePercentage }} of the nodes of partition "
+                "{{ $labels.partition }} in {{ $labels.site }}/{{ $labels.cluster }} are down "
+                "or failing."
+            ),
+            expr_summary=(
+                f"share of nodes in {', '.join(FAILED_STATES)} per partition "
+                f"> {pct(unavailable)} and at least {num(minimum)} nodes (drains are not counted)"
+            ),
+        ),
+        _node_flag(
+            "SlurmNodeNotResponding",
+            "not_responding",
+            duration(t[NOT_RESPONDING_FOR]),
+            "A Slurm node does not answer slurmctld.",
+            "has not answered slurmctld",
+        ),
+        _node_flag(
+            "SlurmNodeStuckCompleting",
+            "completing",
+            duration(t[COMPLETING_FOR]),
+            "A Slurm node is stuck completing jobs.",
+            "has been COMPLETING (a job's processes do not end)",
+        ),
+        _alert(
+            name="SlurmPendingResourcesBacklog",
+            expr=f"{PENDING_RESOURCES} > {num(pending)}\nand on (site, cluster, partition)\n"
+            f"{IDLE_CPUS} > {num(idle)}",
+            for_="1h",
+            severity="warning",
+            summary="Slurm jobs pend for resources while resources sit idle.",
+            description=(
+                "{{ $value | humanize }} jobs of partition {{ $labels.partition }} in "
+                "{{ $labels.site }}/{{ $labels.cluster }} have been pending with reason "
+                f"Resources for over an hour while more than {pct(idle)} of its CPUs are idle."
+            ),
+            expr_summary=(
+                f"more than {num(pending)} jobs pending with reason `Resources` per partition "
+                f"while over {pct(idle)} of its CPUs are idle"
+            ),
+        ),
+        _alert(
+            name="SlurmSchedulerCycleSlow",
+            expr=f"avg_over_time(slurm_scheduler_cycle_last_seconds[10m]) > {num(cycle)}",
+            for_="15m",
+            severity="warning",
+            summary="The Slurm main scheduler cycle is slow.",
+            description=(
+                "The main scheduling cycle of {{ $labels.site }}/{{ $labels.cluster }} took "
+                "{{ $value | humanizeDuration }} on average over the last 10 minutes."
+            ),
+            expr_summary=(
+                f"10-minute average of `slurm_scheduler_cycle_last_seconds` > {num(cycle)} s"
+            ),
+        ),
+    )

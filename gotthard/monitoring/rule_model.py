@@ -1,0 +1,121 @@
+"""What a Prometheus rule is here: recording and alerting rules, components, severities.
+
+See :mod:`gotthard.monitoring.rules` for the conventions the rules follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from gotthard.monitoring.shared import DASHBOARD_UIDS
+
+Severity = Literal["critical", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
+
+#: ``runbook_url`` is ``<base>/<AlertName>.md``; the default points at docs/runbooks/.
+DEFAULT_RUNBOOK_BASE_URL = "https://gotthard.example.org/docs/runbooks"
+#: ``dashboard_url`` is ``<base>/d/<uid>?var-site=..&var-cluster=..``.
+DEFAULT_DASHBOARD_BASE_URL = "https://grafana.example.org"
+
+#: Components in file order; each has one recording group and one alerting group.
+COMPONENTS: tuple[str, ...] = ("gotthard", "slurm", "gpu", "slingshot", "lustre", "dr", "security")
+
+
+def group_name(component: str, kind: Literal["recording", "alerts"]) -> str:
+    """``gotthard-slurm.alerts``; Gotthard's own rules are ``gotthard-self.*``."""
+    stem = "self" if component == "gotthard" else component
+    return f"gotthard-{stem}.{kind}"
+
+
+#: Components whose alerts are about one host and carry a ``node`` label.
+NODE_COMPONENTS = ("gotthard", "gpu", "slingshot")
+#: ``instance`` is ``host:port``; ``node`` is the host.
+NODE_REGEX = "([^:]+)(?::[0-9]+)?"
+
+
+@dataclass(frozen=True)
+class RecordingRule:
+    component: str
+    record: str
+    expr: str
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    """One alerting rule. Alerts of node-level components also get a ``node`` label."""
+
+    component: str
+    name: str
+    expr: str
+    #: Prometheus duration; "0s" fires on the first evaluation that matches
+    for_: str
+    severity: Severity
+    summary: str
+    description: str
+    #: key of :data:`gotthard.monitoring.shared.DASHBOARD_UIDS`
+    dashboard: str
+    #: one line for docs/alerts.md: what the expression means
+    expr_summary: str
+    #: For alerts whose runbook undoes its action when the alert resolves (drain/resume,
+    #: cordon/uncordon): PromQL that returns a series only once the thing is healthy
+    #: again, with ``$labels.X`` placeholders (outside ``{{ }}``: Prometheus leaves them
+    #: as they are, and the runbook webhook fills them in, escaped). It travels as the
+    #: ``repair_query`` annotation, so the webhook can tell a repair from a stale series.
+    repair_query: str = ""
+    #: The labels the ``dashboard_url`` passes as dashboard variables (``var-<label>``);
+    #: only labels the alert's series carry.
+    url_labels: tuple[str, ...] = ("site", "cluster")
+
+    @property
+    def promql(self) -> str:
+        """The rule's expression as written to alerts.rules.yml.
+
+        Alerts about one host (components in NODE_COMPONENTS) add a ``node`` label, the
+        ``instance`` without its port, for the runbook webhook to act on.
+        """
+        if self.component not in NODE_COMPONENTS:
+            return self.expr
+        inner = self.expr.replace("\n", "\n  ")
+        return f'label_replace(\n  {inner},\n  "node", "$1", "instance", "{NODE_REGEX}"\n)'
+
+    def runbook_url(self, base: str = DEFAULT_RUNBOOK_BASE_URL) -> str:
+        return f"{base.rstrip('/')}/{self.name}.md"
+
+    def dashboard_url(self, base: str = DEFAULT_DASHBOARD_BASE_URL) -> str:
+        uid = DASHBOARD_UIDS[self.dashboard]
+        variables = "&".join(f"var-{label}={{{{ $labels.{label} }}}}" for label in self.url_labels)
+        return f"{base.rstrip('/')}/d/{uid}" + (f"?{variables}" if variables else "")
+
+    def annotations(
+        self,
+        runbook_base: str = DEFAULT_RUNBOOK_BASE_URL,
+        dashboard_base: str = DEFAULT_DASHBOARD_BASE_URL,
+    ) -> dict[str, str]:
+        """The annotations written to the rule file, in their order there."""
+        notes = {
+            "summary": self.summary,
+            "description": self.description,
+            "runbook_url": self.runbook_url(runbook_base),
+            "dashboard_url": self.dashboard_url(dashboard_base),
+        }
+        if self.repair_query:
+            notes["repair_query"] = self.repair_query
+        return notes
+
+
+def regex_any(values: Iterable[str]) -> str:
+    """A regex matching any of *values* (which hold no regex metacharacters)."""
+    return "|".join(values)
+
+
+#: Where an alert fires: every series carries the site and cluster target labels.
+AT = "{{ $labels.site }}/{{ $labels.cluster }}"
+#: The subjects descriptions start from: a host, a GPU, a Slingshot NIC, a Lustre file
+#: system and one of its targets.
+HOST = "{{ $labels.instance }} in " + AT
+GPU = "GPU {{ $labels.gpu }} ({{ $labels.uuid }}) on " + HOST
+LINK = "{{ $labels.device }} on " + HOST
+FS = "{{ $labels.fs }} in " + AT
+TARGET = "{{ $labels.target }} of " + FS

@@ -1,0 +1,158 @@
+"""Monitoring components: one module per area, each concept defined once.
+
+* every area has a component module with its thresholds, recording rules and alerts, in
+  the rule files' group order, and each alert links a dashboard that is built;
+* the GPU join key, the dashboard uids and the Slingshot flap limits have one definition;
+* dashboards read recorded series instead of recomputing a recording rule's rate, and
+  draw the alerts' thresholds.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from gotthard.exporters.settings import SlingshotExporterConfig
+from gotthard.exporters.slingshot import limits
+from gotthard.exporters.slingshot.render import HealthRule
+from gotthard.monitoring import components, grafana, rules, shared
+from gotthard.monitoring.components import gpu, lustre, slingshot
+from gotthard.monitoring.rule_model import COMPONENTS
+
+PACKAGE = Path(grafana.__file__).resolve().parent
+
+
+def _exprs(dashboard: dict[str, Any]) -> list[str]:
+    return [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+
+
+def test_one_component_module_per_area_in_rule_group_order() -> None:
+    assert tuple(module.COMPONENT for module in components.MODULES) == COMPONENTS
+    for module in components.MODULES:
+        assert module.DASHBOARD in shared.DASHBOARD_UIDS, module.__name__
+        made = module.alerts(components.threshold_values())
+        assert made, module.__name__
+        assert {rule.component for rule in made} == {module.COMPONENT}
+        assert {rule.component for rule in module.RECORDING_RULES} <= {module.COMPONENT}
+    names = [t.name for t in components.THRESHOLDS]
+    assert len(names) == len(set(names))
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]+", name) for name in names)
+    assert rules.alert_names() == [rule.name for rule in components.all_alerts()]
+
+
+def test_every_threshold_default_is_valid_and_used_by_an_alert() -> None:
+    defaults = components.threshold_values()
+    for threshold in components.THRESHOLDS:
+        assert threshold.check(threshold.default) == threshold.default
+        changed = defaults.overridden(threshold.name, threshold.perturbed(threshold.default))
+        before = {rule.name: rule for rule in components.all_alerts(defaults)}
+        after = components.all_alerts(changed)
+        assert any(rule != before[rule.name] for rule in after), threshold.name
+
+
+def test_alert_dashboard_links_come_from_the_one_uid_table() -> None:
+    built = {d["uid"] for d in grafana.build_dashboards()}
+    assert set(shared.DASHBOARD_UIDS.values()) == built
+    assert rules.DASHBOARD_UIDS is shared.DASHBOARD_UIDS is grafana.DASHBOARD_UIDS
+    for rule in rules.ALERTS:
+        uid = shared.DASHBOARD_UIDS[rule.dashboard]
+        url = rule.dashboard_url("https://g")
+        assert url == f"https://g/d/{uid}" or url.startswith(f"https://g/d/{uid}?"), url
+
+
+def test_join_keys_and_uids_are_written_once_in_the_package() -> None:
+    gpu_key = shared.GPU_KEY
+    holders = {}
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        holders[path.relative_to(PACKAGE).as_posix()] = (
+            text.count(f'"{gpu_key}"'),
+            len(re.findall(r'"gotthard-[a-z-]+"', text)),
+            text.count('"slurm_job_info"'),
+        )
+    assert [name for name, counts in holders.items() if counts[0]] == ["shared.py"]
+    # the live check's allow-list names panels by uid (its keys are what it prints)
+    assert [name for name, counts in holders.items() if counts[1]] in ([], ["check.py"])
+    assert [name for name, counts in holders.items() if counts[2]] == ["shared.py"]
+
+
+def test_slingshot_flap_limits_have_one_definition() -> None:
+    config = SlingshotExporterConfig()
+    assert (config.max_restarts_1h, config.max_restarts_10h) == (
+        limits.MAX_RESTARTS_1H,
+        limits.MAX_RESTARTS_10H,
+    )
+    assert HealthRule() == HealthRule(limits.MAX_RESTARTS_1H, limits.MAX_RESTARTS_10H)
+    defaults = components.threshold_values()
+    assert defaults[slingshot.FLAPS_1H] == limits.MAX_RESTARTS_1H
+    assert defaults[slingshot.FLAPS_10H] == limits.MAX_RESTARTS_10H
+
+
+def _rated(expr: str, range_: str) -> set[tuple[str, frozenset[str]]]:
+    """(counter, matchers) of every ``rate``/``increase`` over *range_* in *expr*."""
+    found = set()
+    pattern = rf"(?:rate|increase)\((\w+)(?:\{{([^}}]*)\}})?\[{re.escape(range_)}\]\)"
+    for metric, matchers in re.findall(pattern, expr):
+        found.add((metric, frozenset(m.strip() for m in matchers.split(",") if m.strip())))
+    return found
+
+
+def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> None:
+    recorded = {
+        use
+        for rule in rules.RECORDING_RULES
+        for use in _rated(rule.expr, "5m") | _rated(rule.expr, "10m")
+    }
+    assert recorded, "the recording rules rate counters"
+    for dash in grafana.build_dashboards():
+        for expr in _exprs(dash):
+            for metric, matchers in _rated(expr, "$__rate_interval"):
+                for counter, needed in recorded:
+                    if counter == metric and needed <= matchers:
+                        raise AssertionError(f"{dash['uid']}: {expr} recomputes {counter}")
+    used = {
+        name
+        for d in grafana.build_dashboards()
+        for e in _exprs(d)
+        for name in re.findall(r"site_cluster\w*:\w+:\w+", e)
+    }
+    records = {rule.record for rule in rules.RECORDING_RULES}
+    assert used <= records
+    for record in (lustre.OST_FILL, lustre.FILL_SPREAD, slingshot.BER, slingshot.TIMEOUTS):
+        assert record in used, record
+
+
+def test_gpu_job_views_recompute_utilisation_only_to_filter_by_node() -> None:
+    """The recorded per-job utilisation has no ``instance`` label; the GPU board filters
+    by node, so it joins gpu_job_info itself, on the selected nodes only."""
+    gpu = next(d for d in grafana.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
+    joins = [e for e in _exprs(gpu) if "gpu_job_info" in e and "gpu_utilization_ratio" in e]
+    assert joins
+    for expr in joins:
+        assert 'instance=~"$instance"' in expr, expr
+
+
+def test_panels_draw_the_alert_thresholds() -> None:
+    values = components.threshold_values()
+    dashboards = {d["uid"]: d for d in grafana.build_dashboards()}
+    slingshot_board = {
+        p["title"]: p for p in dashboards["gotthard-slingshot-network-health"]["panels"]
+    }
+    flaps = slingshot_board["Link restarts (flaps)"]["fieldConfig"]["defaults"]
+    assert flaps["custom"]["thresholdsStyle"] == {"mode": "line"}
+    assert [s.get("value") for s in flaps["thresholds"]["steps"]] == [
+        None,
+        values[slingshot.FLAPS_1H],
+        values[slingshot.FLAPS_10H],
+    ]
+
+
+def test_one_fatal_xid_list_for_the_exporter_and_the_alert() -> None:
+    """The XIDs that make the exporter mark a GPU unhealthy are the XIDs that page."""
+    from gotthard.exporters.gpu import events, xid
+
+    assert events.FATAL_XIDS is xid.FATAL_XIDS
+    assert set(gpu.PAGING_XIDS) == xid.FATAL_XIDS
+    matched = re.findall(r'xid=~"([0-9|]+)"', rules.alert("GPUFatalXid").expr)
+    assert matched and all(set(m.split("|")) == {str(x) for x in xid.FATAL_XIDS} for m in matched)
