@@ -11,7 +11,7 @@ runbook webhook (the clusters of its site it owns, each with its own Slurm, Kube
 Prometheus), DR (backups, drills, placement), ``gotthard audit cluster`` and
 ``gotthard deploy render``. The areas' own tables (``[exporter]``, ``[dr]``,
 ``[runbooks]``, ``[monitoring]``, ``[policies]``, ``[deploy]``) hold only their settings;
-their models live in their folders.
+their models live in their folders, and :data:`gotthard.areas.SECTIONS` names them.
 
 Cross-references (a drill's site, a placed service's primary site, the installation's
 own cluster, ...) are checked at load time. An invalid file raises
@@ -26,15 +26,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
+from gotthard import areas
 from gotthard.base import Name, Strict, format_validation_error, parse_listen
-from gotthard.deploy.settings import DeployConfig
-from gotthard.dr.settings import DrConfig
-from gotthard.exporters.settings import KNOWN_COLLECTORS, ExporterConfig
-from gotthard.monitoring.settings import MonitoringConfig
-from gotthard.policies.settings import PoliciesConfig
-from gotthard.runbooks.settings import RunbooksConfig
 from gotthard.site import ClusterConfig, KubeAccess, SiteConfig
 
 ENV_VAR = "GOTTHARD_CONFIG"
@@ -44,7 +39,6 @@ SUB_CONFIG_DEST = "sub_config"
 
 __all__ = [
     "ENV_VAR",
-    "KNOWN_COLLECTORS",
     "SUB_CONFIG_DEST",
     "ClusterConfig",
     "Config",
@@ -85,17 +79,14 @@ def _moved_key(data: dict[str, Any]) -> str | None:
     return None
 
 
-class Config(Strict):
+class SiteFile(Strict):
+    """The site file's own keys and its cross-checks; :data:`Config` adds the areas'
+    tables (:data:`gotthard.areas.SECTIONS`)."""
+
     #: The site and cluster this installation runs at (labels, and what it acts on).
     site: Name = "local"
     cluster: Name = "sandbox"
     sites: dict[Name, SiteConfig] = Field(default_factory=dict)
-    exporter: ExporterConfig = ExporterConfig()
-    dr: DrConfig = DrConfig()
-    runbooks: RunbooksConfig = RunbooksConfig()
-    monitoring: MonitoringConfig = MonitoringConfig()
-    policies: PoliciesConfig = PoliciesConfig()
-    deploy: DeployConfig = DeployConfig()
 
     @model_validator(mode="before")
     @classmethod
@@ -119,7 +110,7 @@ class Config(Strict):
         return data
 
     @model_validator(mode="after")
-    def _references(self) -> Config:
+    def _references(self) -> SiteFile:
         if self.sites:
             if self.site not in self.sites:
                 raise ValueError(
@@ -184,6 +175,16 @@ class Config(Strict):
                 f" ([sites.{name}.clusters.{cluster or 'NAME'}])"
             )
         return conf.clusters[cluster]
+
+
+def _sections() -> dict[str, Any]:
+    """Each table of :data:`gotthard.areas.SECTIONS` with its model, at its defaults."""
+    models = {name: areas.load(ref) for name, ref in areas.SECTIONS.items()}
+    return {name: (model, model()) for name, model in models.items()}
+
+
+#: The whole site file: its own keys and every area's table.
+Config = create_model("Config", __base__=SiteFile, __module__=__name__, **_sections())
 
 
 def add_config_option(parser: argparse.ArgumentParser, name: str, help: str) -> None:

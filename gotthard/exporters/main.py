@@ -4,71 +4,23 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
+from gotthard import areas
 from gotthard import config as configuration
 from gotthard.base import format_validation_error
 from gotthard.exporters.runtime import Collector, CollectorRunner, Exporter, SetupError
-from gotthard.exporters.settings import ExporterConfig
+from gotthard.exporters.settings import ExporterConfig, Flag
 
 log = logging.getLogger("gotthard.exporter")
-
-
-def _slurm(cfg: configuration.Config) -> Collector:
-    from gotthard.exporters.slurm.collector import SlurmCollector
-
-    # The cluster's Slurm access comes from the site model; --slurm.rest-url overrides.
-    cluster = cfg.cluster_config()
-    settings = cfg.exporter.slurm
-    if not settings.rest_url and cluster.slurmrestd_url:
-        settings = settings.model_copy(update={"rest_url": cluster.slurmrestd_url})
-    if cluster.slurm_conf:
-        os.environ["SLURM_CONF"] = cluster.slurm_conf  # squeue/sinfo and pyslurm read it
-    return SlurmCollector(settings)
-
-
-def _gpu(cfg: configuration.Config) -> Collector:
-    from gotthard.exporters.gpu.collector import GpuCollector
-
-    return GpuCollector(cfg.exporter.gpu, procfs=cfg.exporter.path_procfs)
-
-
-def _slingshot(cfg: configuration.Config) -> Collector:
-    from gotthard.exporters.slingshot.collector import SlingshotCollector
-
-    return SlingshotCollector(cfg.exporter.slingshot, sysfs=cfg.exporter.path_sysfs)
-
-
-def _lustre(cfg: configuration.Config) -> Collector:
-    from gotthard.exporters.lustre.collector import LustreCollector
-
-    return LustreCollector(
-        cfg.exporter.lustre, procfs=cfg.exporter.path_procfs, sysfs=cfg.exporter.path_sysfs
-    )
-
-
-def _textfile(cfg: configuration.Config) -> Collector:
-    from gotthard.exporters.textfile import TextfileCollector
-
-    return TextfileCollector(cfg.exporter.textfile)
-
-
-#: Collector name -> factory. Later collectors register here, one module each.
-FACTORIES: dict[str, Callable[[configuration.Config], Collector]] = {
-    "slurm": _slurm,
-    "gpu": _gpu,
-    "slingshot": _slingshot,
-    "lustre": _lustre,
-    "textfile": _textfile,
-}
 
 
 class UsageError(Exception):
@@ -103,141 +55,48 @@ class _Flag:
         return self.name.lstrip("-").replace(".", "_").replace("-", "_")
 
 
-def _flag(
-    name: str, key: str = "", convert: Callable[[Any], Any] | None = None, **options: Any
-) -> _Flag:
+def _setting_flag(key: str, info: FieldInfo, flag: Flag) -> _Flag:
+    """The flag a settings field declares (:class:`~gotthard.exporters.settings.Flag`);
+    how it takes its value follows from the field's type and default."""
+    name = flag.name or "--" + key.replace("_", "-")
+    options: dict[str, Any] = {"help": flag.help}
+    if flag.metavar:
+        options["metavar"] = flag.metavar
+    kind, convert = info.annotation, None
+    if get_origin(kind) is Literal:
+        options["choices"] = get_args(kind)
+    elif kind is bool and info.default:
+        options["choices"], convert = ("true", "false"), _true
+    elif kind is bool:
+        options.update(action="store_true", default=None)
+    elif get_origin(kind) is list:
+        convert = _names
+    elif kind in (int, float):
+        options["type"] = kind
     return _Flag(name, key, convert, options)
 
 
-#: The exporter's flags, in --help order; the settings ones override ``[exporter]``.
+def _setting_flags(model: type[BaseModel], prefix: str = "") -> list[_Flag]:
+    """Every flag the fields of *model* (and of its tables, recursively) declare."""
+    flags = []
+    for name, info in model.model_fields.items():
+        declared = [item for item in info.metadata if isinstance(item, Flag)]
+        if declared:
+            flags.append(_setting_flag(prefix + name, info, declared[0]))
+        elif isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
+            flags += _setting_flags(info.annotation, f"{prefix}{name}.")
+    return flags
+
+
+#: The exporter's flags, in --help order: ``--once``, then those the settings declare
+#: (they override ``[exporter]``), then ``--log.level``.
 FLAGS: tuple[_Flag, ...] = (
-    _flag(
-        "--collectors",
-        "collectors",
-        _names,
-        help=f"comma-separated collectors to enable ({', '.join(FACTORIES)}; "
-        "default from config: slurm)",
+    _Flag("--once", options={"action": "store_true", "help": "collect once, print, exit"}),
+    *_setting_flags(ExporterConfig),
+    _Flag(
+        "--log.level",
+        options={"default": "info", "choices": ("debug", "info", "warning", "error")},
     ),
-    _flag("--listen", "listen", help="HOST:PORT to serve on (default 127.0.0.1:9877)"),
-    _flag("--once", action="store_true", help="collect once, print, exit"),
-    _flag("--path.sysfs", "path_sysfs", help="sysfs mount point (default /sys)"),
-    _flag("--path.procfs", "path_procfs", help="procfs mount point (default /proc)"),
-    _flag(
-        "--web.config",
-        "web_config",
-        help="exporter-toolkit style YAML file for TLS and basic auth",
-    ),
-    _flag(
-        "--slurm.backend",
-        "slurm.backend",
-        choices=("auto", "cli", "rest", "pyslurm"),
-        help="how to read Slurm (default cli; auto = pyslurm if importable, else rest "
-        "if a URL is set, else cli)",
-    ),
-    _flag(
-        "--slurm.rest-url",
-        "slurm.rest_url",
-        help="slurmrestd URL: http(s)://HOST:PORT (JWT) or unix:/path/to/socket",
-    ),
-    _flag(
-        "--slurm.poll-interval",
-        "slurm.poll_interval_seconds",
-        type=float,
-        metavar="SECONDS",
-        help="poll Slurm at most once per this many seconds (default 30)",
-    ),
-    _flag(
-        "--slurm.per-user",
-        "slurm.per_user",
-        action="store_true",
-        default=None,
-        help="add a user label to job metrics (unbounded on big sites)",
-    ),
-    _flag(
-        "--slurm.job-info",
-        "slurm.job_info",
-        _true,
-        choices=("true", "false"),
-        help="export slurm_job_info, one series per running job (default true)",
-    ),
-    _flag(
-        "--slingshot.extra-counters",
-        "slingshot.extra_counters",
-        metavar="REGEX",
-        help="also export telemetry files matching REGEX as slingshot_counter{counter}",
-    ),
-    _flag(
-        "--lustre.source",
-        "lustre.source",
-        choices=("procfs", "lctl"),
-        help="read Lustre from /proc and /sys (default) or from `lctl get_param` output",
-    ),
-    _flag(
-        "--lustre.job-stats",
-        "lustre.job_stats",
-        action="store_true",
-        default=None,
-        help="export per-job IO from job_stats (one series set per job)",
-    ),
-    _flag(
-        "--lustre.job-stats-limit",
-        "lustre.job_stats_limit",
-        type=int,
-        metavar="N",
-        help="at most N jobs per target, highest IO first (default 1000)",
-    ),
-    _flag(
-        "--lustre.export-stats",
-        "lustre.export_stats",
-        action="store_true",
-        default=None,
-        help="export per-client IO from exports.<nid>.stats of OSTs and MDTs "
-        "(one series set per client NID)",
-    ),
-    _flag(
-        "--lustre.export-stats-limit",
-        "lustre.export_stats_limit",
-        type=int,
-        metavar="N",
-        help="at most N client NIDs per target, highest IO first (default 1000)",
-    ),
-    _flag(
-        "--lustre.lnet-health",
-        "lustre.lnet_health",
-        action="store_true",
-        default=None,
-        help="export LNet interface health and status from `lnetctl net show -v 4` "
-        "(runs lnetctl each poll)",
-    ),
-    _flag(
-        "--lustre.quota",
-        "lustre.quota",
-        action="store_true",
-        default=None,
-        help="export space and inodes per user, group and project of each target "
-        "(quota_slave.acct_*)",
-    ),
-    _flag(
-        "--lustre.quota-limit",
-        "lustre.quota_limit",
-        type=int,
-        metavar="N",
-        help="at most N ids per target and quota type, most space first (default 1000)",
-    ),
-    _flag(
-        "--lustre.brw-stats",
-        "lustre.brw_stats",
-        action="store_true",
-        default=None,
-        help="export bulk RPC and disk I/O size distributions from brw_stats",
-    ),
-    _flag(
-        "--textfile.directory",
-        "textfile.directory",
-        metavar="DIR",
-        help="directory of *.prom files the textfile collector serves",
-    ),
-    _flag("--log.level", default="info", choices=("debug", "info", "warning", "error")),
 )
 
 
@@ -276,19 +135,18 @@ def effective_config(args: argparse.Namespace, base: configuration.Config) -> co
 
 
 def build_exporter(cfg: configuration.Config) -> Exporter:
+    """The collectors *cfg* enables, each built by its factory of the registry of areas
+    (:mod:`gotthard.areas`; a collector's modules are imported only when it is enabled)."""
     names = cfg.exporter.collectors
-    unavailable = [name for name in names if name not in FACTORIES]
-    if unavailable:
-        raise UsageError(
-            f"collector(s) not available in this build: {', '.join(unavailable)} "
-            f"(available: {', '.join(FACTORIES)})"
-        )
     if not names:
         raise UsageError("no collectors enabled")
     runners = []
     for name in dict.fromkeys(names):
+        factory: Callable[[configuration.Config], Collector] = areas.load(
+            areas.collector(name).factory
+        )
         try:
-            collector = FACTORIES[name](cfg)
+            collector = factory(cfg)
         except SetupError as err:
             raise UsageError(f"collector {name}: {err}") from None
         max_stale = max(collector.poll_interval, 1.0) * cfg.exporter.max_stale_intervals

@@ -19,12 +19,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from gotthard.exporters.families import Kind, MetricFamily, gauge
 from gotthard.exporters.runtime import SetupError
 from gotthard.exporters.settings import TextfileExporterConfig
+
+if TYPE_CHECKING:
+    from gotthard.config import Config
 
 #: Names a file may not define: the exporter's own families.
 RESERVED_PREFIXES = ("gotthard_collector_", "gotthard_textfile_", "gotthard_build_info")
@@ -163,3 +167,7 @@ class TextfileCollector:
 
     def snapshot_errors(self, snapshot: TextfileSnapshot) -> int:
         return len(snapshot.errors)
+
+
+def from_config(cfg: Config) -> TextfileCollector:
+    return TextfileCollector(cfg.exporter.textfile)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gotthard.exporters.families import MetricFamily
 from gotthard.exporters.gpu.nvml import NvmlSource
 from gotthard.exporters.gpu.render import render
 from gotthard.exporters.gpu.snapshot import GpuSnapshot
 from gotthard.exporters.settings import GpuExporterConfig
+
+if TYPE_CHECKING:
+    from gotthard.config import Config
 
 
 class GpuCollector:
@@ -33,3 +38,7 @@ class GpuCollector:
 
     def close(self) -> None:
         self.source.close()
+
+
+def from_config(cfg: Config) -> GpuCollector:
+    return GpuCollector(cfg.exporter.gpu, procfs=cfg.exporter.path_procfs)

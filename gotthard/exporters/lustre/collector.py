@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from gotthard.exporters.families import MetricFamily
 from gotthard.exporters.lustre.render import render
 from gotthard.exporters.lustre.render_optin import render_optin
 from gotthard.exporters.lustre.snapshot import LustreSnapshot
 from gotthard.exporters.lustre.source import LctlSource, LnetctlReader, ProcfsSource, assemble
 from gotthard.exporters.settings import LustreExporterConfig
+
+if TYPE_CHECKING:
+    from gotthard.config import Config
 
 
 class LustreCollector:
@@ -55,3 +60,8 @@ class LustreCollector:
 
     def snapshot_errors(self, snapshot: LustreSnapshot) -> int:
         return snapshot.errors
+
+
+def from_config(cfg: Config) -> LustreCollector:
+    exporter = cfg.exporter
+    return LustreCollector(exporter.lustre, procfs=exporter.path_procfs, sysfs=exporter.path_sysfs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gotthard.exporters.families import MetricFamily
 from gotthard.exporters.settings import SlingshotExporterConfig
@@ -16,6 +17,9 @@ from gotthard.exporters.slingshot.render import (
 )
 from gotthard.exporters.slingshot.snapshot import SlingshotSnapshot
 from gotthard.exporters.slingshot.sysfs import SysfsSource
+
+if TYPE_CHECKING:
+    from gotthard.config import Config
 
 
 class SlingshotCollector:
@@ -55,3 +59,7 @@ class SlingshotCollector:
 
     def snapshot_errors(self, snapshot: SlingshotSnapshot) -> int:
         return snapshot.errors
+
+
+def from_config(cfg: Config) -> SlingshotCollector:
+    return SlingshotCollector(cfg.exporter.slingshot, sysfs=cfg.exporter.path_sysfs)

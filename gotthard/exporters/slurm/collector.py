@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gotthard.exporters.families import MetricFamily
 from gotthard.exporters.runtime import SetupError
@@ -18,6 +19,9 @@ from gotthard.exporters.slurm.snapshot import (
     SlurmUnavailable,
     partition_total_mismatches,
 )
+
+if TYPE_CHECKING:
+    from gotthard.config import Config
 
 log = logging.getLogger("gotthard.exporter.slurm")
 
@@ -99,3 +103,15 @@ class SlurmCollector:
 
     def snapshot_errors(self, snapshot: SlurmSnapshot) -> int:
         return snapshot.errors
+
+
+def from_config(cfg: Config) -> SlurmCollector:
+    """The collector of *cfg*'s ``[exporter.slurm]``, reaching the Slurm of the site model's
+    cluster (``--slurm.rest-url`` overrides its ``slurmrestd_url``)."""
+    cluster = cfg.cluster_config()
+    settings = cfg.exporter.slurm
+    if not settings.rest_url and cluster.slurmrestd_url:
+        settings = settings.model_copy(update={"rest_url": cluster.slurmrestd_url})
+    if cluster.slurm_conf:
+        os.environ["SLURM_CONF"] = cluster.slurm_conf  # squeue/sinfo and pyslurm read it
+    return SlurmCollector(settings)
