@@ -497,7 +497,8 @@ def rule_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str, Any]
 def dashboard_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str, Any]]:
     """The Grafana dashboards as ConfigMaps the Grafana sidecar loads (label
     ``grafana_dashboard: "1"``, folder annotation)."""
-    from gotthard.monitoring import deliver, grafana
+    from gotthard.monitoring import deliver
+    from gotthard.monitoring.dashboards import build
 
     return [
         deliver.dashboard_configmap(
@@ -507,7 +508,7 @@ def dashboard_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str,
             folder_annotation=deliver.DEFAULT_FOLDER_ANNOTATION,
             labels=labels(cfg),
         )
-        for dash in grafana.build_dashboards(getattr(cfg, "monitoring", None))
+        for dash in build.build_dashboards(getattr(cfg, "monitoring", None))
     ]
 
 

@@ -1,24 +1,30 @@
-"""Grafana dashboards as code, their offline lint and a live check against Prometheus;
-the Prometheus rules and the Alertmanager configuration.
+"""Monitoring as code: Prometheus rules, Grafana dashboards, the Alertmanager configuration,
+runbook pages, and their delivery formats.
 
-* :mod:`gotthard.monitoring.grafana`: build and write the dashboards (the entry point);
-  :mod:`~gotthard.monitoring.panels` holds the query and panel helpers,
-  :mod:`~gotthard.monitoring.boards` one module per dashboard, and
-  :mod:`~gotthard.monitoring.schema` turns grafanalib's output into JSON that current
-  Grafana imports without migrations.
-* :mod:`gotthard.monitoring.lint`: offline rules (datasource variable, site/cluster
-  filter, ``$__rate_interval``, units, panel types, uids, panel ids, titles).
-* :mod:`gotthard.monitoring.check`: every panel query sent to a real Prometheus.
-* :mod:`gotthard.monitoring.cli`: ``gotthard dashboards build|lint|check``.
-* :mod:`gotthard.monitoring.components`: one module per area (Slurm, GPU, Slingshot,
-  Lustre, DR, security, Gotthard itself) with its thresholds, recording rules and alerts;
-  :mod:`~gotthard.monitoring.shared` holds the selectors, join keys and dashboard uids
-  that rules and dashboards share; :mod:`~gotthard.monitoring.settings` the site's
-  ``[monitoring]`` tuning.
-* :mod:`gotthard.monitoring.rules`: render the rules; ``gotthard rules build`` in
-  :mod:`~gotthard.monitoring.rules_cli`, with :mod:`~gotthard.monitoring.alertmanager`;
-  ``gotthard rules thresholds`` in :mod:`~gotthard.monitoring.thresholds_cli`; the
-  runbook pages in :mod:`~gotthard.monitoring.runbook_pages`.
+The package is split by product into layers; a module imports only from its own layer
+or those above it in this list, never from a later one (tests/test_structure.py checks
+it, function-level imports included):
+
+1. base: :mod:`~gotthard.monitoring.thresholds` (tunable thresholds),
+   :mod:`~gotthard.monitoring.rule_model` (what a rule is),
+   :mod:`~gotthard.monitoring.shared` (selectors, join keys, dashboard names and uids),
+   :mod:`~gotthard.monitoring.documents` (deterministic YAML, writing files);
+2. components: :mod:`gotthard.monitoring.components`, one module per area of the
+   registry (:data:`gotthard.areas.AREAS`) with its thresholds, recording rules and
+   alerts; :mod:`~gotthard.monitoring.settings`, the site's ``[monitoring]`` tuning of
+   them;
+3. rules: :mod:`~gotthard.monitoring.rules` renders them, :mod:`~gotthard.monitoring.dcgm`
+   maps dcgm-exporter's metrics;
+4. dashboards: :mod:`gotthard.monitoring.dashboards` (panels, boards, schema, build,
+   lint, live check);
+5. Alertmanager: :mod:`~gotthard.monitoring.alertmanager`;
+6. runbook pages: :mod:`~gotthard.monitoring.runbook_pages`, from the templates in
+   ``runbooks/``;
+7. delivery: :mod:`~gotthard.monitoring.deliver`, the formats sites load;
+8. commands: ``gotthard dashboards`` (:mod:`~gotthard.monitoring.cli`), ``gotthard
+   rules`` and ``gotthard alertmanager`` (:mod:`~gotthard.monitoring.rules_cli`,
+   :mod:`~gotthard.monitoring.thresholds_cli`), with
+   :mod:`~gotthard.monitoring.cli_common`.
 
 See docs/dashboards.md and docs/alerts.md.
 """

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gotthard.monitoring.rules import dump_yaml
+from gotthard.monitoring.documents import dump_yaml
 
 #: The runbook webhook (``gotthard runbooks serve`` listens on 127.0.0.1:9878).
 DEFAULT_WEBHOOK_URL = "http://127.0.0.1:9878/alerts"

@@ -10,14 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from gotthard.config import Config
-from gotthard.monitoring import check as live
-from gotthard.monitoring import deliver, grafana, lint
+from gotthard.monitoring import deliver
 from gotthard.monitoring.cli_common import (
     add_options,
     build_command,
     command_group,
     write_and_list,
 )
+from gotthard.monitoring.dashboards import build, lint
+from gotthard.monitoring.dashboards import check as live
+from gotthard.monitoring.documents import write_files
 from gotthard.monitoring.settings import MonitoringConfig
 
 
@@ -130,7 +132,7 @@ def load_dashboards(
     """The built-in dashboards (with the site's *monitoring* tuning), or every ``*.json``
     in *directory* (sorted by name)."""
     if directory is None:
-        return grafana.build_dashboards(monitoring=monitoring)
+        return build.build_dashboards(monitoring=monitoring)
     root = Path(directory)
     if not root.is_dir():
         raise OSError(f"{root}: not a directory")
@@ -166,7 +168,7 @@ def run_build(args: argparse.Namespace, cfg: Config) -> int:
             namespace=args.namespace,
             folder_annotation=args.folder_annotation,
         )
-        return deliver.write(Path(args.out), documents)
+        return write_files(Path(args.out), documents)
 
     return write_and_list("dashboards build", write, error_status=2)
 

@@ -16,6 +16,10 @@ Dashboards (``gotthard dashboards build --format``):
 
 With ``[monitoring] gpu_source = "dcgm"`` the recording rules also hold the DCGM mapping
 group (:mod:`gotthard.monitoring.dcgm`).
+
+Delivery sits above the rules and the dashboards: it imports them, never the reverse. The
+dashboard functions import :mod:`gotthard.monitoring.dashboards.build` (grafanalib, the
+``dashboards`` extra) when called, so that delivering rules never needs it.
 """
 
 from __future__ import annotations
@@ -25,12 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gotthard.monitoring import dcgm, rules
+from gotthard.monitoring.documents import dump_yaml, write_files
 
 if TYPE_CHECKING:
     from gotthard.monitoring.settings import MonitoringConfig
-
-# The dashboard functions import gotthard.monitoring.grafana (grafanalib, the
-# ``dashboards`` extra) when called, so that building rules never needs it.
 
 RuleFormat = Literal["files", "prometheus-operator"]
 RULE_FORMATS: tuple[RuleFormat, ...] = ("files", "prometheus-operator")
@@ -78,8 +80,8 @@ def rule_files(
 ) -> dict[str, str]:
     """``--format files``: file name -> text."""
     return {
-        RECORDING_FILE: rules.HEADER + rules.dump_yaml({"groups": list(recording)}),
-        ALERTS_FILE: rules.HEADER + rules.dump_yaml({"groups": list(alerting)}),
+        RECORDING_FILE: rules.HEADER + dump_yaml({"groups": list(recording)}),
+        ALERTS_FILE: rules.HEADER + dump_yaml({"groups": list(alerting)}),
     }
 
 
@@ -139,10 +141,7 @@ def rule_documents(
         [*recording, *alerting], namespace=namespace, labels=dict(labels or {})
     )
     header = _header("gotthard rules build --format prometheus-operator")
-    return {
-        f"{name}.prometheusrule.yaml": header + rules.dump_yaml(obj)
-        for name, obj in objects.items()
-    }
+    return {f"{name}.prometheusrule.yaml": header + dump_yaml(obj) for name, obj in objects.items()}
 
 
 # --- dashboards -----------------------------------------------------------------------------
@@ -179,7 +178,7 @@ def dashboard_configmap(
     labels: Mapping[str, str],
 ) -> dict[str, Any]:
     """One dashboard as a ConfigMap the Grafana sidecar picks up."""
-    from gotthard.monitoring import grafana
+    from gotthard.monitoring.dashboards import build
 
     meta = metadata(dash["uid"], namespace, {SIDECAR_LABEL: "1", **labels}, "dashboards")
     meta["annotations"] = {folder_annotation: folder}
@@ -187,7 +186,7 @@ def dashboard_configmap(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": meta,
-        "data": {dashboard_file(dash): grafana.render(dash)},
+        "data": {dashboard_file(dash): build.render(dash)},
     }
 
 
@@ -202,24 +201,23 @@ def dashboard_documents(
     monitoring: MonitoringConfig | None = None,
 ) -> dict[str, str]:
     """Relative file path -> text of the dashboards in format *fmt*."""
-    from gotthard.monitoring import grafana
+    from gotthard.monitoring.dashboards import build
 
-    built = grafana.build_dashboards(monitoring=monitoring)
+    built = build.build_dashboards(monitoring=monitoring)
     if fmt == "json":
-        return {dashboard_file(dash): grafana.render(dash) for dash in built}
+        return {dashboard_file(dash): build.render(dash) for dash in built}
     if fmt == "provisioning":
         header = _header("gotthard dashboards build --format provisioning")
         documents = {
-            "provisioning/dashboards/gotthard.yaml": header
-            + rules.dump_yaml(provisioning_provider(path))
+            "provisioning/dashboards/gotthard.yaml": header + dump_yaml(provisioning_provider(path))
         }
         for dash in built:
-            documents[f"dashboards/{folder}/{dashboard_file(dash)}"] = grafana.render(dash)
+            documents[f"dashboards/{folder}/{dashboard_file(dash)}"] = build.render(dash)
         return documents
     header = _header("gotthard dashboards build --format configmaps")
     return {
         f"{dash['uid']}.configmap.yaml": header
-        + rules.dump_yaml(
+        + dump_yaml(
             dashboard_configmap(
                 dash,
                 namespace=namespace,
@@ -232,12 +230,10 @@ def dashboard_documents(
     }
 
 
-def write(out: Path, documents: Mapping[str, str]) -> list[Path]:
-    """Write *documents* (relative path -> text) under *out*; return the paths."""
-    written = []
-    for name, text in documents.items():
-        path = out / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
+def write_dashboards(
+    out_dir: Path | str, *, monitoring: MonitoringConfig | None = None
+) -> list[Path]:
+    """Write ``<uid>.json`` for every dashboard into *out_dir* (created if missing)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return write_files(out, dashboard_documents("json", monitoring=monitoring))

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from gotthard import areas
 from gotthard.monitoring.shared import DASHBOARD_UIDS
 
 Severity = Literal["critical", "warning", "info"]
@@ -19,18 +20,18 @@ DEFAULT_RUNBOOK_BASE_URL = "https://gotthard.example.org/docs/runbooks"
 #: ``dashboard_url`` is ``<base>/d/<uid>?var-site=..&var-cluster=..``.
 DEFAULT_DASHBOARD_BASE_URL = "https://grafana.example.org"
 
-#: Components in file order; each has one recording group and one alerting group.
-COMPONENTS: tuple[str, ...] = ("gotthard", "slurm", "gpu", "slingshot", "lustre", "dr", "security")
+#: Components in file order, one per area of :data:`gotthard.areas.AREAS` (named as the
+#: area); each has one recording group and one alerting group.
+COMPONENTS: tuple[str, ...] = tuple(area.name for area in areas.AREAS)
 
 
 def group_name(component: str, kind: Literal["recording", "alerts"]) -> str:
     """``gotthard-slurm.alerts``; Gotthard's own rules are ``gotthard-self.*``."""
-    stem = "self" if component == "gotthard" else component
-    return f"gotthard-{stem}.{kind}"
+    return f"gotthard-{component}.{kind}"
 
 
 #: Components whose alerts are about one host and carry a ``node`` label.
-NODE_COMPONENTS = ("gotthard", "gpu", "slingshot")
+NODE_COMPONENTS = ("self", "gpu", "slingshot")
 #: ``instance`` is ``host:port``; ``node`` is the host.
 NODE_REGEX = "([^:]+)(?::[0-9]+)?"
 

@@ -29,6 +29,7 @@ from gotthard.monitoring.cli_common import (
     command_group,
     write_and_list,
 )
+from gotthard.monitoring.documents import write_files
 from gotthard.monitoring.settings import MonitoringConfig
 
 RECORDING_FILE = deliver.RECORDING_FILE
@@ -61,7 +62,7 @@ def build(
         labels=labels,
     )
     documents[ALERTMANAGER_FILE] = alertmanager.render(settings)
-    written = deliver.write(out, documents)
+    written = write_files(out, documents)
     # the runbook pages the alerts link to, with this site's threshold values
     return [*written, *runbook_pages.write_runbooks(out / RUNBOOKS_DIR, monitoring)]
 
@@ -173,7 +174,7 @@ def _cmd_alertmanager(args: argparse.Namespace, cfg: Config) -> int:
         name, text = alertmanager_document(args.mode, settings, args.merge_into)
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        return deliver.write(out, {name: text})
+        return write_files(out, {name: text})
 
     return write_and_list("alertmanager build", write, error_status=2)
 

@@ -10,6 +10,8 @@ Placeholders (``<<...>>``):
 * ``<<summary>>``, ``<<for>>``, ``<<promql>>``, ``<<source>>``: the alert's summary, its
   ``for`` duration, its expression as written to the rule file, and the module that
   defines it;
+* ``<<automated_steps>>``: the ``Automated steps:`` line, what the runbook webhook does
+  for the alert (from its action registry, :mod:`gotthard.runbooks.registry`);
 * ``<<threshold>>`` or ``<<threshold|format>>``: a threshold's value, as PromQL writes it,
   or formatted: ``pct`` (``85%``), ``pts`` (percentage points, ``20``), ``ms`` (seconds
   as milliseconds), ``min`` and ``h`` (seconds as minutes or hours), ``dur`` (a
@@ -23,9 +25,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gotthard.monitoring import deliver, rules
+from gotthard import areas
+from gotthard.monitoring import rules
+from gotthard.monitoring.documents import write_files
 from gotthard.monitoring.rule_model import AlertRule
 from gotthard.monitoring.thresholds import duration, num, pct
+from gotthard.runbooks.registry import automated_steps_line
 
 if TYPE_CHECKING:
     from gotthard.monitoring.settings import MonitoringConfig
@@ -55,7 +60,8 @@ def render_page(template: str, rule: AlertRule, values: Mapping[str, float]) -> 
         "summary": rule.summary,
         "for": rule.for_,
         "promql": rule.promql,
-        "source": f"gotthard/monitoring/components/{_module(rule.component)}.py",
+        "source": areas.area(rule.component).component.replace(".", "/") + ".py",
+        "automated_steps": automated_steps_line(rule.name),
     }
 
     def fill(match: re.Match[str]) -> str:
@@ -67,10 +73,6 @@ def render_page(template: str, rule: AlertRule, values: Mapping[str, float]) -> 
         return FORMATS[fmt](values[name])
 
     return _PLACEHOLDER.sub(fill, template)
-
-
-def _module(component: str) -> str:
-    return "gotthard_self" if component == "gotthard" else component
 
 
 def render_pages(monitoring: MonitoringConfig | None = None) -> dict[str, str]:
@@ -87,4 +89,4 @@ def write_runbooks(out_dir: Path | str, monitoring: MonitoringConfig | None = No
     """Write the pages into *out_dir* (created if missing); return their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return deliver.write(out, render_pages(monitoring))
+    return write_files(out, render_pages(monitoring))

@@ -10,22 +10,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from gotthard import areas
+
 UID_PREFIX = "gotthard-"
 UID_MAX_LENGTH = 40
 TITLE_PREFIX = "Gotthard / "
 
-#: Every dashboard, keyed by the slug of its name, in the order docs/dashboards.md lists
-#: them. The uid is ``gotthard-<key>``; alerts name their dashboard by key.
-DASHBOARD_NAMES: Mapping[str, str] = {
-    "site-overview": "Site overview",
-    "slurm-cluster": "Slurm cluster",
-    "gpu-fleet": "GPU fleet",
-    "slingshot-network-health": "Slingshot network health",
-    "lustre-storage": "Lustre storage",
-    "dr": "DR",
-    "security-compliance": "Security compliance",
-    "exporters": "Exporters",
-}
+#: Every dashboard (:data:`gotthard.areas.DASHBOARDS`), keyed by the slug of its name,
+#: in the order docs/dashboards.md lists them. The uid is ``gotthard-<key>``; alerts
+#: name their dashboard by key.
+DASHBOARD_NAMES: Mapping[str, str] = {d.key: d.title for d in areas.DASHBOARDS}
 
 
 def slug(name: str) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from gotthard.monitoring import rules
 from gotthard.monitoring.components import all_alerts
-from gotthard.monitoring.lint import iter_panels
+from gotthard.monitoring.dashboards.lint import iter_panels
 from gotthard.monitoring.thresholds import ThresholdValues, num
 
 if TYPE_CHECKING:
@@ -41,11 +41,11 @@ def _alert_texts(values: ThresholdValues) -> dict[str, str]:
 
 
 def _panel_texts(values: ThresholdValues) -> dict[str, str]:
-    from gotthard.monitoring import grafana  # grafanalib: only for this command
+    from gotthard.monitoring.dashboards import build  # grafanalib: only for this command
 
     return {
         f"{dash['title']} / {panel['title']}": json.dumps(panel, sort_keys=True)
-        for dash in grafana.build_with(values)
+        for dash in build.build_with(values)
         for panel in iter_panels(dash)
     }
 

@@ -53,7 +53,7 @@ def gotthard_config_text(layout: SandboxLayout) -> str:
 
 def write_rules_and_dashboards(layout: SandboxLayout) -> None:
     """Recording/alerting rules and the Alertmanager config, plus the dashboard JSON."""
-    from gotthard.monitoring import alertmanager, grafana, rules_cli
+    from gotthard.monitoring import alertmanager, deliver, rules_cli
 
     token = layout.webhook_token
     if not token.exists():
@@ -65,7 +65,7 @@ def write_rules_and_dashboards(layout: SandboxLayout) -> None:
         pager_urls={"local": alertmanager.default_pager_url("local")},
     )
     rules_cli.build(layout.directory / "rules", settings=settings)
-    grafana.write_dashboards(layout.directory / "dashboards")
+    deliver.write_dashboards(layout.directory / "dashboards")
 
 
 def prometheus_config_text(layout: SandboxLayout) -> str:

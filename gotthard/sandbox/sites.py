@@ -459,7 +459,7 @@ class MultiSiteSandbox:
         """The shared token, rules, Alertmanager configuration, dashboards, every site's
         ``gotthard.toml`` (the runbook webhook and DR replica read it before Slurm is up)."""
 
-        from gotthard.monitoring import alertmanager, grafana, rules, rules_cli
+        from gotthard.monitoring import alertmanager, deliver, rules, rules_cli
         from gotthard.monitoring.settings import MonitoringConfig
 
         top = self.topology
@@ -478,7 +478,7 @@ class MultiSiteSandbox:
         )
         fast = MonitoringConfig(thresholds=sites_config.fast_thresholds())
         rules_cli.build(top.rules_dir, settings=settings, monitoring=fast)
-        grafana.write_dashboards(self.directory / "dashboards")
+        deliver.write_dashboards(self.directory / "dashboards")
         top.object_store.mkdir(exist_ok=True)
         for site in self.sites:
             sandbox = self.site(site)

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from gotthard.monitoring import lint, rules
+from gotthard.monitoring import rules
+from gotthard.monitoring.dashboards import lint
 from gotthard.runbooks.registry import ACTIONS, RUNBOOKS
 from tests.support.monitoring import load_yaml
 
@@ -59,7 +60,7 @@ _COMPARISON_PARTS = {"=": "=", "!": "!=", ">": ">", "<": "<"}
 
 class LabelInference:
     """The labels of a PromQL expression's result, by recursive descent over
-    :mod:`gotthard.monitoring.lint`'s tokens. *model* gives a metric's labels."""
+    :mod:`gotthard.monitoring.dashboards.lint`'s tokens. *model* gives a metric's labels."""
 
     def __init__(self, expr: str, model: Mapping[str, frozenset[str]]) -> None:
         self.tokens = list(lint._tokens(expr))

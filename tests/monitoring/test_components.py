@@ -13,14 +13,16 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gotthard import areas
 from gotthard.exporters.settings import SlingshotExporterConfig
 from gotthard.exporters.slingshot import limits
 from gotthard.exporters.slingshot.render import HealthRule
-from gotthard.monitoring import components, grafana, rules, shared
+from gotthard.monitoring import components, rules, shared
+from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.components import gpu, lustre, slingshot
 from gotthard.monitoring.rule_model import COMPONENTS
 
-PACKAGE = Path(grafana.__file__).resolve().parent
+PACKAGE = Path(components.__file__).resolve().parents[1]
 
 
 def _exprs(dashboard: dict[str, Any]) -> list[str]:
@@ -29,6 +31,7 @@ def _exprs(dashboard: dict[str, Any]) -> list[str]:
 
 def test_one_component_module_per_area_in_rule_group_order() -> None:
     assert tuple(module.COMPONENT for module in components.MODULES) == COMPONENTS
+    assert COMPONENTS == tuple(area.name for area in areas.AREAS)
     for module in components.MODULES:
         assert module.DASHBOARD in shared.DASHBOARD_UIDS, module.__name__
         made = module.alerts(components.threshold_values())
@@ -52,9 +55,9 @@ def test_every_threshold_default_is_valid_and_used_by_an_alert() -> None:
 
 
 def test_alert_dashboard_links_come_from_the_one_uid_table() -> None:
-    built = {d["uid"] for d in grafana.build_dashboards()}
+    built = {d["uid"] for d in build.build_dashboards()}
     assert set(shared.DASHBOARD_UIDS.values()) == built
-    assert rules.DASHBOARD_UIDS is shared.DASHBOARD_UIDS is grafana.DASHBOARD_UIDS
+    assert rules.DASHBOARD_UIDS is shared.DASHBOARD_UIDS
     for rule in rules.ALERTS:
         uid = shared.DASHBOARD_UIDS[rule.dashboard]
         url = rule.dashboard_url("https://g")
@@ -73,7 +76,7 @@ def test_join_keys_and_uids_are_written_once_in_the_package() -> None:
         )
     assert [name for name, counts in holders.items() if counts[0]] == ["shared.py"]
     # the live check's allow-list names panels by uid (its keys are what it prints)
-    assert [name for name, counts in holders.items() if counts[1]] in ([], ["check.py"])
+    assert [name for name, counts in holders.items() if counts[1]] in ([], ["dashboards/check.py"])
     assert [name for name, counts in holders.items() if counts[2]] == ["shared.py"]
 
 
@@ -105,7 +108,7 @@ def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> No
         for use in _rated(rule.expr, "5m") | _rated(rule.expr, "10m")
     }
     assert recorded, "the recording rules rate counters"
-    for dash in grafana.build_dashboards():
+    for dash in build.build_dashboards():
         for expr in _exprs(dash):
             for metric, matchers in _rated(expr, "$__rate_interval"):
                 for counter, needed in recorded:
@@ -113,7 +116,7 @@ def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> No
                         raise AssertionError(f"{dash['uid']}: {expr} recomputes {counter}")
     used = {
         name
-        for d in grafana.build_dashboards()
+        for d in build.build_dashboards()
         for e in _exprs(d)
         for name in re.findall(r"site_cluster\w*:\w+:\w+", e)
     }
@@ -126,7 +129,7 @@ def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> No
 def test_gpu_job_views_recompute_utilisation_only_to_filter_by_node() -> None:
     """The recorded per-job utilisation has no ``instance`` label; the GPU board filters
     by node, so it joins gpu_job_info itself, on the selected nodes only."""
-    gpu = next(d for d in grafana.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
+    gpu = next(d for d in build.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
     joins = [e for e in _exprs(gpu) if "gpu_job_info" in e and "gpu_utilization_ratio" in e]
     assert joins
     for expr in joins:
@@ -135,7 +138,7 @@ def test_gpu_job_views_recompute_utilisation_only_to_filter_by_node() -> None:
 
 def test_panels_draw_the_alert_thresholds() -> None:
     values = components.threshold_values()
-    dashboards = {d["uid"]: d for d in grafana.build_dashboards()}
+    dashboards = {d["uid"]: d for d in build.build_dashboards()}
     slingshot_board = {
         p["title"]: p for p in dashboards["gotthard-slingshot-network-health"]["panels"]
     }

@@ -38,8 +38,9 @@ from typing import Any
 import pytest
 
 from gotthard.dr.metrics import DrMetrics
-from gotthard.monitoring import check as live
-from gotthard.monitoring import grafana, lint
+from gotthard.monitoring import deliver, shared
+from gotthard.monitoring.dashboards import build, lint
+from gotthard.monitoring.dashboards import check as live
 from gotthard.policies.metrics import FAMILIES as SECURITY_FAMILIES
 from gotthard.sandbox import free_ports
 from tests.monitoring.gpu_sample import gpu_family_names
@@ -71,7 +72,7 @@ SITES = (("zurich", "alps"), ("lugano", "todi"))
 
 @pytest.fixture(scope="module")
 def dashboards() -> list[dict[str, Any]]:
-    return grafana.build_dashboards()
+    return build.build_dashboards()
 
 
 def by_uid(dashboards: list[dict[str, Any]], uid: str) -> dict[str, Any]:
@@ -122,8 +123,8 @@ def test_two_builds_give_identical_bytes(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-c",
-                "import sys; from gotthard.monitoring import grafana; "
-                "grafana.write_dashboards(sys.argv[1])",
+                "import sys; from gotthard.monitoring import deliver; "
+                "deliver.write_dashboards(sys.argv[1])",
                 str(out),
             ],
             env={**os.environ, "PYTHONHASHSEED": seed},
@@ -131,24 +132,24 @@ def test_two_builds_give_identical_bytes(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         outputs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
     assert outputs[0] == outputs[1]
-    assert len(outputs[0]) == len(grafana.BUILDERS)
+    assert len(outputs[0]) == len(build.BUILDERS)
 
 
 def test_cli_build_writes_one_file_per_dashboard_named_by_uid(tmp_path: Path) -> None:
     assert run_in_process("dashboards", "build", "--out", str(tmp_path / "out")) == 0
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
-    dashboards = grafana.build_dashboards()
+    dashboards = build.build_dashboards()
     assert files == sorted(f"{d['uid']}.json" for d in dashboards)
     for dash in dashboards:
         text = (tmp_path / "out" / f"{dash['uid']}.json").read_text()
         assert json.loads(text) == dash
-        assert text == grafana.render(dash)
+        assert text == build.render(dash)
 
 
 def test_at_least_seven_dashboards_with_the_expected_titles(dashboards) -> None:
     assert len(dashboards) >= 7
     assert {d["title"] for d in dashboards} == EXPECTED_TITLES
-    assert set(grafana.DASHBOARD_UIDS.values()) == {d["uid"] for d in dashboards}
+    assert set(shared.DASHBOARD_UIDS.values()) == {d["uid"] for d in dashboards}
 
 
 def test_alert_dashboard_links_point_at_built_dashboards(dashboards) -> None:
@@ -161,17 +162,17 @@ def test_alert_dashboard_links_point_at_built_dashboards(dashboards) -> None:
 
 def test_uids_are_stable_slugs_of_the_names(dashboards) -> None:
     for dash in dashboards:
-        name = dash["title"].removeprefix(grafana.TITLE_PREFIX)
-        assert dash["uid"] == "gotthard-" + grafana.slug(name)
+        name = dash["title"].removeprefix(shared.TITLE_PREFIX)
+        assert dash["uid"] == "gotthard-" + shared.slug(name)
         assert len(dash["uid"]) <= 40
-    assert grafana.uid_for("GPU fleet") == "gotthard-gpu-fleet"
+    assert shared.uid_for("GPU fleet") == "gotthard-gpu-fleet"
     with pytest.raises(ValueError, match="longer than 40"):
-        grafana.uid_for("a name far too long to fit in a grafana dashboard uid")
+        shared.uid_for("a name far too long to fit in a grafana dashboard uid")
 
 
 def test_output_is_current_grafana_json_not_schema_12(dashboards) -> None:
     for dash in dashboards:
-        assert dash["schemaVersion"] == grafana.SCHEMA_VERSION
+        assert dash["schemaVersion"] == build.SCHEMA_VERSION
         for key in ("rows", "style", "hideControls", "sharedCrosshair", "__inputs", "gnetId"):
             assert key not in dash
         for panel in lint.iter_panels(dash):
@@ -246,7 +247,7 @@ def test_lint_passes_on_the_built_dashboards(dashboards) -> None:
 
 
 def test_cli_lint_on_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    grafana.write_dashboards(tmp_path)
+    deliver.write_dashboards(tmp_path)
     lint_argv = ("dashboards", "lint", "--dashboards", str(tmp_path))
     assert run_in_process(*lint_argv) == 0
     assert "0 lint problem(s)" in capsys.readouterr().out
@@ -421,7 +422,7 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
         elif ":" in name:
             known = name in recorded
         else:
-            known = name in SECURITY_FAMILIES or name in grafana.PROMETHEUS_BUILTIN_METRICS
+            known = name in SECURITY_FAMILIES or name in build.PROMETHEUS_BUILTIN_METRICS
         if not known:
             unknown[name] = "no real source emits or records it"
     assert unknown == {}
@@ -607,7 +608,7 @@ def wait_for_data(url: str, procs: Processes, *, targets: int) -> None:
 def test_check_passes_against_real_prometheus(
     live_prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    grafana.write_dashboards(tmp_path)
+    deliver.write_dashboards(tmp_path)
     code = run_in_process(
         "dashboards", "check", "--prometheus", live_prometheus, "--dashboards", str(tmp_path)
     )
@@ -622,7 +623,7 @@ def test_check_passes_against_real_prometheus(
         "DETAIL",
     ]
     assert " FAIL " not in out
-    total = sum(len(exprs_of(p)) for d in grafana.build_dashboards() for p in lint.iter_panels(d))
+    total = sum(len(exprs_of(p)) for d in build.build_dashboards() for p in lint.iter_panels(d))
     assert f"{total} queries:" in out and " 0 failed" in out
     # no alert rules are loaded: the firing-alerts table is empty, and allowed to be
     assert "empty (allowed)" in out and "ALERTS has series only while" in out
@@ -753,7 +754,7 @@ def test_a_typo_in_a_metric_name_fails_with_a_clear_message(
 def test_check_exits_1_on_a_broken_dashboard_and_2_without_prometheus(
     live_prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    grafana.write_dashboards(tmp_path)
+    deliver.write_dashboards(tmp_path)
     path = tmp_path / "gotthard-slurm-cluster.json"
     dash = json.loads(path.read_text())
     dash["panels"][0]["targets"][0]["expr"] = 'slurm_upp{site=~"$site", cluster=~"$cluster"}'
@@ -772,11 +773,11 @@ def test_check_exits_1_on_a_broken_dashboard_and_2_without_prometheus(
 def test_check_json_is_machine_readable(
     live_prometheus: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    grafana.write_dashboards(tmp_path)
+    deliver.write_dashboards(tmp_path)
     argv = ("dashboards", "check", "--prometheus", live_prometheus, "--dashboards", str(tmp_path))
     assert run_in_process(*argv, "--format", "json") == 0
     report = json.loads(capsys.readouterr().out)
-    total = sum(len(exprs_of(p)) for d in grafana.build_dashboards() for p in lint.iter_panels(d))
+    total = sum(len(exprs_of(p)) for d in build.build_dashboards() for p in lint.iter_panels(d))
     assert report["ok"] is True and report["lint"] == []
     assert report["summary"]["queries"] == total == len(report["queries"])
     assert report["summary"]["failed"] == 0

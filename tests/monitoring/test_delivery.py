@@ -20,7 +20,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from gotthard.monitoring import deliver, grafana, rules
+from gotthard.monitoring import deliver, rules
+from gotthard.monitoring.dashboards import build
 from tests.monitoring import promtool
 from tests.support.cli import run_in_process
 from tests.support.monitoring import load_yaml
@@ -125,7 +126,7 @@ def test_provisioning_writes_a_file_provider_and_the_folder_tree(tmp_path: Path)
     assert "folder" not in entry and "folderUid" not in entry
     tree = tmp_path / "dashboards"
     assert [p.name for p in tree.iterdir()] == ["HPC"]
-    dashboards = grafana.build_dashboards()
+    dashboards = build.build_dashboards()
     written = {p.name: json.loads(p.read_text()) for p in (tree / "HPC").iterdir()}
     assert written == {f"{d['uid']}.json": d for d in dashboards}
 
@@ -133,7 +134,7 @@ def test_provisioning_writes_a_file_provider_and_the_folder_tree(tmp_path: Path)
 def test_configmaps_validate_for_kubernetes_and_carry_the_sidecar_label(tmp_path: Path) -> None:
     argv = ["dashboards", "build", "--out", str(tmp_path), "--format", "configmaps"]
     assert run_in_process(*argv, "--namespace", "grafana", "--folder", "HPC") == 0
-    dashboards = {d["uid"]: d for d in grafana.build_dashboards()}
+    dashboards = {d["uid"]: d for d in build.build_dashboards()}
     paths = sorted(tmp_path.glob("*.configmap.yaml"))
     assert len(paths) == len(dashboards)
     for path in paths:
@@ -151,7 +152,7 @@ def test_configmaps_validate_for_kubernetes_and_carry_the_sidecar_label(tmp_path
 
 
 def test_kubernetes_validate_catches_a_broken_configmap(tmp_path: Path) -> None:
-    dash = grafana.build_dashboards()[0]
+    dash = build.build_dashboards()[0]
     configmap = deliver.dashboard_configmap(
         dash, namespace="ns", folder="F", folder_annotation="grafana_folder", labels={}
     )

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gotthard.monitoring import grafana, rules, runbook_pages, thresholds_cli
+from gotthard.monitoring import rules, runbook_pages, thresholds_cli
+from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.components import THRESHOLDS
 from gotthard.monitoring.settings import MonitoringConfig
 from tests.support.cli import run, run_in_process
@@ -57,12 +58,12 @@ def test_an_override_changes_the_rule_the_panel_and_the_page() -> None:
     assert _alert_rule(tuned, "LustreOSTFillCritical")["expr"].endswith("> 0.9")
 
     fill = ("gotthard-lustre-storage", "OST fill")
-    assert _steps(_panel(grafana.build_dashboards(), *fill)) == [
+    assert _steps(_panel(build.build_dashboards(), *fill)) == [
         (None, "green"),
         (0.85, "orange"),
         (0.9, "red"),
     ]
-    tuned_dashboards = grafana.build_dashboards(TUNED)
+    tuned_dashboards = build.build_dashboards(TUNED)
     assert _steps(_panel(tuned_dashboards, *fill)) == [
         (None, "green"),
         (0.8, "orange"),

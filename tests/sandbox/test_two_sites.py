@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from gotthard.cli import main
-from gotthard.monitoring import check as live
-from gotthard.monitoring import grafana
+from gotthard.monitoring import deliver
+from gotthard.monitoring.dashboards import build
+from gotthard.monitoring.dashboards import check as live
 from gotthard.sandbox.processes import process_start_time
 from gotthard.sandbox.sites import MultiSiteSandbox
 from tests.support.monitoring import get_json, instant
@@ -306,7 +307,7 @@ def test_a_foreign_cluster_alert_at_zurich_is_audited_and_not_acted_on(
 def test_dashboards_check_passes_on_the_global_view_with_both_sites(
     two_sites: MultiSiteSandbox, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    dashboards = grafana.build_dashboards()
+    dashboards = build.build_dashboards()
     prometheus = live.Prometheus(two_sites.global_url)
 
     def failures() -> list[str]:
@@ -318,7 +319,7 @@ def test_dashboards_check_passes_on_the_global_view_with_both_sites(
 
     # the first DR backup and drill run at the turn of a minute
     wait_until(lambda: not failures(), 180, lambda: "\n".join(failures()), interval=2)
-    grafana.write_dashboards(tmp_path)
+    deliver.write_dashboards(tmp_path)
     code = cli(
         "dashboards", "check", "--prometheus", two_sites.global_url, "--dashboards", str(tmp_path)
     )

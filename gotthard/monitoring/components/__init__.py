@@ -3,13 +3,16 @@
 Each module holds its area's thresholds (:class:`~gotthard.monitoring.thresholds.Threshold`
 constants, with defaults), recording rules
 (``RECORDING_RULES``), alerts (``alerts(values)``, each linking its runbook page and its
-``DASHBOARD``); the dashboards in :mod:`gotthard.monitoring.boards` read the same
+``DASHBOARD``); the dashboards in :mod:`gotthard.monitoring.dashboards.boards` read the same
 threshold values and recorded series. No module here imports grafanalib: the site
 settings validate threshold and alert names against them.
 
+The registry of areas (:data:`gotthard.areas.AREAS`) names each area's module; each
+module's ``COMPONENT`` is its area's name.
+
 Adding an alert: its component module, its runbook page template
-(``gotthard/monitoring/runbooks/<Alert>.md.tmpl``, rendered into docs/runbooks/) and its
-rule unit test (tests/monitoring/rules_tests/).
+(``gotthard/monitoring/runbooks/<Alert>.md.tmpl``, rendered into docs/runbooks/ by
+``make generate``) and its rule unit test (tests/monitoring/rules_tests/).
 """
 
 from __future__ import annotations
@@ -17,28 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import ModuleType
 
-from gotthard.monitoring.components import (
-    dr,
-    gotthard_self,
-    gpu,
-    lustre,
-    security,
-    slingshot,
-    slurm,
-)
+from gotthard import areas
 from gotthard.monitoring.rule_model import AlertRule, RecordingRule
 from gotthard.monitoring.thresholds import Threshold, ThresholdValues
 
 #: The component modules, in :data:`~gotthard.monitoring.rule_model.COMPONENTS` order.
-MODULES: tuple[ModuleType, ...] = (
-    gotthard_self,
-    slurm,
-    gpu,
-    slingshot,
-    lustre,
-    dr,
-    security,
-)
+MODULES: tuple[ModuleType, ...] = tuple(areas.load(area.component) for area in areas.AREAS)
 
 #: Every threshold: the :class:`Threshold` constants of the component modules, in
 #: definition order.

@@ -7,7 +7,7 @@ from functools import partial
 from gotthard.monitoring.rule_model import AlertRule, RecordingRule
 from gotthard.monitoring.thresholds import ThresholdValues, num, seconds
 
-COMPONENT = "gotthard"
+COMPONENT = "self"
 DASHBOARD = "site-overview"
 RECORDING_RULES: tuple[RecordingRule, ...] = ()
 

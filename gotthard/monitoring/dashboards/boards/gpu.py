@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard
 
-from gotthard.monitoring import panels as ui
 from gotthard.monitoring.components import gpu
+from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.shared import (
     GPU_KEY,
     agg,

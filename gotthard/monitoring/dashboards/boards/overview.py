@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard, Stat, Table
 
-from gotthard.monitoring import panels as ui
-from gotthard.monitoring.boards.lustre import fill_thresholds, spread_thresholds
-from gotthard.monitoring.boards.security import kube_bench, kube_bench_passing, violations
-from gotthard.monitoring.boards.slurm import allocated, unavailable_nodes
 from gotthard.monitoring.components import lustre, slingshot
 from gotthard.monitoring.components.dr import DRILL_PASSED, DRILL_RTO, LAST_BACKUP, SITE_HEALTHY
+from gotthard.monitoring.dashboards import panels as ui
+from gotthard.monitoring.dashboards.boards.lustre import fill_thresholds, spread_thresholds
+from gotthard.monitoring.dashboards.boards.security import (
+    kube_bench,
+    kube_bench_passing,
+    violations,
+)
+from gotthard.monitoring.dashboards.boards.slurm import allocated, unavailable_nodes
 from gotthard.monitoring.shared import count_zero, eq, sel
 from gotthard.monitoring.thresholds import ThresholdValues
 

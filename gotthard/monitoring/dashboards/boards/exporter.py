@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard
 
-from gotthard.monitoring import panels as ui
+from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.shared import count_zero, rate, sel
 from gotthard.monitoring.thresholds import ThresholdValues
 

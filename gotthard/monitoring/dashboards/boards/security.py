@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard
 
-from gotthard.monitoring import panels as ui
 from gotthard.monitoring.components.security import KUBE_BENCH, KUBE_BENCH_FAILED, VIOLATIONS
+from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.shared import rx, sel
 from gotthard.monitoring.thresholds import ThresholdValues
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from grafanalib.core import TIME_SERIES_TARGET_FORMAT
 
-from gotthard.monitoring.panels import DATASOURCE, TAG, threshold_steps
+from gotthard.monitoring.dashboards.panels import DATASOURCE, TAG, threshold_steps
 
 #: Schema version written into the dashboards: Grafana 10.3/10.4 LTS and 11.0-11.2 store
 #: 39; later versions (11.3+, 12.x) migrate 39 forward on load. See docs/dashboards.md.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard, TimeSeries
 
-from gotthard.monitoring import panels as ui
 from gotthard.monitoring.components import slurm
+from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.shared import eq, rate, ratio, sel, zero_if_none
 from gotthard.monitoring.thresholds import ThresholdValues
 

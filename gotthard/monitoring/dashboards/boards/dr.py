@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard
 
-from gotthard.monitoring import panels as ui
 from gotthard.monitoring.components.dr import (
     BACKUP_GRACE,
     DRILL_PASSED,
@@ -15,6 +14,7 @@ from gotthard.monitoring.components.dr import (
     SCHEDULE_PERIOD,
     SITE_HEALTHY,
 )
+from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.shared import rate, sel
 from gotthard.monitoring.thresholds import ThresholdValues
 

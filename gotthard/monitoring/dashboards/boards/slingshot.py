@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard, TimeSeries
 
-from gotthard.monitoring import panels as ui
 from gotthard.monitoring.components import slingshot
+from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.shared import agg, count_zero, eq, rate, rx, sel
 from gotthard.monitoring.thresholds import ThresholdValues
 

@@ -1,7 +1,8 @@
 """Building blocks of the dashboards: PromQL selectors, panels, layout and variables.
 
-Every dashboard module in :mod:`gotthard.monitoring.boards` is written with these helpers,
-so that the conventions checked by :mod:`gotthard.monitoring.lint` hold by construction:
+Every dashboard module in :mod:`gotthard.monitoring.dashboards.boards` is written with
+these helpers, so that the conventions checked by :mod:`~gotthard.monitoring.dashboards.lint`
+hold by construction:
 
 * every selector filters on ``site=~"$site", cluster=~"$cluster"``
   (:func:`gotthard.monitoring.shared.sel`; both are target labels added by Prometheus'

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from gotthard.monitoring import lint
+from gotthard.monitoring.dashboards import lint
 from gotthard.prometheus import Prometheus, PrometheusError
 
 #: (dashboard uid, panel title, refId) -> why an empty result is fine there. Keep short.

@@ -1,6 +1,6 @@
 """The dashboards, one module per area.
 
-Each module builds its area's dashboard from :mod:`gotthard.monitoring.panels`
+Each module builds its area's dashboard from :mod:`gotthard.monitoring.dashboards.panels`
 (imported as ``ui``) at the threshold values it is given, reads its component's recorded
 series (:mod:`gotthard.monitoring.components`), and holds the queries other dashboards
 reuse (the site overview shows a stat row per area):

@@ -22,7 +22,7 @@ Rules (each :class:`Problem` names one):
 
 The PromQL reading here is a tokenizer, not a parser: enough to find every vector
 selector, its label matchers and the function a range belongs to. Parse errors proper
-are the live check's job (:mod:`gotthard.monitoring.check`).
+are the live check's job (:mod:`gotthard.monitoring.dashboards.check`).
 """
 
 from __future__ import annotations
