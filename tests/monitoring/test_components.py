@@ -18,8 +18,8 @@ from gotthard.exporters.settings import SlingshotExporterConfig
 from gotthard.exporters.slingshot import limits
 from gotthard.exporters.slingshot.render import HealthRule
 from gotthard.monitoring import components, rules, shared
-from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.components import gpu, lustre, slingshot
+from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.rule_model import COMPONENTS
 
 PACKAGE = Path(components.__file__).resolve().parents[1]
@@ -31,7 +31,7 @@ def _exprs(dashboard: dict[str, Any]) -> list[str]:
 
 def test_one_component_module_per_area_in_rule_group_order() -> None:
     assert tuple(module.COMPONENT for module in components.MODULES) == COMPONENTS
-    assert COMPONENTS == tuple(area.name for area in areas.AREAS)
+    assert tuple(area.name for area in areas.AREAS) == COMPONENTS
     for module in components.MODULES:
         assert module.DASHBOARD in shared.DASHBOARD_UIDS, module.__name__
         made = module.alerts(components.threshold_values())

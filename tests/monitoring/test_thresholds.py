@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from gotthard.monitoring import rules, runbook_pages, thresholds_cli
-from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.components import THRESHOLDS
+from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.settings import MonitoringConfig
 from tests.support.cli import run, run_in_process
 from tests.support.monitoring import binary
