@@ -1,8 +1,11 @@
 """The shape of the package: readable modules, no import cycles, lean roles.
 
 * no module over 900 lines;
-* no cycle among the package's module-level imports (imports inside functions are the
-  way to load a heavy library late, and are not edges here);
+* no cycle among the package's imports, those inside functions included (a function-level
+  import loads a heavy library late; it must not hide a cycle); imports under
+  ``if TYPE_CHECKING`` are for annotations only and are left out;
+* ``gotthard.monitoring`` depends only downward, layer by layer (its package docstring
+  lists the layers);
 * ``gotthard exporter`` with every collector loads none of the control plane's
   libraries: a node exporter does not pay for kubernetes, APScheduler, SQLAlchemy,
   regopy, grafanalib or grpcio (the kubelet client loads grpcio itself, when used);
@@ -37,13 +40,24 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def top_level_imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """Package modules *name* imports at module level (``if TYPE_CHECKING`` excluded)."""
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """Ids of the nodes inside an ``if TYPE_CHECKING:`` block."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            inside.update(id(sub) for stmt in node.body for sub in ast.walk(stmt))
+    return inside
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Package modules *name* imports anywhere in its code (at module level or inside a
+    function; ``if TYPE_CHECKING`` excluded), relative imports resolved."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    annotations_only = _type_checking_only(tree)
     found: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+    for node in ast.walk(tree):
+        if id(node) in annotations_only:
             continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
@@ -69,9 +83,13 @@ def test_no_module_is_over_900_lines() -> None:
     assert long == {}
 
 
-def test_no_import_cycles() -> None:
+def import_graph() -> dict[str, set[str]]:
     found = modules()
-    graph = {name: top_level_imports(name, path, set(found)) for name, path in found.items()}
+    return {name: imports(name, path, set(found)) for name, path in found.items()}
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
     state: dict[str, int] = {}
     cycles: list[list[str]] = []
 
@@ -88,6 +106,45 @@ def test_no_import_cycles() -> None:
         if name not in state:
             visit(name, [name])
     assert cycles == [], "\n".join(" -> ".join(c) for c in cycles)
+
+
+#: ``gotthard.monitoring``'s layers, lowest first, as its package docstring lists them;
+#: each names the modules (or sub-packages) of the layer.
+MONITORING_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("thresholds", "rule_model", "shared", "documents"),
+    ("components", "settings"),
+    ("rules", "dcgm"),
+    ("dashboards",),
+    ("alertmanager",),
+    ("runbook_pages",),
+    ("deliver",),
+    ("cli", "cli_common", "rules_cli", "thresholds_cli"),
+)
+
+
+def _monitoring_layer(module: str) -> int | None:
+    """The layer of a ``gotthard.monitoring`` module; None outside the package."""
+    prefix = "gotthard.monitoring."
+    if not module.startswith(prefix):
+        return None
+    part = module.removeprefix(prefix).split(".")[0]
+    for level, members in enumerate(MONITORING_LAYERS):
+        if part in members:
+            return level
+    raise AssertionError(f"{module}: in no layer of MONITORING_LAYERS")
+
+
+def test_monitoring_depends_only_downward() -> None:
+    upward = []
+    for name, targets in import_graph().items():
+        level = _monitoring_layer(name)
+        if level is None:
+            continue
+        for target in sorted(targets):
+            other = _monitoring_layer(target)
+            if other is not None and other > level:
+                upward.append(f"{name} -> {target}")
+    assert upward == [], "\n".join(upward)
 
 
 def test_one_toml_reader_and_one_kubernetes_client_factory() -> None:

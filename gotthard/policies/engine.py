@@ -14,8 +14,8 @@ import contextlib
 import copy
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol
@@ -292,6 +292,189 @@ def _pod_from_workload(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {"kind": "Pod", "metadata": pod_meta, "spec": dict(spec)}
 
 
+# --- kube-bench reports ------------------------------------------------------------
+#
+# Parsing tolerates the report variants seen in the wild: a top-level list of controls
+# (``--json`` per target) or ``{"Controls": [...], "Totals": {...}}``, a missing Totals
+# section, and mixed key casing (``Controls``/``controls``, ``Totals``/``totals``).
+
+STATUSES = ("pass", "fail", "warn", "info")
+
+
+@dataclass
+class Check:
+    id: str
+    status: str  # upper case: PASS, FAIL, WARN, INFO
+    node_type: str
+    desc: str = ""
+    scored: bool = False
+
+
+@dataclass
+class Report:
+    checks: list[Check] = field(default_factory=list)
+    totals: dict[str, int] = field(default_factory=dict)
+
+
+#: ``site.kube_bench.required`` value meaning "every scored check in the report".
+SCORED = "scored"
+
+
+def get_key(obj: Mapping[str, Any], *keys: str, default: Any = None, where: str = "") -> Any:
+    """The first key present, compared case-insensitively; two spellings of one wanted key
+    in the same object (``Controls`` and ``controls``) are ambiguous and refused."""
+    for key in keys:
+        found = [k for k in obj if str(k).lower() == key.lower()]
+        if len(found) > 1:
+            spellings = ", ".join(map(repr, found))
+            raise PolicyError(f"kube-bench report: {where or 'object'} has {spellings}")
+        if found:
+            return obj[found[0]]
+    return default
+
+
+def _typed(obj: Mapping[str, Any], key: str, types: Any, where: str, default: Any) -> Any:
+    """``obj[key]`` (any casing) if of *types*; absent or null is *default*."""
+    value = get_key(obj, key, where=where)
+    if value is None:
+        return default
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _tuple(types)):
+        names = "/".join(t.__name__ for t in _tuple(types))
+        got = type(value).__name__
+        raise PolicyError(f"kube-bench report: {where}: {key} must be {names}, got {got}")
+    return value
+
+
+def _tuple(types: Any) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _count(obj: Mapping[str, Any], key: str, where: str) -> int:
+    value = _typed(obj, key, int, where, 0)
+    if value < 0:
+        raise PolicyError(f"kube-bench report: {where}: {key} is negative")
+    return int(value)
+
+
+def _list_of_objects(obj: Mapping[str, Any], key: str, where: str) -> list[Mapping[str, Any]]:
+    items = _typed(obj, key, list, where, [])
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            got = type(item).__name__
+            raise PolicyError(f"kube-bench report: {where}: {key}[{i}] is {got}, not an object")
+    return items
+
+
+def _check(result: Mapping[str, Any], node_type: str, where: str) -> Check:
+    check_id = _typed(result, "test_number", str, where, "")
+    if not check_id.strip():
+        raise PolicyError(f"kube-bench report: {where}: test_number missing or empty")
+    where = f"{where} ({check_id})"
+    status = _typed(result, "status", str, where, "").upper()
+    if status.lower() not in STATUSES:
+        known = "/".join(s.upper() for s in STATUSES)
+        raise PolicyError(f"kube-bench report: {where}: status {status!r} is not {known}")
+    return Check(
+        id=check_id,
+        status=status,
+        node_type=node_type,
+        desc=_typed(result, "test_desc", str, where, ""),
+        scored=_typed(result, "scored", bool, where, False),
+    )
+
+
+def parse_report(doc: Any) -> Report:
+    """The checks and totals of a ``kube-bench --json`` report (0.6-0.10 shapes).
+
+    Anything else (wrong types, unknown statuses, no results) is a :class:`PolicyError`
+    naming the offending part: a report that cannot be read must not look compliant.
+    """
+    if isinstance(doc, Mapping):
+        controls = get_key(doc, "Controls", where="report")
+        totals_doc = get_key(doc, "Totals", where="report")
+        if controls is None:
+            raise PolicyError("kube-bench report: no Controls list")
+        doc = {"Controls": controls, "Totals": totals_doc}
+    elif isinstance(doc, list):
+        doc = {"Controls": doc, "Totals": None}
+    else:
+        got = type(doc).__name__
+        raise PolicyError(f"kube-bench report: expected an object or a list, got {got}")
+    report = Report()
+    sums = dict.fromkeys(STATUSES, 0)
+    for c, control in enumerate(_list_of_objects(doc, "Controls", "report")):
+        where = f"Controls[{c}]"
+        node_type = _typed(control, "node_type", str, where, "") or "unknown"
+        for status in STATUSES:
+            sums[status] += _count(control, f"total_{status}", where)
+        for t, test in enumerate(_list_of_objects(control, "tests", where)):
+            test_where = f"{where}.tests[{t}]"
+            for r, result in enumerate(_list_of_objects(test, "results", test_where)):
+                report.checks.append(_check(result, node_type, f"{test_where}.results[{r}]"))
+    if not report.checks:
+        raise PolicyError("kube-bench report: no check results (did kube-bench run?)")
+    totals_doc = _typed(doc, "Totals", Mapping, "report", None)
+    if totals_doc is not None:
+        report.totals = {s: _count(totals_doc, f"total_{s}", "Totals") for s in STATUSES}
+    elif any(sums.values()):
+        report.totals = sums
+    else:  # neither Totals nor per-control totals: count the results
+        report.totals = {s: sum(c.status == s.upper() for c in report.checks) for s in STATUSES}
+    return report
+
+
+def baseline(data: Mapping[str, Any]) -> list[str] | str:
+    """``site.kube_bench.required``: a list of check ids, or ``"scored"``."""
+    site = data.get("site")
+    kb = site.get("kube_bench") if isinstance(site, Mapping) else None
+    required = kb.get("required") if isinstance(kb, Mapping) else None
+    if required == SCORED:
+        return SCORED
+    if isinstance(required, list) and all(isinstance(i, str) for i in required):
+        return list(required)
+    raise PolicyError(
+        f"site.kube_bench.required must be a list of check ids or {SCORED!r}, got {required!r}"
+    )
+
+
+def to_input(
+    report: Report, today: str | None = None, only: Sequence[str] | None = None
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "kind": "KubeBenchResults",
+        "today": today or dt.date.today().isoformat(),
+        "checks": [
+            {"id": c.id, "status": c.status, "node_type": c.node_type, "scored": c.scored}
+            for c in report.checks
+        ],
+    }
+    if only:
+        doc["only"] = list(only)
+    return doc
+
+
+def check_input(doc: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A ``KubeBenchResults`` input given directly (the shape :func:`to_input` writes)."""
+    where = "KubeBenchResults"
+    if not isinstance(doc.get("today"), str):
+        raise PolicyError(f"{where}: 'today' must be a YYYY-MM-DD string")
+    checks = doc.get("checks")
+    if not isinstance(checks, list) or not checks:
+        raise PolicyError(f"{where}: 'checks' must be a non-empty list")
+    for i, c in enumerate(checks):
+        if not (
+            isinstance(c, Mapping)
+            and isinstance(c.get("id"), str)
+            and isinstance(c.get("status"), str)
+            and isinstance(c.get("scored", False), bool)
+        ):
+            raise PolicyError(f"{where}: checks[{i}] needs a string id and status")
+    only = doc.get("only")
+    if only is not None and not (isinstance(only, list) and all(isinstance(i, str) for i in only)):
+        raise PolicyError(f"{where}: 'only' must be a list of check ids")
+    return doc
+
+
 def is_kube_bench_report(obj: Any) -> bool:
     if isinstance(obj, Mapping):
         return any(k in obj for k in ("Controls", "controls"))
@@ -347,11 +530,9 @@ def prepare(policy: str, obj: Any, today: str | None = None) -> Any:
     if policy not in POLICIES:
         raise PolicyError(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     if policy == "kube-bench":
-        from gotthard.policies import kube_bench
-
         if isinstance(obj, Mapping) and obj.get("kind") == "KubeBenchResults":
-            return kube_bench.check_input(obj)
-        return kube_bench.to_input(kube_bench.parse_report(obj), today=today)
+            return check_input(obj)
+        return to_input(parse_report(obj), today=today)
     if not isinstance(obj, Mapping):
         raise PolicyError(f"policy {policy}: input must be an object")
     if policy == "pod":
@@ -362,10 +543,8 @@ def prepare(policy: str, obj: Any, today: str | None = None) -> Any:
 def ready_data(data: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ``data.gotthard`` an engine loads; the kube-bench baseline must be a list of ids
     (``"scored"`` is resolved against a report first), else the Rego would pass anything."""
-    from gotthard.policies import kube_bench
-
     out = dict(data or build_data())
-    if kube_bench.baseline(out) == kube_bench.SCORED:
+    if baseline(out) == SCORED:
         raise PolicyError("the 'scored' kube-bench baseline needs a report to resolve against")
     return out
 
