@@ -1,7 +1,10 @@
 """Metric families and the Prometheus text exposition format (version 0.0.4).
 
 Collectors build :class:`MetricFamily` objects from their snapshots and the runtime
-writes them with :func:`render_text`. This is a deliberately small, fast writer: a
+writes them with :func:`render_text`. A collector declares its families once, at module
+level, as :class:`Desc` objects (node_exporter's descriptors) and makes each poll's
+family from its declaration; the metric tables of docs/exporter.md list a module's
+declarations (:func:`declared`). This is a deliberately small, fast writer: a
 10,000-node Slurm cluster yields well over 100,000 samples per poll, and the generic
 ``prometheus_client`` object model costs several times the parse itself for that.
 Output is checked against ``promtool check metrics`` and ``prometheus_client``'s
@@ -10,9 +13,10 @@ parser in the tests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from types import ModuleType
+from typing import Any, Literal
 
 Kind = Literal["gauge", "counter", "untyped"]
 
@@ -41,6 +45,45 @@ def counter(name: str, help: str, *labels: str) -> MetricFamily:
     if not name.endswith("_total"):
         raise ValueError(f"counter {name} must end in _total")
     return MetricFamily(name, "counter", help, labels)
+
+
+@dataclass(frozen=True, slots=True)
+class Desc:
+    """The declaration of a metric family: its name, type, help and label names."""
+
+    name: str
+    kind: Kind
+    help: str
+    labels: tuple[str, ...] = ()
+    #: Labels an option appends to :attr:`labels` (``user`` with ``--slurm.per-user``).
+    optional: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind == "counter" and not self.name.endswith("_total"):
+            raise ValueError(f"counter {self.name} must end in _total")
+
+    def new(self, *, optional: bool = False) -> MetricFamily:
+        """An empty family of this declaration (with the :attr:`optional` labels)."""
+        labels = self.labels + self.optional if optional else self.labels
+        return MetricFamily(self.name, self.kind, self.help, labels)
+
+
+def declared(module: ModuleType) -> list[Desc]:
+    """The declarations of *module*, in definition order: its :class:`Desc` constants and
+    those in its module-level tuples, lists and dicts."""
+
+    def walk(value: Any) -> Iterator[Desc]:
+        if isinstance(value, Desc):
+            yield value
+        elif isinstance(value, tuple | list):
+            for item in value:
+                yield from walk(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from walk(item)
+
+    found = [desc for value in vars(module).values() for desc in walk(value)]
+    return list(dict.fromkeys(found))
 
 
 def escape_label(value: str) -> str:

@@ -27,9 +27,46 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gotthard import __version__
-from gotthard.exporters.families import MetricFamily, counter, gauge, render_text
+from gotthard.exporters.families import Desc, MetricFamily, render_text
 
 log = logging.getLogger("gotthard.exporter")
+
+
+# --- the exporter's own families, in output order -------------------------------------
+
+BUILD_INFO = Desc(
+    "gotthard_build_info",
+    "gauge",
+    "Gotthard build information; always 1.",
+    ("version", "python_version"),
+)
+COLLECTOR_UP = Desc(
+    "gotthard_collector_up", "gauge", "1 if the collector's last poll succeeded.", ("collector",)
+)
+COLLECTOR_DURATION = Desc(
+    "gotthard_collector_duration_seconds",
+    "gauge",
+    "Seconds the collector's last poll took.",
+    ("collector",),
+)
+COLLECTOR_ERRORS = Desc(
+    "gotthard_collector_errors_total",
+    "counter",
+    "Failed polls plus recoverable errors (bad lines, unreadable files) per collector.",
+    ("collector",),
+)
+COLLECTOR_STALE = Desc(
+    "gotthard_collector_stale",
+    "gauge",
+    "1 if the served data is not from the latest poll (poll slow or failed).",
+    ("collector",),
+)
+COLLECTOR_LAST_SUCCESS = Desc(
+    "gotthard_collector_last_success_timestamp_seconds",
+    "gauge",
+    "Unix time of the collector's last successful poll.",
+    ("collector",),
+)
 
 
 class SetupError(Exception):
@@ -240,29 +277,8 @@ class Exporter:
             runner.close()
 
     def _compose(self, states: list[CollectorState]) -> str:
-        up = gauge(
-            "gotthard_collector_up", "1 if the collector's last poll succeeded.", "collector"
-        )
-        duration = gauge(
-            "gotthard_collector_duration_seconds",
-            "Seconds the collector's last poll took.",
-            "collector",
-        )
-        errors = counter(
-            "gotthard_collector_errors_total",
-            "Failed polls plus recoverable errors (bad lines, unreadable files) per collector.",
-            "collector",
-        )
-        stale = gauge(
-            "gotthard_collector_stale",
-            "1 if the served data is not from the latest poll (poll slow or failed).",
-            "collector",
-        )
-        last_success = gauge(
-            "gotthard_collector_last_success_timestamp_seconds",
-            "Unix time of the collector's last successful poll.",
-            "collector",
-        )
+        up, duration, errors = COLLECTOR_UP.new(), COLLECTOR_DURATION.new(), COLLECTOR_ERRORS.new()
+        stale, last_success = COLLECTOR_STALE.new(), COLLECTOR_LAST_SUCCESS.new()
         for state in states:
             key = (state.name,)
             up.add(key, 1 if state.up else 0)
@@ -271,12 +287,7 @@ class Exporter:
             stale.add(key, 1 if state.stale else 0)
             if state.last_success_unix is not None:
                 last_success.add(key, state.last_success_unix)
-        build = gauge(
-            "gotthard_build_info",
-            "Gotthard build information; always 1.",
-            "version",
-            "python_version",
-        )
+        build = BUILD_INFO.new()
         build.add((__version__, platform.python_version()), 1)
         meta = render_text([build, up, duration, errors, stale, last_success])
         return "".join(state.text for state in states) + meta

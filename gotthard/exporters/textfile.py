@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gotthard.exporters.families import Kind, MetricFamily, gauge
+from gotthard.exporters.families import Desc, Kind, MetricFamily
 from gotthard.exporters.runtime import SetupError
 from gotthard.exporters.settings import TextfileExporterConfig
 
@@ -132,18 +132,25 @@ def _family(
     return family
 
 
+#: The collector's own families, served after the files' samples.
+MTIME = Desc(
+    "gotthard_textfile_mtime_seconds",
+    "gauge",
+    "Modification time of each textfile served (Unix seconds).",
+    ("file",),
+)
+SCRAPE_ERROR = Desc(
+    "gotthard_textfile_scrape_error",
+    "gauge",
+    "1 if a textfile could not be read, parsed or merged, else 0.",
+)
+
+
 def render(snapshot: TextfileSnapshot) -> list[MetricFamily]:
-    mtime = gauge(
-        "gotthard_textfile_mtime_seconds",
-        "Modification time of each textfile served (Unix seconds).",
-        "file",
-    )
+    mtime = MTIME.new()
     for name, seconds in snapshot.mtimes.items():
         mtime.add((name,), seconds)
-    error = gauge(
-        "gotthard_textfile_scrape_error",
-        "1 if a textfile could not be read, parsed or merged, else 0.",
-    )
+    error = SCRAPE_ERROR.new()
     error.add((), 1 if snapshot.errors else 0)
     return [*snapshot.families.values(), mtime, error]
 

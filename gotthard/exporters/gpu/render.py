@@ -11,144 +11,251 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gotthard.exporters.families import MetricFamily, counter, gauge
+from gotthard.exporters.families import Desc, MetricFamily
 from gotthard.exporters.gpu.snapshot import DeviceReading, GpuSnapshot
 
 GPU = ("gpu", "uuid")
 MIG = ("gpu", "uuid", "gpu_instance")
 
-#: (name, help, reading attribute) for one value per device, whole GPUs only.
-SCALARS: tuple[tuple[str, str, str], ...] = (
+# --- the families, in output order ---------------------------------------------------
+
+INFO = Desc(
+    "gpu_info",
+    "gauge",
+    "GPU inventory; always 1 (nvmlDeviceGetName, nvmlDeviceGetPciInfo, "
+    "nvmlSystemGetDriverVersion, nvmlSystemGetCudaDriverVersion).",
+    (*GPU, "name", "pci_bus_id", "driver_version", "cuda_version"),
+)
+HEALTH = Desc(
+    "gpu_health",
+    "gauge",
+    "1 when the GPU is healthy; 0 when NVML reports it lost (GPU_IS_LOST), its row "
+    "remapping failed, or a fatal XID was seen within the health window.",
+    MIG,
+)
+#: (family, reading attribute) for one value per device, whole GPUs only.
+SCALARS: tuple[tuple[Desc, str], ...] = (
     (
-        "gpu_utilization_ratio",
-        "Fraction of time a kernel ran on the GPU, 0-1 (nvmlDeviceGetUtilizationRates.gpu).",
+        Desc(
+            "gpu_utilization_ratio",
+            "gauge",
+            "Fraction of time a kernel ran on the GPU, 0-1 (nvmlDeviceGetUtilizationRates.gpu).",
+            GPU,
+        ),
         "utilization_ratio",
     ),
     (
-        "gpu_memory_utilization_ratio",
-        "Fraction of time device memory was read or written, 0-1 "
-        "(nvmlDeviceGetUtilizationRates.memory).",
+        Desc(
+            "gpu_memory_utilization_ratio",
+            "gauge",
+            "Fraction of time device memory was read or written, 0-1 "
+            "(nvmlDeviceGetUtilizationRates.memory).",
+            GPU,
+        ),
         "memory_utilization_ratio",
     ),
-    ("gpu_power_watts", "Power draw in watts (nvmlDeviceGetPowerUsage).", "power_watts"),
     (
-        "gpu_power_limit_watts",
-        "Enforced power limit in watts (nvmlDeviceGetEnforcedPowerLimit).",
+        Desc("gpu_power_watts", "gauge", "Power draw in watts (nvmlDeviceGetPowerUsage).", GPU),
+        "power_watts",
+    ),
+    (
+        Desc(
+            "gpu_power_limit_watts",
+            "gauge",
+            "Enforced power limit in watts (nvmlDeviceGetEnforcedPowerLimit).",
+            GPU,
+        ),
         "power_limit_watts",
     ),
 )
-#: (name, help, reading attribute) for memory: whole GPUs and MIG instances.
-MEMORY: tuple[tuple[str, str, str], ...] = (
+#: (family, reading attribute) for memory: whole GPUs and MIG instances.
+MEMORY: tuple[tuple[Desc, str], ...] = (
     (
-        "gpu_memory_used_bytes",
-        "Device memory in use, bytes (nvmlDeviceGetMemoryInfo_v2.used).",
+        Desc(
+            "gpu_memory_used_bytes",
+            "gauge",
+            "Device memory in use, bytes (nvmlDeviceGetMemoryInfo_v2.used).",
+            MIG,
+        ),
         "memory_used_bytes",
     ),
     (
-        "gpu_memory_total_bytes",
-        "Device memory in total, bytes (nvmlDeviceGetMemoryInfo_v2.total).",
+        Desc(
+            "gpu_memory_total_bytes",
+            "gauge",
+            "Device memory in total, bytes (nvmlDeviceGetMemoryInfo_v2.total).",
+            MIG,
+        ),
         "memory_total_bytes",
     ),
     (
-        "gpu_memory_reserved_bytes",
-        "Device memory reserved by the driver and firmware, bytes "
-        "(nvmlDeviceGetMemoryInfo_v2.reserved).",
+        Desc(
+            "gpu_memory_reserved_bytes",
+            "gauge",
+            "Device memory reserved by the driver and firmware, bytes "
+            "(nvmlDeviceGetMemoryInfo_v2.reserved).",
+            MIG,
+        ),
         "memory_reserved_bytes",
     ),
 )
-#: (family maker, name, help, extra label, reading attribute) for whole GPUs, in output
-#: order. Without an extra label the attribute is one value (absent when None); with
-#: one it is a dict from that label's value to the reading.
-PER_GPU: tuple[tuple[Callable[..., MetricFamily], str, str, str | None, str], ...] = (
+#: (family, reading attribute) for whole GPUs. A family with the GPU labels alone reads
+#: one value (absent when None); one with an extra label reads a dict from that label's
+#: value to the reading.
+PER_GPU: tuple[tuple[Desc, str], ...] = (
     (
-        counter,
-        "gpu_energy_joules_total",
-        "Energy used since the driver loaded, joules (nvmlDeviceGetTotalEnergyConsumption).",
-        None,
+        Desc(
+            "gpu_energy_joules_total",
+            "counter",
+            "Energy used since the driver loaded, joules (nvmlDeviceGetTotalEnergyConsumption).",
+            GPU,
+        ),
         "energy_joules",
     ),
     (
-        gauge,
-        "gpu_temperature_celsius",
-        "Temperature in degrees Celsius; sensor gpu (nvmlDeviceGetTemperatureV) or "
-        "memory (field NVML_FI_DEV_MEMORY_TEMP).",
-        "sensor",
+        Desc(
+            "gpu_temperature_celsius",
+            "gauge",
+            "Temperature in degrees Celsius; sensor gpu (nvmlDeviceGetTemperatureV) or "
+            "memory (field NVML_FI_DEV_MEMORY_TEMP).",
+            (*GPU, "sensor"),
+        ),
         "temperature_celsius",
     ),
     (
-        gauge,
-        "gpu_clock_hertz",
-        "Current clock in hertz; clock sm or memory (nvmlDeviceGetClockInfo).",
-        "clock",
+        Desc(
+            "gpu_clock_hertz",
+            "gauge",
+            "Current clock in hertz; clock sm or memory (nvmlDeviceGetClockInfo).",
+            (*GPU, "clock"),
+        ),
         "clock_hertz",
     ),
     (
-        gauge,
-        "gpu_clocks_event_reasons",
-        "1 while this reason holds the clocks down, one series per bit of the "
-        "clocks-event mask (nvmlDeviceGetCurrentClocksEventReasons).",
-        "reason",
+        Desc(
+            "gpu_clocks_event_reasons",
+            "gauge",
+            "1 while this reason holds the clocks down, one series per bit of the "
+            "clocks-event mask (nvmlDeviceGetCurrentClocksEventReasons).",
+            (*GPU, "reason"),
+        ),
         "clocks_event_reasons",
     ),
     (
-        counter,
-        "gpu_throttle_seconds_total",
-        "Seconds the clocks were held back, by reason (nvmlDeviceGetViolationStatus).",
-        "reason",
+        Desc(
+            "gpu_throttle_seconds_total",
+            "counter",
+            "Seconds the clocks were held back, by reason (nvmlDeviceGetViolationStatus).",
+            (*GPU, "reason"),
+        ),
         "throttle_seconds",
     ),
     (
-        counter,
-        "gpu_ecc_errors_total",
-        "ECC memory errors since the driver loaded, by type "
-        "(nvmlDeviceGetTotalEccErrors, volatile).",
-        "type",
+        Desc(
+            "gpu_ecc_errors_total",
+            "counter",
+            "ECC memory errors since the driver loaded, by type "
+            "(nvmlDeviceGetTotalEccErrors, volatile).",
+            (*GPU, "type"),
+        ),
         "ecc_errors",
     ),
     (
-        gauge,
-        "gpu_remapped_rows",
-        "Remapped memory rows by state: correctable and uncorrectable counts, "
-        "pending and failure as 0/1 (nvmlDeviceGetRemappedRows).",
-        "state",
+        Desc(
+            "gpu_remapped_rows",
+            "gauge",
+            "Remapped memory rows by state: correctable and uncorrectable counts, "
+            "pending and failure as 0/1 (nvmlDeviceGetRemappedRows).",
+            (*GPU, "state"),
+        ),
         "remapped_rows",
     ),
     (
-        counter,
-        "gpu_pcie_replay_total",
-        "PCIe replays since the driver loaded (nvmlDeviceGetPcieReplayCounter).",
-        None,
+        Desc(
+            "gpu_pcie_replay_total",
+            "counter",
+            "PCIe replays since the driver loaded (nvmlDeviceGetPcieReplayCounter).",
+            GPU,
+        ),
         "pcie_replay",
     ),
     (
-        counter,
-        "gpu_pcie_bytes_total",
-        "PCIe bytes by direction (fields NVML_FI_DEV_PCIE_COUNT_TX_BYTES/RX_BYTES).",
-        "direction",
+        Desc(
+            "gpu_pcie_bytes_total",
+            "counter",
+            "PCIe bytes by direction (fields NVML_FI_DEV_PCIE_COUNT_TX_BYTES/RX_BYTES).",
+            (*GPU, "direction"),
+        ),
         "pcie_bytes",
     ),
 )
-GPM_HELP = {
-    "sm_active": (
+NVLINK_ERRORS = Desc(
+    "gpu_nvlink_errors_total",
+    "counter",
+    "NVLink errors by link and type (nvmlDeviceGetFieldValues, "
+    "NVML_FI_DEV_NVLINK_COUNT_* scoped by link).",
+    (*GPU, "link", "type"),
+)
+NVLINK_BYTES = Desc(
+    "gpu_nvlink_bytes_total",
+    "counter",
+    "NVLink data bytes by link and direction (nvmlDeviceGetFieldValues, "
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX scoped by link).",
+    (*GPU, "link", "direction"),
+)
+#: GPM reading -> its family (whole GPUs and MIG instances).
+GPM: dict[str, Desc] = {
+    "sm_active": Desc(
         "gpu_sm_active_ratio",
+        "gauge",
         "Fraction of SMs busy over the last poll interval, 0-1 (GPM NVML_GPM_METRIC_SM_UTIL).",
+        MIG,
     ),
-    "sm_occupancy": (
+    "sm_occupancy": Desc(
         "gpu_sm_occupancy_ratio",
+        "gauge",
         "Active warps over the theoretical maximum over the last poll interval, 0-1 "
         "(GPM NVML_GPM_METRIC_SM_OCCUPANCY).",
+        MIG,
     ),
-    "tensor_active": (
+    "tensor_active": Desc(
         "gpu_tensor_active_ratio",
+        "gauge",
         "Fraction of time SMs ran any tensor operation over the last poll interval, 0-1 "
         "(GPM NVML_GPM_METRIC_ANY_TENSOR_UTIL).",
+        MIG,
     ),
-    "dram_active": (
+    "dram_active": Desc(
         "gpu_dram_active_ratio",
+        "gauge",
         "DRAM bandwidth used over the theoretical maximum over the last poll interval, 0-1 "
         "(GPM NVML_GPM_METRIC_DRAM_BW_UTIL).",
+        MIG,
     ),
 }
+XID_ERRORS = Desc(
+    "gpu_xid_errors_total",
+    "counter",
+    "XID errors by code since the exporter started (NVML XID events, nvmlEventSetWait_v2).",
+    (*GPU, "xid"),
+)
+LAST_XID = Desc(
+    "gpu_last_xid", "gauge", "Code of the last XID error seen, 0 when none (NVML XID events).", GPU
+)
+JOB_INFO = Desc(
+    "gpu_job_info",
+    "gauge",
+    "A Slurm job with a compute process on the GPU (NVML process list and "
+    "/proc/PID/cgroup); always 1. Join on job_id with slurm_job_info.",
+    (*MIG, "job_id"),
+)
+POD_INFO = Desc(
+    "gpu_pod_info",
+    "gauge",
+    "A Kubernetes pod using the GPU (process cgroups for pod_uid, kubelet pod-resources "
+    "for namespace, pod and container); always 1.",
+    (*MIG, "pod_uid", "namespace", "pod", "container"),
+)
 
 
 def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
@@ -156,62 +263,28 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
     whole = [d for d in devices if not d.gpu_instance]
     families: list[MetricFamily] = []
 
-    info = gauge(
-        "gpu_info",
-        "GPU inventory; always 1 (nvmlDeviceGetName, nvmlDeviceGetPciInfo, "
-        "nvmlSystemGetDriverVersion, nvmlSystemGetCudaDriverVersion).",
-        "gpu",
-        "uuid",
-        "name",
-        "pci_bus_id",
-        "driver_version",
-        "cuda_version",
-    )
+    info = INFO.new()
     for d in whole:
         info.add(
             (d.index, d.uuid, d.name, d.pci_bus_id, snapshot.driver_version, snapshot.cuda_version),
             1,
         )
-    health = gauge(
-        "gpu_health",
-        "1 when the GPU is healthy; 0 when NVML reports it lost (GPU_IS_LOST), its row "
-        "remapping failed, or a fatal XID was seen within the health window.",
-        *MIG,
-    )
+    health = HEALTH.new()
     for d in devices:
         health.add((d.index, d.uuid, d.gpu_instance), 1 if d.healthy else 0)
     families += [info, health]
 
-    for name, help_text, attribute in SCALARS:
-        families.append(_scalar(name, help_text, whole, lambda d, a=attribute: getattr(d, a)))
-    for name, help_text, attribute in MEMORY:
-        families.append(
-            _scalar(name, help_text, devices, lambda d, a=attribute: getattr(d, a), labels=MIG)
-        )
-    for make, name, help_text, label, attribute in PER_GPU:
-        if label is None:
-            family = _scalar(name, help_text, whole, lambda d, a=attribute: getattr(d, a), make)
+    for desc, attribute in SCALARS:
+        families.append(_scalar(desc, whole, lambda d, a=attribute: getattr(d, a)))
+    for desc, attribute in MEMORY:
+        families.append(_scalar(desc, devices, lambda d, a=attribute: getattr(d, a)))
+    for desc, attribute in PER_GPU:
+        if desc.labels == GPU:
+            family = _scalar(desc, whole, lambda d, a=attribute: getattr(d, a))
         else:
-            family = _labeled(
-                make(name, help_text, *GPU, label), whole, lambda d, a=attribute: getattr(d, a)
-            )
+            family = _labeled(desc.new(), whole, lambda d, a=attribute: getattr(d, a))
         families.append(family)
-    nvlink_errors = counter(
-        "gpu_nvlink_errors_total",
-        "NVLink errors by link and type (nvmlDeviceGetFieldValues, "
-        "NVML_FI_DEV_NVLINK_COUNT_* scoped by link).",
-        *GPU,
-        "link",
-        "type",
-    )
-    nvlink_bytes = counter(
-        "gpu_nvlink_bytes_total",
-        "NVLink data bytes by link and direction (nvmlDeviceGetFieldValues, "
-        "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX scoped by link).",
-        *GPU,
-        "link",
-        "direction",
-    )
+    nvlink_errors, nvlink_bytes = NVLINK_ERRORS.new(), NVLINK_BYTES.new()
     for d in whole:
         # insertion order is link order (the source reads links in order)
         nvlink_errors.samples += [
@@ -224,22 +297,10 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
         ]
     families += [nvlink_errors, nvlink_bytes]
 
-    for key, (name, help_text) in GPM_HELP.items():
-        families.append(
-            _scalar(name, help_text, devices, lambda d, k=key: d.gpm.get(k), labels=MIG)
-        )
+    for key, desc in GPM.items():
+        families.append(_scalar(desc, devices, lambda d, k=key: d.gpm.get(k)))
 
-    xids = counter(
-        "gpu_xid_errors_total",
-        "XID errors by code since the exporter started (NVML XID events, nvmlEventSetWait_v2).",
-        *GPU,
-        "xid",
-    )
-    last_xid = gauge(
-        "gpu_last_xid",
-        "Code of the last XID error seen, 0 when none (NVML XID events).",
-        *GPU,
-    )
+    xids, last_xid = XID_ERRORS.new(), LAST_XID.new()
     for d in whole:
         if d.xid_counts is None:
             continue
@@ -248,25 +309,10 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
         last_xid.add((d.index, d.uuid), d.last_xid or 0)
     families += [xids, last_xid]
 
-    jobs = gauge(
-        "gpu_job_info",
-        "A Slurm job with a compute process on the GPU (NVML process list and "
-        "/proc/PID/cgroup); always 1. Join on job_id with slurm_job_info.",
-        *MIG,
-        "job_id",
-    )
+    jobs = JOB_INFO.new()
     for job in snapshot.jobs:
         jobs.add((job.index, job.uuid, job.gpu_instance, job.job_id), 1)
-    pods = gauge(
-        "gpu_pod_info",
-        "A Kubernetes pod using the GPU (process cgroups for pod_uid, kubelet pod-resources "
-        "for namespace, pod and container); always 1.",
-        *MIG,
-        "pod_uid",
-        "namespace",
-        "pod",
-        "container",
-    )
+    pods = POD_INFO.new()
     for pod in snapshot.pods:
         pods.add(
             (
@@ -285,19 +331,16 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
 
 
 def _scalar(
-    name: str,
-    help_text: str,
+    desc: Desc,
     devices: list[DeviceReading] | tuple[DeviceReading, ...],
     value_of: Callable[[DeviceReading], float | None],
-    make: Callable[..., MetricFamily] = gauge,
-    labels: tuple[str, ...] = GPU,
 ) -> MetricFamily:
-    family = make(name, help_text, *labels)
+    family = desc.new()
     for d in devices:
         value = value_of(d)
         if value is None:
             continue
-        key = (d.index, d.uuid, d.gpu_instance) if labels == MIG else (d.index, d.uuid)
+        key = (d.index, d.uuid, d.gpu_instance) if desc.labels == MIG else (d.index, d.uuid)
         family.add(key, value)
     return family
 

@@ -11,7 +11,7 @@ import operator
 from collections import defaultdict
 from collections.abc import Sequence
 
-from gotthard.exporters.families import MetricFamily, counter, gauge
+from gotthard.exporters.families import Desc, MetricFamily
 from gotthard.exporters.slurm.snapshot import (
     JOB_EVENTS,
     JOB_STATES,
@@ -23,17 +23,217 @@ from gotthard.exporters.slurm.snapshot import (
     partition_sums,
 )
 
+# --- the families, in output order ---------------------------------------------------
+
+UP = Desc("slurm_up", "gauge", "1 if the Slurm controller answered the last poll.")
+INFO = Desc(
+    "slurm_info", "gauge", "Slurm release and exporter backend; always 1.", ("version", "backend")
+)
+_JOB_LABELS = ("state", "partition", "account")
+#: ``--slurm.per-user`` adds ``user`` to the job families.
+_PER_USER = ("user",)
+JOBS = Desc("slurm_jobs", "gauge", "Jobs by state, partition and account.", _JOB_LABELS, _PER_USER)
+JOBS_PENDING = Desc(
+    "slurm_jobs_pending",
+    "gauge",
+    "Pending jobs by partition and Slurm's pending reason.",
+    ("partition", "reason"),
+    _PER_USER,
+)
+JOB_CPUS = Desc(
+    "slurm_job_cpus",
+    "gauge",
+    "CPUs held (running) or requested (pending) by jobs.",
+    _JOB_LABELS,
+    _PER_USER,
+)
+JOB_GPUS = Desc(
+    "slurm_job_gpus",
+    "gauge",
+    "GPUs held (running) or requested (pending) by jobs.",
+    _JOB_LABELS,
+    _PER_USER,
+)
+JOB_INFO = Desc(
+    "slurm_job_info",
+    "gauge",
+    "One series per running job; join key for GPU and Lustre metrics. Always 1.",
+    ("job_id", "user", "account", "partition"),
+)
+NODES = Desc(
+    "slurm_nodes",
+    "gauge",
+    "Nodes by partition and state; each node counted once per partition in one state "
+    "(drained, draining, down, fail, maint, reserved, idle, mixed, allocated, ...).",
+    ("state", "partition"),
+)
+NODE_FLAGS = Desc(
+    "slurm_node_flags",
+    "gauge",
+    "Nodes carrying a state flag (drain, not_responding, maint, reserved, ...) by partition.",
+    ("flag", "partition"),
+)
+NODE_INFO = Desc(
+    "slurm_node_info",
+    "gauge",
+    "One series per node with its full state (base+flags) and reason; always 1.",
+    ("node", "state", "reason"),
+)
+_NODE_STATE = ("node", "state")
+NODE_CPUS = Desc(
+    "slurm_node_cpus", "gauge", "Node CPUs by state (alloc, idle, other, total).", _NODE_STATE
+)
+NODE_MEMORY = Desc(
+    "slurm_node_memory_bytes", "gauge", "Node memory by state (alloc, total).", _NODE_STATE
+)
+NODE_GPUS = Desc(
+    "slurm_node_gpus", "gauge", "Node GPUs (GRES) by state (alloc, total).", _NODE_STATE
+)
+_PARTITION_STATE = ("partition", "state")
+PARTITION_CPUS = Desc(
+    "slurm_partition_cpus",
+    "gauge",
+    "Partition CPUs by state (alloc, idle, other, total).",
+    _PARTITION_STATE,
+)
+PARTITION_GPUS = Desc(
+    "slurm_partition_gpus",
+    "gauge",
+    "Partition GPUs by state (alloc, idle, total).",
+    _PARTITION_STATE,
+)
+PARTITION_MEMORY = Desc(
+    "slurm_partition_memory_bytes",
+    "gauge",
+    "Partition memory by state (alloc, idle, total).",
+    _PARTITION_STATE,
+)
+PARTITION_NODES = Desc("slurm_partition_nodes", "gauge", "Nodes in the partition.", ("partition",))
+PARTITION_INFO = Desc(
+    "slurm_partition_info",
+    "gauge",
+    "Partition availability and default flag; always 1.",
+    ("partition", "state", "default"),
+)
+#: (family, attribute of the scheduler statistics) of the one-value sdiag families; a
+#: value the source does not report (None) is no series rather than a false 0.
+SCHEDULER: tuple[tuple[Desc, str], ...] = tuple(
+    (Desc(name, "counter" if name.endswith("_total") else "gauge", help_text), attribute)
+    for name, help_text, attribute in (
+        ("slurm_scheduler_threads", "slurmctld server threads.", "server_threads"),
+        ("slurm_scheduler_agent_queue_size", "slurmctld agent queue size.", "agent_queue_size"),
+        (
+            "slurm_scheduler_dbd_agent_queue_size",
+            "Messages queued for slurmdbd.",
+            "dbd_agent_queue_size",
+        ),
+        (
+            "slurm_scheduler_queue_length",
+            "Jobs the main scheduler looked at in its last cycle.",
+            "queue_length",
+        ),
+        (
+            "slurm_scheduler_cycle_last_seconds",
+            "Duration of the last main scheduling cycle.",
+            "cycle_last_seconds",
+        ),
+        (
+            "slurm_scheduler_cycle_max_seconds",
+            "Longest main scheduling cycle since the statistics were reset.",
+            "cycle_max_seconds",
+        ),
+        (
+            "slurm_scheduler_cycle_mean_seconds",
+            "Mean main scheduling cycle since the statistics were reset.",
+            "cycle_mean_seconds",
+        ),
+        (
+            "slurm_scheduler_backfill_cycle_last_seconds",
+            "Duration of the last backfill cycle.",
+            "backfill_cycle_last_seconds",
+        ),
+        (
+            "slurm_scheduler_backfill_cycle_mean_seconds",
+            "Mean backfill cycle since the statistics were reset.",
+            "backfill_cycle_mean_seconds",
+        ),
+        (
+            "slurm_scheduler_backfill_depth_mean",
+            "Mean number of jobs the backfill scheduler considered per cycle.",
+            "backfill_depth_mean",
+        ),
+        (
+            "slurm_scheduler_backfill_queue_length",
+            "Jobs in the backfill queue in its last cycle.",
+            "backfill_queue_length",
+        ),
+        (
+            "slurm_scheduler_backfilled_jobs_total",
+            "Jobs started by the backfill scheduler since slurmctld started.",
+            "backfilled_jobs_total",
+        ),
+    )
+)
+SCHEDULER_JOBS = Desc(
+    "slurm_scheduler_jobs_total",
+    "counter",
+    "Jobs slurmctld counted since its statistics were reset, by event.",
+    ("event",),
+)
+RPC_CALLS = Desc(
+    "slurm_rpc_calls_total", "counter", "RPCs slurmctld served, by message type.", ("type",)
+)
+RPC_SECONDS = Desc(
+    "slurm_rpc_duration_seconds_total",
+    "counter",
+    "Time slurmctld spent serving RPCs, by message type.",
+    ("type",),
+)
+#: Only with ``--slurm.per-user``.
+RPC_USER_CALLS = Desc(
+    "slurm_rpc_user_calls_total", "counter", "RPCs slurmctld served, by user.", ("user",)
+)
+RPC_USER_SECONDS = Desc(
+    "slurm_rpc_user_duration_seconds_total",
+    "counter",
+    "Time slurmctld spent on RPCs, by user.",
+    ("user",),
+)
+PROBE_SUCCESS = Desc(
+    "slurm_probe_success",
+    "gauge",
+    "1 if the synthetic user-path probe succeeded (ping, submit).",
+    ("op",),
+)
+PROBE_DURATION = Desc(
+    "slurm_probe_duration_seconds", "gauge", "Duration of the synthetic probe.", ("op",)
+)
+CONTROLLER_UP = Desc(
+    "slurm_controller_up",
+    "gauge",
+    "1 if the slurmctld answered the ping probe; role is primary or backup, index its "
+    "position in SlurmctldHost.",
+    ("controller", "role", "index"),
+)
+RESERVATION_INFO = Desc(
+    "slurm_reservation_info",
+    "gauge",
+    "One series per advance reservation: state (active, inactive), partition, flags. Always 1.",
+    ("reservation", "state", "partition", "flags"),
+)
+RESERVATION_NODES = Desc(
+    "slurm_reservation_nodes", "gauge", "Nodes in the reservation.", ("reservation",)
+)
+
 
 def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
-    up = gauge("slurm_up", "1 if the Slurm controller answered the last poll.")
+    up = UP.new()
     up.add((), 1 if snapshot.up else 0)
     families = [up]
     if not snapshot.up:
         return families
     if snapshot.version:
-        info = gauge(
-            "slurm_info", "Slurm release and exporter backend; always 1.", "version", "backend"
-        )
+        info = INFO.new()
         info.add((snapshot.version, snapshot.backend), 1)
         families.append(info)
     families += _jobs(snapshot, options)
@@ -47,19 +247,11 @@ def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
 
 
 def _jobs(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
-    base = ("state", "partition", "account")
-    labels = (*base, "user") if options.per_user else base
-    jobs = gauge("slurm_jobs", "Jobs by state, partition and account.", *labels)
-    cpus = gauge("slurm_job_cpus", "CPUs held (running) or requested (pending) by jobs.", *labels)
-    gpus = gauge("slurm_job_gpus", "GPUs held (running) or requested (pending) by jobs.", *labels)
-    pending_labels = (
-        ("partition", "reason", "user") if options.per_user else ("partition", "reason")
-    )
-    pending = gauge(
-        "slurm_jobs_pending",
-        "Pending jobs by partition and Slurm's pending reason.",
-        *pending_labels,
-    )
+    per_user = options.per_user
+    jobs = JOBS.new(optional=per_user)
+    cpus = JOB_CPUS.new(optional=per_user)
+    gpus = JOB_GPUS.new(optional=per_user)
+    pending = JOBS_PENDING.new(optional=per_user)
     totals: dict[tuple[str, ...], list[int]] = defaultdict(lambda: [0, 0, 0])
     pending_totals: dict[tuple[str, ...], int] = defaultdict(int)
     for group in snapshot.job_groups:
@@ -91,14 +283,7 @@ def _jobs(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
         pending.add(key, count)
     families = [jobs, pending, cpus, gpus]
     if options.job_info:
-        info = gauge(
-            "slurm_job_info",
-            "One series per running job; join key for GPU and Lustre metrics. Always 1.",
-            "job_id",
-            "user",
-            "account",
-            "partition",
-        )
+        info = JOB_INFO.new()
         info.samples = [
             ((job.job_id, job.user, job.account, job.partition), 1) for job in snapshot.running_jobs
         ]
@@ -107,35 +292,8 @@ def _jobs(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
 
 
 def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
-    nodes = gauge(
-        "slurm_nodes",
-        "Nodes by partition and state; each node counted once per partition in one state "
-        "(drained, draining, down, fail, maint, reserved, idle, mixed, allocated, ...).",
-        "state",
-        "partition",
-    )
-    flags = gauge(
-        "slurm_node_flags",
-        "Nodes carrying a state flag (drain, not_responding, maint, reserved, ...) by partition.",
-        "flag",
-        "partition",
-    )
-    info = gauge(
-        "slurm_node_info",
-        "One series per node with its full state (base+flags) and reason; always 1.",
-        "node",
-        "state",
-        "reason",
-    )
-    node_cpus = gauge(
-        "slurm_node_cpus", "Node CPUs by state (alloc, idle, other, total).", "node", "state"
-    )
-    node_memory = gauge(
-        "slurm_node_memory_bytes", "Node memory by state (alloc, total).", "node", "state"
-    )
-    node_gpus = gauge(
-        "slurm_node_gpus", "Node GPUs (GRES) by state (alloc, total).", "node", "state"
-    )
+    nodes, flags, info = NODES.new(), NODE_FLAGS.new(), NODE_INFO.new()
+    node_cpus, node_memory, node_gpus = NODE_CPUS.new(), NODE_MEMORY.new(), NODE_GPUS.new()
     counts: dict[tuple[str, str], int] = defaultdict(int)
     flag_counts: dict[tuple[str, str], int] = defaultdict(int)
     all_nodes = snapshot.nodes
@@ -183,32 +341,8 @@ def _per_node(
 
 
 def _partitions(snapshot: SlurmSnapshot) -> list[MetricFamily]:
-    cpus = gauge(
-        "slurm_partition_cpus",
-        "Partition CPUs by state (alloc, idle, other, total).",
-        "partition",
-        "state",
-    )
-    gpus = gauge(
-        "slurm_partition_gpus",
-        "Partition GPUs by state (alloc, idle, total).",
-        "partition",
-        "state",
-    )
-    memory = gauge(
-        "slurm_partition_memory_bytes",
-        "Partition memory by state (alloc, idle, total).",
-        "partition",
-        "state",
-    )
-    node_count = gauge("slurm_partition_nodes", "Nodes in the partition.", "partition")
-    info = gauge(
-        "slurm_partition_info",
-        "Partition availability and default flag; always 1.",
-        "partition",
-        "state",
-        "default",
-    )
+    cpus, gpus, memory = PARTITION_CPUS.new(), PARTITION_GPUS.new(), PARTITION_MEMORY.new()
+    node_count, info = PARTITION_NODES.new(), PARTITION_INFO.new()
     records = {partition.name: partition for partition in snapshot.partitions}
     for name, row in partition_sums(snapshot).items():
         record = records.get(name)
@@ -238,115 +372,31 @@ def _scheduler(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFami
     stats = snapshot.scheduler
     if stats is None:
         return []
-    simple: list[tuple[str, str, float | None, bool]] = [
-        ("slurm_scheduler_threads", "slurmctld server threads.", stats.server_threads, False),
-        (
-            "slurm_scheduler_agent_queue_size",
-            "slurmctld agent queue size.",
-            stats.agent_queue_size,
-            False,
-        ),
-        (
-            "slurm_scheduler_dbd_agent_queue_size",
-            "Messages queued for slurmdbd.",
-            stats.dbd_agent_queue_size,
-            False,
-        ),
-        (
-            "slurm_scheduler_queue_length",
-            "Jobs the main scheduler looked at in its last cycle.",
-            stats.queue_length,
-            False,
-        ),
-        (
-            "slurm_scheduler_cycle_last_seconds",
-            "Duration of the last main scheduling cycle.",
-            stats.cycle_last_seconds,
-            False,
-        ),
-        (
-            "slurm_scheduler_cycle_max_seconds",
-            "Longest main scheduling cycle since the statistics were reset.",
-            stats.cycle_max_seconds,
-            False,
-        ),
-        (
-            "slurm_scheduler_cycle_mean_seconds",
-            "Mean main scheduling cycle since the statistics were reset.",
-            stats.cycle_mean_seconds,
-            False,
-        ),
-        (
-            "slurm_scheduler_backfill_cycle_last_seconds",
-            "Duration of the last backfill cycle.",
-            stats.backfill_cycle_last_seconds,
-            False,
-        ),
-        (
-            "slurm_scheduler_backfill_cycle_mean_seconds",
-            "Mean backfill cycle since the statistics were reset.",
-            stats.backfill_cycle_mean_seconds,
-            False,
-        ),
-        (
-            "slurm_scheduler_backfill_depth_mean",
-            "Mean number of jobs the backfill scheduler considered per cycle.",
-            stats.backfill_depth_mean,
-            False,
-        ),
-        (
-            "slurm_scheduler_backfill_queue_length",
-            "Jobs in the backfill queue in its last cycle.",
-            stats.backfill_queue_length,
-            False,
-        ),
-        (
-            "slurm_scheduler_backfilled_jobs_total",
-            "Jobs started by the backfill scheduler since slurmctld started.",
-            stats.backfilled_jobs_total,
-            True,
-        ),
-    ]
     families: list[MetricFamily] = []
-    for name, help_text, value, is_counter in simple:
+    for desc, attribute in SCHEDULER:
+        value = getattr(stats, attribute)
         if value is None:
             continue  # not reported by this source: no series rather than a false 0
-        family = counter(name, help_text) if is_counter else gauge(name, help_text)
+        family = desc.new()
         family.add((), value)
         families.append(family)
-    jobs = counter(
-        "slurm_scheduler_jobs_total",
-        "Jobs slurmctld counted since its statistics were reset, by event.",
-        "event",
-    )
+    jobs = SCHEDULER_JOBS.new()
     for event in JOB_EVENTS:
         value = getattr(stats, f"jobs_{event}_total")
         if value is not None:
             jobs.add((event,), value)
     if jobs.samples:
         families.append(jobs)
-    families += _rpc_families(
-        stats.rpc_by_type,
-        "type",
-        ("slurm_rpc_calls_total", "RPCs slurmctld served, by message type."),
-        ("slurm_rpc_duration_seconds_total", "Time slurmctld spent serving RPCs, by message type."),
-    )
+    families += _rpc_families(stats.rpc_by_type, RPC_CALLS, RPC_SECONDS)
     if options.per_user:
-        families += _rpc_families(
-            stats.rpc_by_user,
-            "user",
-            ("slurm_rpc_user_calls_total", "RPCs slurmctld served, by user."),
-            ("slurm_rpc_user_duration_seconds_total", "Time slurmctld spent on RPCs, by user."),
-        )
+        families += _rpc_families(stats.rpc_by_user, RPC_USER_CALLS, RPC_USER_SECONDS)
     return families
 
 
-def _rpc_families(
-    table: dict[str, RpcStat], label: str, calls: tuple[str, str], seconds: tuple[str, str]
-) -> list[MetricFamily]:
-    """Calls and time of one RPC table of sdiag, as two counters by *label*."""
-    calls_family = counter(*calls, label)
-    seconds_family = counter(*seconds, label)
+def _rpc_families(table: dict[str, RpcStat], calls: Desc, seconds: Desc) -> list[MetricFamily]:
+    """Calls and time of one RPC table of sdiag, as two counters by its key."""
+    calls_family = calls.new()
+    seconds_family = seconds.new()
     for key, stat in sorted(table.items()):
         calls_family.add((key,), stat.count)
         seconds_family.add((key,), stat.total_seconds)
@@ -354,10 +404,7 @@ def _rpc_families(
 
 
 def _probes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
-    success = gauge(
-        "slurm_probe_success", "1 if the synthetic user-path probe succeeded (ping, submit).", "op"
-    )
-    duration = gauge("slurm_probe_duration_seconds", "Duration of the synthetic probe.", "op")
+    success, duration = PROBE_SUCCESS.new(), PROBE_DURATION.new()
     for probe in snapshot.probes:
         success.add((probe.op,), 1 if probe.success else 0)
         duration.add((probe.op,), probe.duration_seconds)
@@ -367,14 +414,7 @@ def _probes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
 def _controllers(snapshot: SlurmSnapshot) -> list[MetricFamily]:
     if not snapshot.controllers:
         return []  # no ping this poll: absent, not "every controller down"
-    up = gauge(
-        "slurm_controller_up",
-        "1 if the slurmctld answered the ping probe; role is primary or backup, index its "
-        "position in SlurmctldHost.",
-        "controller",
-        "role",
-        "index",
-    )
+    up = CONTROLLER_UP.new()
     for controller in snapshot.controllers:
         up.add(
             (controller.hostname, controller.role, str(controller.index)),
@@ -386,15 +426,7 @@ def _controllers(snapshot: SlurmSnapshot) -> list[MetricFamily]:
 def _reservations(snapshot: SlurmSnapshot) -> list[MetricFamily]:
     if snapshot.reservations is None:
         return []  # the backend could not read them: absent, not "no reservations"
-    info = gauge(
-        "slurm_reservation_info",
-        "One series per advance reservation: state (active, inactive), partition, flags. Always 1.",
-        "reservation",
-        "state",
-        "partition",
-        "flags",
-    )
-    nodes = gauge("slurm_reservation_nodes", "Nodes in the reservation.", "reservation")
+    info, nodes = RESERVATION_INFO.new(), RESERVATION_NODES.new()
     for reservation in sorted(snapshot.reservations, key=operator.attrgetter("name")):
         info.add((reservation.name, reservation.state, reservation.partition, reservation.flags), 1)
         nodes.add((reservation.name,), reservation.nodes)
