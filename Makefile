@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: sandbox sandbox-down test lint bench system-deps venv image clean
+.PHONY: sandbox sandbox-down test lint generate bench system-deps venv image clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ test: system-deps venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+## Write every file derived from the code: docs/runbooks/, the tables of docs/alerts.md and
+## docs/exporter.md, fixture copies of package data (scripts/generate.py; tests compare).
+generate: venv
+	$(BIN)/python scripts/generate.py
 
 bench: venv
 	$(BIN)/python benchmarks/slurm_scale.py

@@ -1,10 +1,13 @@
-"""The docs say what the code does: each synopsis lists exactly the flags of the
-command's ``--help``, docs/runbooks.md lists every ``[runbooks]`` key with its default,
-and docs/exporter.md joins GPU metrics to jobs the way the dashboards do."""
+"""The docs say what the code does: every derived file (runbook pages, the tables of
+docs/alerts.md and docs/exporter.md, fixture copies) is what ``make generate`` writes,
+each synopsis lists exactly the flags of the command's ``--help``, docs/runbooks.md lists
+every ``[runbooks]`` key with its default, and docs/exporter.md joins GPU metrics to jobs
+the way the dashboards do."""
 
 from __future__ import annotations
 
 import re
+import runpy
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from gotthard.runbooks.settings import RunbooksConfig
 from tests.support.cli import ROOT, gotthard
 
 DOCS = ROOT / "docs"
+GENERATE = ROOT / "scripts" / "generate.py"
 #: ``[--flag]``, ``[--flag VALUE]`` or ``[--flag {a,b}]`` in a usage line or a synopsis.
 _OPTION = re.compile(r"\[(--[A-Za-z][\w.-]*)(?: ([^\]]+))?\]")
 _FENCE = re.compile(r"^```[a-z]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -56,6 +60,34 @@ def help_options(*command: str) -> dict[str, Shape]:
     assert result.returncode == 0, result.stderr
     usage = result.stdout.split("\n\n", 1)[0]
     return options(usage)
+
+
+@pytest.fixture(scope="module")
+def generate() -> dict[str, Any]:
+    """scripts/generate.py, the generator ``make generate`` runs."""
+    return runpy.run_path(str(GENERATE))
+
+
+def test_derived_files_are_what_make_generate_writes(
+    generate: dict[str, Any], tmp_path: Path
+) -> None:
+    assert generate["main"](["--out", str(tmp_path)]) == 0
+    made = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert any(name.startswith("docs/runbooks/") for name in made)
+    differ = [
+        name
+        for name in made
+        if not (ROOT / name).is_file()
+        or (ROOT / name).read_bytes() != (tmp_path / name).read_bytes()
+    ]
+    stale = generate["stale"](ROOT, dict.fromkeys(made))
+    assert differ + stale == [], f"out of date: {', '.join(differ + stale)}; run make generate"
+
+
+def test_a_page_without_its_region_markers_is_an_error(generate: dict[str, Any]) -> None:
+    page = "# Alerts\n\n| Alert | Severity |\n"
+    with pytest.raises(generate["GenerateError"], match=r"docs/alerts\.md: needs one region"):
+        generate["fill_regions"]("docs/alerts.md", page, generate["REGIONS"]["docs/alerts.md"])
 
 
 @pytest.mark.parametrize(

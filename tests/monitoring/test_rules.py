@@ -40,7 +40,6 @@ from tests.support.wait import wait_until
 REPO = Path(__file__).resolve().parents[2]
 UNIT_TESTS = Path(__file__).resolve().parent / "rules_tests"
 RUNBOOKS = REPO / "docs" / "runbooks"
-ALERTS_DOC = REPO / "docs" / "alerts.md"
 RUNBOOK_SECTIONS = (
     "## Meaning",
     "## Impact",
@@ -326,17 +325,6 @@ def test_runbook_pages_name_receivers_that_exist(built: Path) -> None:
         if rules.alert(page.stem).severity == "critical":
             assert "receiver `pager-SITE`" in escalation, f"{page.name}: who is paged"
         assert not re.search(r"pages the (?!site's on-call)", escalation), page.name
-
-
-def test_alerts_doc_index_matches_the_rules() -> None:
-    text = ALERTS_DOC.read_text(encoding="utf-8")
-    assert rules.alerts_markdown_table() in text, (
-        "docs/alerts.md index is out of date; paste rules.alerts_markdown_table()"
-    )
-    assert rules.recording_rules_markdown_table() in text, (
-        "docs/alerts.md recording rules are out of date; "
-        "paste rules.recording_rules_markdown_table()"
-    )
 
 
 # --- amtool ------------------------------------------------------------------------------

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""``make generate``: write every file of the repository that is derived from the code.
+
+* ``docs/runbooks/<Alert>.md``: the page templates (gotthard/monitoring/runbooks/) at
+  the default thresholds, each with its ``Automated steps:`` line from the runbook
+  webhook's action registry (gotthard/runbooks/registry.py); pages of alerts that no
+  longer exist are removed;
+* docs/alerts.md: the threshold table, the alert index and the recording-rule table;
+* docs/exporter.md: a metric table per collector, from the families each declares
+  (:class:`gotthard.exporters.families.Desc`; the collectors come from the registry of
+  areas, :mod:`gotthard.areas`), and one of the exporter's own families;
+* copies of package data that the tests read as fixtures (:data:`COPIES`).
+
+A generated region of a hand-written page lies between two marker comments,
+``<!-- generated: NAME (make generate; do not edit) -->`` and ``<!-- end generated: NAME
+-->``; only what lies between them is rewritten. The tests run this into a temporary
+directory (``--out DIR``) and compare the result with the tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gotthard import areas  # noqa: E402
+from gotthard.exporters import families  # noqa: E402
+from gotthard.monitoring import rules, runbook_pages, thresholds_cli  # noqa: E402
+
+RUNBOOKS = "docs/runbooks"
+#: The CustomResourceDefinitions the emulated API servers serve (package data).
+CRDS = "gotthard/sandbox/crds"
+#: Fixture copy -> the package file it copies (the tests never read package data by
+#: a path of their own).
+COPIES: Mapping[str, str] = {
+    **{
+        f"tests/fixtures/dr/{name}": f"{CRDS}/{name}"
+        for name in (
+            "policy.karmada.io_propagationpolicies.yaml",
+            "velero.io_backups.yaml",
+            "velero.io_backupstoragelocations.yaml",
+            "velero.io_restores.yaml",
+            "velero.io_schedules.yaml",
+        )
+    },
+    "tests/fixtures/runbooks/velero.io_backups.yaml": f"{CRDS}/velero.io_backups.yaml",
+}
+
+
+class GenerateError(Exception):
+    """A hand-written page lacks a region's markers."""
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def metric_table(module: str) -> str:
+    """The metric table of the families *module* declares, in declaration order."""
+    lines = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
+    for desc in families.declared(areas.load(module)):
+        labels = ", ".join(desc.labels)
+        if desc.optional:
+            optional = ", ".join(desc.optional)
+            labels = f"{labels} [, {optional}]" if labels else f"[{optional}]"
+        lines.append(f"| `{desc.name}` | {desc.kind} | {labels} | {_cell(desc.help)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _thresholds_table() -> str:
+    return thresholds_cli.markdown_table(thresholds_cli.usage(rules.values_for(None)))
+
+
+#: Page -> region name -> what fills it.
+REGIONS: Mapping[str, Mapping[str, Callable[[], str]]] = {
+    "docs/alerts.md": {
+        "thresholds": _thresholds_table,
+        "alert-index": rules.alerts_markdown_table,
+        "recording-rules": rules.recording_rules_markdown_table,
+    },
+    "docs/exporter.md": {
+        "metrics-exporter": lambda: metric_table("gotthard.exporters.runtime"),
+        **{
+            f"metrics-{c.name}": lambda ref=c.metrics: metric_table(ref)
+            for c in areas.COLLECTORS
+            if c.metrics
+        },
+    },
+}
+
+
+def begin_marker(name: str) -> str:
+    return f"<!-- generated: {name} (make generate; do not edit) -->"
+
+
+def end_marker(name: str) -> str:
+    return f"<!-- end generated: {name} -->"
+
+
+def fill_regions(page: str, text: str, regions: Mapping[str, Callable[[], str]]) -> str:
+    """*text* (the page *page*) with each region's body made again."""
+    for name, make in regions.items():
+        pattern = re.compile(
+            rf"^({re.escape(begin_marker(name))}\n).*?^({re.escape(end_marker(name))})$",
+            re.MULTILINE | re.DOTALL,
+        )
+        if len(pattern.findall(text)) != 1:
+            raise GenerateError(
+                f"{page}: needs one region {begin_marker(name)} ... {end_marker(name)}"
+            )
+        body = make()
+        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(2), text)
+    return text
+
+
+def derived(root: Path = ROOT) -> dict[str, bytes]:
+    """Relative path -> content of every derived file, made from the code and the
+    hand-written parts of the pages under *root*."""
+    files: dict[str, bytes] = {
+        f"{RUNBOOKS}/{name}": text.encode() for name, text in runbook_pages.render_pages().items()
+    }
+    for page, regions in REGIONS.items():
+        text = (root / page).read_text(encoding="utf-8")
+        files[page] = fill_regions(page, text, regions).encode()
+    for copy, source in COPIES.items():
+        files[copy] = (root / source).read_bytes()
+    return files
+
+
+def stale(root: Path, made: Mapping[str, bytes]) -> list[str]:
+    """Generated files under *root* that nothing generates any more (runbook pages of
+    alerts that are gone)."""
+    pages = sorted(p.relative_to(root).as_posix() for p in (root / RUNBOOKS).glob("*.md"))
+    return [page for page in pages if page not in made]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--out", type=Path, default=ROOT, metavar="DIR", help="write here (default: the repository)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        made = derived()
+    except (GenerateError, OSError) as err:
+        print(f"generate: {err}", file=sys.stderr)
+        return 2
+    for relative, content in made.items():
+        path = args.out / relative
+        if path.exists() and path.read_bytes() == content:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        print(f"wrote {relative}")
+    if args.out.resolve() == ROOT:
+        for relative in stale(ROOT, made):
+            (ROOT / relative).unlink()
+            print(f"removed {relative}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
