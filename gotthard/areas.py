@@ -62,28 +62,39 @@ class Dashboard:
 
 @dataclass(frozen=True)
 class Area:
+    """One area: the prefix of its alert names (``Slurm`` in ``SlurmNodesUnavailable``),
+    its monitoring component module (thresholds, recording rules, ``alerts(values)``;
+    its ``COMPONENT`` is the area's name), its dashboards and its collectors."""
+
     name: str
-    #: The monitoring component module: thresholds, recording rules, ``alerts(values)``.
-    component: Ref
-    #: Every alert of the area starts with this (``SlurmNodesUnavailable``).
     alert_prefix: str
-    dashboards: tuple[Dashboard, ...] = ()
+    component: Ref
+    dashboards: tuple[Dashboard, ...]
     collectors: tuple[Collector, ...] = ()
 
 
 _EXPORTERS = "gotthard.exporters"
-_BOARDS = "gotthard.monitoring.dashboards.boards"
-_COMPONENTS = "gotthard.monitoring.components"
 
 
-def _collector(name: str, settings: str, *, declared: bool = True) -> Collector:
+def _component(module: str) -> Ref:
+    return f"gotthard.monitoring.components.{module}"
+
+
+def _board(key: str, title: str, builder: str) -> tuple[Dashboard, ...]:
+    """The dashboard *key* built by *builder* (``module:function`` of the boards)."""
+    return (Dashboard(key, title, f"gotthard.monitoring.dashboards.boards.{builder}"),)
+
+
+def _collector(name: str, settings: str, *, declared: bool = True) -> tuple[Collector, ...]:
     """The collector of ``gotthard.exporters.NAME``: ``collector.from_config`` builds it,
     and (when *declared*) ``render`` declares its metric families."""
-    return Collector(
-        name,
-        settings=f"{_EXPORTERS}.settings:{settings}",
-        factory=f"{_EXPORTERS}.{name}.collector:from_config",
-        metrics=f"{_EXPORTERS}.{name}.render" if declared else "",
+    return (
+        Collector(
+            name,
+            settings=f"{_EXPORTERS}.settings:{settings}",
+            factory=f"{_EXPORTERS}.{name}.collector:from_config",
+            metrics=f"{_EXPORTERS}.{name}.render" if declared else "",
+        ),
     )
 
 
@@ -91,68 +102,51 @@ def _collector(name: str, settings: str, *, declared: bool = True) -> Collector:
 AREAS: tuple[Area, ...] = (
     Area(
         "self",
-        component=f"{_COMPONENTS}.gotthard_self",
-        alert_prefix="Gotthard",
-        dashboards=(Dashboard("exporters", "Exporters", f"{_BOARDS}.exporter:exporter_health"),),
+        "Gotthard",
+        _component("gotthard_self"),
+        _board("exporters", "Exporters", "exporter:exporter_health"),
     ),
     Area(
         "slurm",
-        component=f"{_COMPONENTS}.slurm",
-        alert_prefix="Slurm",
-        dashboards=(Dashboard("slurm-cluster", "Slurm cluster", f"{_BOARDS}.slurm:slurm_cluster"),),
-        collectors=(_collector("slurm", "SlurmExporterConfig"),),
+        "Slurm",
+        _component("slurm"),
+        _board("slurm-cluster", "Slurm cluster", "slurm:slurm_cluster"),
+        _collector("slurm", "SlurmExporterConfig"),
     ),
     Area(
         "gpu",
-        component=f"{_COMPONENTS}.gpu",
-        alert_prefix="GPU",
-        dashboards=(Dashboard("gpu-fleet", "GPU fleet", f"{_BOARDS}.gpu:gpu_fleet"),),
-        collectors=(_collector("gpu", "GpuExporterConfig"),),
+        "GPU",
+        _component("gpu"),
+        _board("gpu-fleet", "GPU fleet", "gpu:gpu_fleet"),
+        _collector("gpu", "GpuExporterConfig"),
     ),
     Area(
         "slingshot",
-        component=f"{_COMPONENTS}.slingshot",
-        alert_prefix="Slingshot",
-        dashboards=(
-            Dashboard(
-                "slingshot-network-health",
-                "Slingshot network health",
-                f"{_BOARDS}.slingshot:slingshot_network",
-            ),
+        "Slingshot",
+        _component("slingshot"),
+        _board(
+            "slingshot-network-health", "Slingshot network health", "slingshot:slingshot_network"
         ),
-        collectors=(_collector("slingshot", "SlingshotExporterConfig", declared=False),),
+        _collector("slingshot", "SlingshotExporterConfig", declared=False),
     ),
     Area(
         "lustre",
-        component=f"{_COMPONENTS}.lustre",
-        alert_prefix="Lustre",
-        dashboards=(
-            Dashboard("lustre-storage", "Lustre storage", f"{_BOARDS}.lustre:lustre_storage"),
-        ),
-        collectors=(_collector("lustre", "LustreExporterConfig", declared=False),),
+        "Lustre",
+        _component("lustre"),
+        _board("lustre-storage", "Lustre storage", "lustre:lustre_storage"),
+        _collector("lustre", "LustreExporterConfig", declared=False),
     ),
-    Area(
-        "dr",
-        component=f"{_COMPONENTS}.dr",
-        alert_prefix="DR",
-        dashboards=(Dashboard("dr", "DR", f"{_BOARDS}.dr:disaster_recovery"),),
-    ),
+    Area("dr", "DR", _component("dr"), _board("dr", "DR", "dr:disaster_recovery")),
     Area(
         "security",
-        component=f"{_COMPONENTS}.security",
-        alert_prefix="Security",
-        dashboards=(
-            Dashboard(
-                "security-compliance",
-                "Security compliance",
-                f"{_BOARDS}.security:security_compliance",
-            ),
-        ),
+        "Security",
+        _component("security"),
+        _board("security-compliance", "Security compliance", "security:security_compliance"),
     ),
 )
 
 #: The dashboard across every area, listed first.
-OVERVIEW = Dashboard("site-overview", "Site overview", f"{_BOARDS}.overview:site_overview")
+(OVERVIEW,) = _board("site-overview", "Site overview", "overview:site_overview")
 #: The collector serving other programs' ``*.prom`` files: of no area, listed last.
 TEXTFILE = Collector(
     "textfile",

@@ -49,23 +49,29 @@ def counter(name: str, help: str, *labels: str) -> MetricFamily:
 
 @dataclass(frozen=True, slots=True)
 class Desc:
-    """The declaration of a metric family: its name, type, help and label names."""
+    """The declaration of a metric family: its name, help and label names. Its type
+    follows from the name, as Prometheus names them: a counter ends in ``_total``, a
+    gauge never does."""
 
     name: str
-    kind: Kind
     help: str
     labels: tuple[str, ...] = ()
     #: Labels an option appends to :attr:`labels` (``user`` with ``--slurm.per-user``).
     optional: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        if self.kind == "counter" and not self.name.endswith("_total"):
-            raise ValueError(f"counter {self.name} must end in _total")
+    @property
+    def kind(self) -> Kind:
+        return "counter" if self.name.endswith("_total") else "gauge"
 
     def new(self, *, optional: bool = False) -> MetricFamily:
         """An empty family of this declaration (with the :attr:`optional` labels)."""
         labels = self.labels + self.optional if optional else self.labels
         return MetricFamily(self.name, self.kind, self.help, labels)
+
+
+def desc(name: str, help: str, *labels: str, optional: tuple[str, ...] = ()) -> Desc:
+    """Declare the family *name* with its *help* and *labels*."""
+    return Desc(name, help, labels, optional)
 
 
 def declared(module: ModuleType) -> list[Desc]:

@@ -27,45 +27,36 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gotthard import __version__
-from gotthard.exporters.families import Desc, MetricFamily, render_text
+from gotthard.exporters.families import MetricFamily, desc, render_text
 
 log = logging.getLogger("gotthard.exporter")
 
 
 # --- the exporter's own families, in output order -------------------------------------
 
-BUILD_INFO = Desc(
-    "gotthard_build_info",
-    "gauge",
-    "Gotthard build information; always 1.",
-    ("version", "python_version"),
+BUILD_INFO = desc(
+    "gotthard_build_info", "Gotthard build information; always 1.", "version", "python_version"
 )
-COLLECTOR_UP = Desc(
-    "gotthard_collector_up", "gauge", "1 if the collector's last poll succeeded.", ("collector",)
+COLLECTOR_UP = desc(
+    "gotthard_collector_up", "1 if the collector's last poll succeeded.", "collector"
 )
-COLLECTOR_DURATION = Desc(
-    "gotthard_collector_duration_seconds",
-    "gauge",
-    "Seconds the collector's last poll took.",
-    ("collector",),
+COLLECTOR_DURATION = desc(
+    "gotthard_collector_duration_seconds", "Seconds the collector's last poll took.", "collector"
 )
-COLLECTOR_ERRORS = Desc(
+COLLECTOR_ERRORS = desc(
     "gotthard_collector_errors_total",
-    "counter",
     "Failed polls plus recoverable errors (bad lines, unreadable files) per collector.",
-    ("collector",),
+    "collector",
 )
-COLLECTOR_STALE = Desc(
+COLLECTOR_STALE = desc(
     "gotthard_collector_stale",
-    "gauge",
     "1 if the served data is not from the latest poll (poll slow or failed).",
-    ("collector",),
+    "collector",
 )
-COLLECTOR_LAST_SUCCESS = Desc(
+COLLECTOR_LAST_SUCCESS = desc(
     "gotthard_collector_last_success_timestamp_seconds",
-    "gauge",
     "Unix time of the collector's last successful poll.",
-    ("collector",),
+    "collector",
 )
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from gotthard.exporters.families import Desc, Kind, MetricFamily
+from gotthard.exporters.families import Kind, MetricFamily, desc
 from gotthard.exporters.runtime import SetupError
 from gotthard.exporters.settings import TextfileExporterConfig
 
@@ -133,16 +133,13 @@ def _family(
 
 
 #: The collector's own families, served after the files' samples.
-MTIME = Desc(
+MTIME = desc(
     "gotthard_textfile_mtime_seconds",
-    "gauge",
     "Modification time of each textfile served (Unix seconds).",
-    ("file",),
+    "file",
 )
-SCRAPE_ERROR = Desc(
-    "gotthard_textfile_scrape_error",
-    "gauge",
-    "1 if a textfile could not be read, parsed or merged, else 0.",
+SCRAPE_ERROR = desc(
+    "gotthard_textfile_scrape_error", "1 if a textfile could not be read, parsed or merged, else 0."
 )
 
 

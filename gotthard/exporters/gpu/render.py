@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gotthard.exporters.families import Desc, MetricFamily
+from gotthard.exporters.families import Desc, MetricFamily, desc
 from gotthard.exporters.gpu.snapshot import DeviceReading, GpuSnapshot
 
 GPU = ("gpu", "uuid")
@@ -19,51 +19,50 @@ MIG = ("gpu", "uuid", "gpu_instance")
 
 # --- the families, in output order ---------------------------------------------------
 
-INFO = Desc(
+INFO = desc(
     "gpu_info",
-    "gauge",
     "GPU inventory; always 1 (nvmlDeviceGetName, nvmlDeviceGetPciInfo, "
     "nvmlSystemGetDriverVersion, nvmlSystemGetCudaDriverVersion).",
-    (*GPU, "name", "pci_bus_id", "driver_version", "cuda_version"),
+    *GPU,
+    "name",
+    "pci_bus_id",
+    "driver_version",
+    "cuda_version",
 )
-HEALTH = Desc(
+HEALTH = desc(
     "gpu_health",
-    "gauge",
     "1 when the GPU is healthy; 0 when NVML reports it lost (GPU_IS_LOST), its row "
     "remapping failed, or a fatal XID was seen within the health window.",
-    MIG,
+    *MIG,
 )
 #: (family, reading attribute) for one value per device, whole GPUs only.
 SCALARS: tuple[tuple[Desc, str], ...] = (
     (
-        Desc(
+        desc(
             "gpu_utilization_ratio",
-            "gauge",
             "Fraction of time a kernel ran on the GPU, 0-1 (nvmlDeviceGetUtilizationRates.gpu).",
-            GPU,
+            *GPU,
         ),
         "utilization_ratio",
     ),
     (
-        Desc(
+        desc(
             "gpu_memory_utilization_ratio",
-            "gauge",
             "Fraction of time device memory was read or written, 0-1 "
             "(nvmlDeviceGetUtilizationRates.memory).",
-            GPU,
+            *GPU,
         ),
         "memory_utilization_ratio",
     ),
     (
-        Desc("gpu_power_watts", "gauge", "Power draw in watts (nvmlDeviceGetPowerUsage).", GPU),
+        desc("gpu_power_watts", "Power draw in watts (nvmlDeviceGetPowerUsage).", *GPU),
         "power_watts",
     ),
     (
-        Desc(
+        desc(
             "gpu_power_limit_watts",
-            "gauge",
             "Enforced power limit in watts (nvmlDeviceGetEnforcedPowerLimit).",
-            GPU,
+            *GPU,
         ),
         "power_limit_watts",
     ),
@@ -71,30 +70,27 @@ SCALARS: tuple[tuple[Desc, str], ...] = (
 #: (family, reading attribute) for memory: whole GPUs and MIG instances.
 MEMORY: tuple[tuple[Desc, str], ...] = (
     (
-        Desc(
+        desc(
             "gpu_memory_used_bytes",
-            "gauge",
             "Device memory in use, bytes (nvmlDeviceGetMemoryInfo_v2.used).",
-            MIG,
+            *MIG,
         ),
         "memory_used_bytes",
     ),
     (
-        Desc(
+        desc(
             "gpu_memory_total_bytes",
-            "gauge",
             "Device memory in total, bytes (nvmlDeviceGetMemoryInfo_v2.total).",
-            MIG,
+            *MIG,
         ),
         "memory_total_bytes",
     ),
     (
-        Desc(
+        desc(
             "gpu_memory_reserved_bytes",
-            "gauge",
             "Device memory reserved by the driver and firmware, bytes "
             "(nvmlDeviceGetMemoryInfo_v2.reserved).",
-            MIG,
+            *MIG,
         ),
         "memory_reserved_bytes",
     ),
@@ -104,157 +100,156 @@ MEMORY: tuple[tuple[Desc, str], ...] = (
 #: value to the reading.
 PER_GPU: tuple[tuple[Desc, str], ...] = (
     (
-        Desc(
+        desc(
             "gpu_energy_joules_total",
-            "counter",
             "Energy used since the driver loaded, joules (nvmlDeviceGetTotalEnergyConsumption).",
-            GPU,
+            *GPU,
         ),
         "energy_joules",
     ),
     (
-        Desc(
+        desc(
             "gpu_temperature_celsius",
-            "gauge",
             "Temperature in degrees Celsius; sensor gpu (nvmlDeviceGetTemperatureV) or "
             "memory (field NVML_FI_DEV_MEMORY_TEMP).",
-            (*GPU, "sensor"),
+            *GPU,
+            "sensor",
         ),
         "temperature_celsius",
     ),
     (
-        Desc(
+        desc(
             "gpu_clock_hertz",
-            "gauge",
             "Current clock in hertz; clock sm or memory (nvmlDeviceGetClockInfo).",
-            (*GPU, "clock"),
+            *GPU,
+            "clock",
         ),
         "clock_hertz",
     ),
     (
-        Desc(
+        desc(
             "gpu_clocks_event_reasons",
-            "gauge",
             "1 while this reason holds the clocks down, one series per bit of the "
             "clocks-event mask (nvmlDeviceGetCurrentClocksEventReasons).",
-            (*GPU, "reason"),
+            *GPU,
+            "reason",
         ),
         "clocks_event_reasons",
     ),
     (
-        Desc(
+        desc(
             "gpu_throttle_seconds_total",
-            "counter",
             "Seconds the clocks were held back, by reason (nvmlDeviceGetViolationStatus).",
-            (*GPU, "reason"),
+            *GPU,
+            "reason",
         ),
         "throttle_seconds",
     ),
     (
-        Desc(
+        desc(
             "gpu_ecc_errors_total",
-            "counter",
             "ECC memory errors since the driver loaded, by type "
             "(nvmlDeviceGetTotalEccErrors, volatile).",
-            (*GPU, "type"),
+            *GPU,
+            "type",
         ),
         "ecc_errors",
     ),
     (
-        Desc(
+        desc(
             "gpu_remapped_rows",
-            "gauge",
             "Remapped memory rows by state: correctable and uncorrectable counts, "
             "pending and failure as 0/1 (nvmlDeviceGetRemappedRows).",
-            (*GPU, "state"),
+            *GPU,
+            "state",
         ),
         "remapped_rows",
     ),
     (
-        Desc(
+        desc(
             "gpu_pcie_replay_total",
-            "counter",
             "PCIe replays since the driver loaded (nvmlDeviceGetPcieReplayCounter).",
-            GPU,
+            *GPU,
         ),
         "pcie_replay",
     ),
     (
-        Desc(
+        desc(
             "gpu_pcie_bytes_total",
-            "counter",
             "PCIe bytes by direction (fields NVML_FI_DEV_PCIE_COUNT_TX_BYTES/RX_BYTES).",
-            (*GPU, "direction"),
+            *GPU,
+            "direction",
         ),
         "pcie_bytes",
     ),
 )
-NVLINK_ERRORS = Desc(
+NVLINK_ERRORS = desc(
     "gpu_nvlink_errors_total",
-    "counter",
     "NVLink errors by link and type (nvmlDeviceGetFieldValues, "
     "NVML_FI_DEV_NVLINK_COUNT_* scoped by link).",
-    (*GPU, "link", "type"),
+    *GPU,
+    "link",
+    "type",
 )
-NVLINK_BYTES = Desc(
+NVLINK_BYTES = desc(
     "gpu_nvlink_bytes_total",
-    "counter",
     "NVLink data bytes by link and direction (nvmlDeviceGetFieldValues, "
     "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX scoped by link).",
-    (*GPU, "link", "direction"),
+    *GPU,
+    "link",
+    "direction",
 )
 #: GPM reading -> its family (whole GPUs and MIG instances).
 GPM: dict[str, Desc] = {
-    "sm_active": Desc(
+    "sm_active": desc(
         "gpu_sm_active_ratio",
-        "gauge",
         "Fraction of SMs busy over the last poll interval, 0-1 (GPM NVML_GPM_METRIC_SM_UTIL).",
-        MIG,
+        *MIG,
     ),
-    "sm_occupancy": Desc(
+    "sm_occupancy": desc(
         "gpu_sm_occupancy_ratio",
-        "gauge",
         "Active warps over the theoretical maximum over the last poll interval, 0-1 "
         "(GPM NVML_GPM_METRIC_SM_OCCUPANCY).",
-        MIG,
+        *MIG,
     ),
-    "tensor_active": Desc(
+    "tensor_active": desc(
         "gpu_tensor_active_ratio",
-        "gauge",
         "Fraction of time SMs ran any tensor operation over the last poll interval, 0-1 "
         "(GPM NVML_GPM_METRIC_ANY_TENSOR_UTIL).",
-        MIG,
+        *MIG,
     ),
-    "dram_active": Desc(
+    "dram_active": desc(
         "gpu_dram_active_ratio",
-        "gauge",
         "DRAM bandwidth used over the theoretical maximum over the last poll interval, 0-1 "
         "(GPM NVML_GPM_METRIC_DRAM_BW_UTIL).",
-        MIG,
+        *MIG,
     ),
 }
-XID_ERRORS = Desc(
+XID_ERRORS = desc(
     "gpu_xid_errors_total",
-    "counter",
     "XID errors by code since the exporter started (NVML XID events, nvmlEventSetWait_v2).",
-    (*GPU, "xid"),
+    *GPU,
+    "xid",
 )
-LAST_XID = Desc(
-    "gpu_last_xid", "gauge", "Code of the last XID error seen, 0 when none (NVML XID events).", GPU
+LAST_XID = desc(
+    "gpu_last_xid", "Code of the last XID error seen, 0 when none (NVML XID events).", *GPU
 )
-JOB_INFO = Desc(
+JOB_INFO = desc(
     "gpu_job_info",
-    "gauge",
     "A Slurm job with a compute process on the GPU (NVML process list and "
     "/proc/PID/cgroup); always 1. Join on job_id with slurm_job_info.",
-    (*MIG, "job_id"),
+    *MIG,
+    "job_id",
 )
-POD_INFO = Desc(
+POD_INFO = desc(
     "gpu_pod_info",
-    "gauge",
     "A Kubernetes pod using the GPU (process cgroups for pod_uid, kubelet pod-resources "
     "for namespace, pod and container); always 1.",
-    (*MIG, "pod_uid", "namespace", "pod", "container"),
+    *MIG,
+    "pod_uid",
+    "namespace",
+    "pod",
+    "container",
 )
 
 
@@ -274,15 +269,15 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
         health.add((d.index, d.uuid, d.gpu_instance), 1 if d.healthy else 0)
     families += [info, health]
 
-    for desc, attribute in SCALARS:
-        families.append(_scalar(desc, whole, lambda d, a=attribute: getattr(d, a)))
-    for desc, attribute in MEMORY:
-        families.append(_scalar(desc, devices, lambda d, a=attribute: getattr(d, a)))
-    for desc, attribute in PER_GPU:
-        if desc.labels == GPU:
-            family = _scalar(desc, whole, lambda d, a=attribute: getattr(d, a))
+    for decl, attribute in SCALARS:
+        families.append(_scalar(decl, whole, lambda d, a=attribute: getattr(d, a)))
+    for decl, attribute in MEMORY:
+        families.append(_scalar(decl, devices, lambda d, a=attribute: getattr(d, a)))
+    for decl, attribute in PER_GPU:
+        if decl.labels == GPU:
+            family = _scalar(decl, whole, lambda d, a=attribute: getattr(d, a))
         else:
-            family = _labeled(desc.new(), whole, lambda d, a=attribute: getattr(d, a))
+            family = _labeled(decl.new(), whole, lambda d, a=attribute: getattr(d, a))
         families.append(family)
     nvlink_errors, nvlink_bytes = NVLINK_ERRORS.new(), NVLINK_BYTES.new()
     for d in whole:
@@ -297,8 +292,8 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
         ]
     families += [nvlink_errors, nvlink_bytes]
 
-    for key, desc in GPM.items():
-        families.append(_scalar(desc, devices, lambda d, k=key: d.gpm.get(k)))
+    for key, decl in GPM.items():
+        families.append(_scalar(decl, devices, lambda d, k=key: d.gpm.get(k)))
 
     xids, last_xid = XID_ERRORS.new(), LAST_XID.new()
     for d in whole:
@@ -331,16 +326,16 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
 
 
 def _scalar(
-    desc: Desc,
+    decl: Desc,
     devices: list[DeviceReading] | tuple[DeviceReading, ...],
     value_of: Callable[[DeviceReading], float | None],
 ) -> MetricFamily:
-    family = desc.new()
+    family = decl.new()
     for d in devices:
         value = value_of(d)
         if value is None:
             continue
-        key = (d.index, d.uuid, d.gpu_instance) if desc.labels == MIG else (d.index, d.uuid)
+        key = (d.index, d.uuid, d.gpu_instance) if decl.labels == MIG else (d.index, d.uuid)
         family.add(key, value)
     return family
 

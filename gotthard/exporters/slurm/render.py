@@ -11,7 +11,7 @@ import operator
 from collections import defaultdict
 from collections.abc import Sequence
 
-from gotthard.exporters.families import Desc, MetricFamily
+from gotthard.exporters.families import Desc, MetricFamily, desc
 from gotthard.exporters.slurm.snapshot import (
     JOB_EVENTS,
     JOB_STATES,
@@ -25,205 +25,163 @@ from gotthard.exporters.slurm.snapshot import (
 
 # --- the families, in output order ---------------------------------------------------
 
-UP = Desc("slurm_up", "gauge", "1 if the Slurm controller answered the last poll.")
-INFO = Desc(
-    "slurm_info", "gauge", "Slurm release and exporter backend; always 1.", ("version", "backend")
-)
+UP = desc("slurm_up", "1 if the Slurm controller answered the last poll.")
+INFO = desc("slurm_info", "Slurm release and exporter backend; always 1.", "version", "backend")
 _JOB_LABELS = ("state", "partition", "account")
 #: ``--slurm.per-user`` adds ``user`` to the job families.
 _PER_USER = ("user",)
-JOBS = Desc("slurm_jobs", "gauge", "Jobs by state, partition and account.", _JOB_LABELS, _PER_USER)
-JOBS_PENDING = Desc(
+JOBS = desc("slurm_jobs", "Jobs by state, partition and account.", *_JOB_LABELS, optional=_PER_USER)
+JOBS_PENDING = desc(
     "slurm_jobs_pending",
-    "gauge",
     "Pending jobs by partition and Slurm's pending reason.",
-    ("partition", "reason"),
-    _PER_USER,
+    "partition",
+    "reason",
+    optional=_PER_USER,
 )
-JOB_CPUS = Desc(
+JOB_CPUS = desc(
     "slurm_job_cpus",
-    "gauge",
     "CPUs held (running) or requested (pending) by jobs.",
-    _JOB_LABELS,
-    _PER_USER,
+    *_JOB_LABELS,
+    optional=_PER_USER,
 )
-JOB_GPUS = Desc(
+JOB_GPUS = desc(
     "slurm_job_gpus",
-    "gauge",
     "GPUs held (running) or requested (pending) by jobs.",
-    _JOB_LABELS,
-    _PER_USER,
+    *_JOB_LABELS,
+    optional=_PER_USER,
 )
-JOB_INFO = Desc(
+JOB_INFO = desc(
     "slurm_job_info",
-    "gauge",
     "One series per running job; join key for GPU and Lustre metrics. Always 1.",
-    ("job_id", "user", "account", "partition"),
+    "job_id",
+    "user",
+    "account",
+    "partition",
 )
-NODES = Desc(
+NODES = desc(
     "slurm_nodes",
-    "gauge",
     "Nodes by partition and state; each node counted once per partition in one state "
     "(drained, draining, down, fail, maint, reserved, idle, mixed, allocated, ...).",
-    ("state", "partition"),
+    "state",
+    "partition",
 )
-NODE_FLAGS = Desc(
+NODE_FLAGS = desc(
     "slurm_node_flags",
-    "gauge",
     "Nodes carrying a state flag (drain, not_responding, maint, reserved, ...) by partition.",
-    ("flag", "partition"),
+    "flag",
+    "partition",
 )
-NODE_INFO = Desc(
+NODE_INFO = desc(
     "slurm_node_info",
-    "gauge",
     "One series per node with its full state (base+flags) and reason; always 1.",
-    ("node", "state", "reason"),
+    "node",
+    "state",
+    "reason",
 )
 _NODE_STATE = ("node", "state")
-NODE_CPUS = Desc(
-    "slurm_node_cpus", "gauge", "Node CPUs by state (alloc, idle, other, total).", _NODE_STATE
-)
-NODE_MEMORY = Desc(
-    "slurm_node_memory_bytes", "gauge", "Node memory by state (alloc, total).", _NODE_STATE
-)
-NODE_GPUS = Desc(
-    "slurm_node_gpus", "gauge", "Node GPUs (GRES) by state (alloc, total).", _NODE_STATE
-)
+NODE_CPUS = desc("slurm_node_cpus", "Node CPUs by state (alloc, idle, other, total).", *_NODE_STATE)
+NODE_MEMORY = desc("slurm_node_memory_bytes", "Node memory by state (alloc, total).", *_NODE_STATE)
+NODE_GPUS = desc("slurm_node_gpus", "Node GPUs (GRES) by state (alloc, total).", *_NODE_STATE)
 _PARTITION_STATE = ("partition", "state")
-PARTITION_CPUS = Desc(
+PARTITION_CPUS = desc(
     "slurm_partition_cpus",
-    "gauge",
     "Partition CPUs by state (alloc, idle, other, total).",
-    _PARTITION_STATE,
+    *_PARTITION_STATE,
 )
-PARTITION_GPUS = Desc(
-    "slurm_partition_gpus",
-    "gauge",
-    "Partition GPUs by state (alloc, idle, total).",
-    _PARTITION_STATE,
+PARTITION_GPUS = desc(
+    "slurm_partition_gpus", "Partition GPUs by state (alloc, idle, total).", *_PARTITION_STATE
 )
-PARTITION_MEMORY = Desc(
+PARTITION_MEMORY = desc(
     "slurm_partition_memory_bytes",
-    "gauge",
     "Partition memory by state (alloc, idle, total).",
-    _PARTITION_STATE,
+    *_PARTITION_STATE,
 )
-PARTITION_NODES = Desc("slurm_partition_nodes", "gauge", "Nodes in the partition.", ("partition",))
-PARTITION_INFO = Desc(
+PARTITION_NODES = desc("slurm_partition_nodes", "Nodes in the partition.", "partition")
+PARTITION_INFO = desc(
     "slurm_partition_info",
-    "gauge",
     "Partition availability and default flag; always 1.",
-    ("partition", "state", "default"),
+    "partition",
+    "state",
+    "default",
 )
-#: (family, attribute of the scheduler statistics) of the one-value sdiag families; a
-#: value the source does not report (None) is no series rather than a false 0.
-SCHEDULER: tuple[tuple[Desc, str], ...] = tuple(
-    (Desc(name, "counter" if name.endswith("_total") else "gauge", help_text), attribute)
-    for name, help_text, attribute in (
-        ("slurm_scheduler_threads", "slurmctld server threads.", "server_threads"),
-        ("slurm_scheduler_agent_queue_size", "slurmctld agent queue size.", "agent_queue_size"),
-        (
-            "slurm_scheduler_dbd_agent_queue_size",
-            "Messages queued for slurmdbd.",
-            "dbd_agent_queue_size",
-        ),
-        (
-            "slurm_scheduler_queue_length",
-            "Jobs the main scheduler looked at in its last cycle.",
-            "queue_length",
-        ),
-        (
-            "slurm_scheduler_cycle_last_seconds",
-            "Duration of the last main scheduling cycle.",
-            "cycle_last_seconds",
-        ),
-        (
-            "slurm_scheduler_cycle_max_seconds",
-            "Longest main scheduling cycle since the statistics were reset.",
-            "cycle_max_seconds",
-        ),
-        (
-            "slurm_scheduler_cycle_mean_seconds",
-            "Mean main scheduling cycle since the statistics were reset.",
-            "cycle_mean_seconds",
-        ),
-        (
-            "slurm_scheduler_backfill_cycle_last_seconds",
-            "Duration of the last backfill cycle.",
-            "backfill_cycle_last_seconds",
-        ),
-        (
-            "slurm_scheduler_backfill_cycle_mean_seconds",
-            "Mean backfill cycle since the statistics were reset.",
-            "backfill_cycle_mean_seconds",
-        ),
-        (
-            "slurm_scheduler_backfill_depth_mean",
-            "Mean number of jobs the backfill scheduler considered per cycle.",
-            "backfill_depth_mean",
-        ),
-        (
-            "slurm_scheduler_backfill_queue_length",
-            "Jobs in the backfill queue in its last cycle.",
-            "backfill_queue_length",
-        ),
-        (
-            "slurm_scheduler_backfilled_jobs_total",
-            "Jobs started by the backfill scheduler since slurmctld started.",
-            "backfilled_jobs_total",
-        ),
-    )
-)
-SCHEDULER_JOBS = Desc(
+#: Attribute of the scheduler statistics -> its one-value sdiag family; a value the
+#: source does not report (None) is no series rather than a false 0.
+SCHEDULER: dict[str, Desc] = {
+    "server_threads": desc("slurm_scheduler_threads", "slurmctld server threads."),
+    "agent_queue_size": desc("slurm_scheduler_agent_queue_size", "slurmctld agent queue size."),
+    "dbd_agent_queue_size": desc(
+        "slurm_scheduler_dbd_agent_queue_size", "Messages queued for slurmdbd."
+    ),
+    "queue_length": desc(
+        "slurm_scheduler_queue_length", "Jobs the main scheduler looked at in its last cycle."
+    ),
+    "cycle_last_seconds": desc(
+        "slurm_scheduler_cycle_last_seconds", "Duration of the last main scheduling cycle."
+    ),
+    "cycle_max_seconds": desc(
+        "slurm_scheduler_cycle_max_seconds",
+        "Longest main scheduling cycle since the statistics were reset.",
+    ),
+    "cycle_mean_seconds": desc(
+        "slurm_scheduler_cycle_mean_seconds",
+        "Mean main scheduling cycle since the statistics were reset.",
+    ),
+    "backfill_cycle_last_seconds": desc(
+        "slurm_scheduler_backfill_cycle_last_seconds", "Duration of the last backfill cycle."
+    ),
+    "backfill_cycle_mean_seconds": desc(
+        "slurm_scheduler_backfill_cycle_mean_seconds",
+        "Mean backfill cycle since the statistics were reset.",
+    ),
+    "backfill_depth_mean": desc(
+        "slurm_scheduler_backfill_depth_mean",
+        "Mean number of jobs the backfill scheduler considered per cycle.",
+    ),
+    "backfill_queue_length": desc(
+        "slurm_scheduler_backfill_queue_length", "Jobs in the backfill queue in its last cycle."
+    ),
+    "backfilled_jobs_total": desc(
+        "slurm_scheduler_backfilled_jobs_total",
+        "Jobs started by the backfill scheduler since slurmctld started.",
+    ),
+}
+SCHEDULER_JOBS = desc(
     "slurm_scheduler_jobs_total",
-    "counter",
     "Jobs slurmctld counted since its statistics were reset, by event.",
-    ("event",),
+    "event",
 )
-RPC_CALLS = Desc(
-    "slurm_rpc_calls_total", "counter", "RPCs slurmctld served, by message type.", ("type",)
-)
-RPC_SECONDS = Desc(
+RPC_CALLS = desc("slurm_rpc_calls_total", "RPCs slurmctld served, by message type.", "type")
+RPC_SECONDS = desc(
     "slurm_rpc_duration_seconds_total",
-    "counter",
     "Time slurmctld spent serving RPCs, by message type.",
-    ("type",),
+    "type",
 )
 #: Only with ``--slurm.per-user``.
-RPC_USER_CALLS = Desc(
-    "slurm_rpc_user_calls_total", "counter", "RPCs slurmctld served, by user.", ("user",)
+RPC_USER_CALLS = desc("slurm_rpc_user_calls_total", "RPCs slurmctld served, by user.", "user")
+RPC_USER_SECONDS = desc(
+    "slurm_rpc_user_duration_seconds_total", "Time slurmctld spent on RPCs, by user.", "user"
 )
-RPC_USER_SECONDS = Desc(
-    "slurm_rpc_user_duration_seconds_total",
-    "counter",
-    "Time slurmctld spent on RPCs, by user.",
-    ("user",),
+PROBE_SUCCESS = desc(
+    "slurm_probe_success", "1 if the synthetic user-path probe succeeded (ping, submit).", "op"
 )
-PROBE_SUCCESS = Desc(
-    "slurm_probe_success",
-    "gauge",
-    "1 if the synthetic user-path probe succeeded (ping, submit).",
-    ("op",),
-)
-PROBE_DURATION = Desc(
-    "slurm_probe_duration_seconds", "gauge", "Duration of the synthetic probe.", ("op",)
-)
-CONTROLLER_UP = Desc(
+PROBE_DURATION = desc("slurm_probe_duration_seconds", "Duration of the synthetic probe.", "op")
+CONTROLLER_UP = desc(
     "slurm_controller_up",
-    "gauge",
     "1 if the slurmctld answered the ping probe; role is primary or backup, index its "
     "position in SlurmctldHost.",
-    ("controller", "role", "index"),
+    "controller",
+    "role",
+    "index",
 )
-RESERVATION_INFO = Desc(
+RESERVATION_INFO = desc(
     "slurm_reservation_info",
-    "gauge",
     "One series per advance reservation: state (active, inactive), partition, flags. Always 1.",
-    ("reservation", "state", "partition", "flags"),
+    "reservation",
+    "state",
+    "partition",
+    "flags",
 )
-RESERVATION_NODES = Desc(
-    "slurm_reservation_nodes", "gauge", "Nodes in the reservation.", ("reservation",)
-)
+RESERVATION_NODES = desc("slurm_reservation_nodes", "Nodes in the reservation.", "reservation")
 
 
 def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
@@ -373,11 +331,11 @@ def _scheduler(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFami
     if stats is None:
         return []
     families: list[MetricFamily] = []
-    for desc, attribute in SCHEDULER:
+    for attribute, decl in SCHEDULER.items():
         value = getattr(stats, attribute)
         if value is None:
             continue  # not reported by this source: no series rather than a false 0
-        family = desc.new()
+        family = decl.new()
         family.add((), value)
         families.append(family)
     jobs = SCHEDULER_JOBS.new()
