@@ -8,7 +8,8 @@
   lists the layers);
 * ``gotthard exporter`` with every collector loads none of the control plane's
   libraries: a node exporter does not pay for kubernetes, APScheduler, SQLAlchemy,
-  regopy, grafanalib or grpcio (the kubelet client loads grpcio itself, when used);
+  regopy, grafanalib or grpcio (the kubelet client loads grpcio itself, when used), nor
+  for the monitoring code (only the ``[monitoring]`` settings model the site file needs);
 * one TOML reader (``gotthard/config.py``) and one Kubernetes client factory
   (``gotthard/kube.py``).
 """
@@ -28,6 +29,8 @@ from tests.support.cli import ROOT
 PACKAGE = ROOT / "gotthard"
 FIXTURES = ROOT / "tests" / "fixtures"
 HEAVY = ("kubernetes", "apscheduler", "sqlalchemy", "regopy", "grafanalib", "grpc")
+#: The monitoring modules a site file's validation loads; the exporter loads no other.
+MONITORING_FOR_CONFIG = ("gotthard.monitoring", "gotthard.monitoring.settings")
 
 
 def modules() -> dict[str, Path]:
@@ -188,6 +191,8 @@ def test_the_exporter_loads_no_control_plane_library(tmp_path: Path, argv: list[
         "from gotthard.cli import main\n"
         f"status = main(['--config', {str(site)!r}, 'exporter', '--once', *{argv!r}])\n"
         f"loaded = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "loaded += sorted(m for m in sys.modules if m.startswith('gotthard.monitoring')\n"
+        f"                 and m not in {MONITORING_FOR_CONFIG!r})\n"
         "print(json.dumps({'status': status, 'loaded': loaded}), file=sys.stderr)\n"
     )
     result = subprocess.run(
