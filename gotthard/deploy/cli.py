@@ -1,4 +1,4 @@
-"""``gotthard deploy render --target kubernetes|systemd|prometheus|thanos --out DIR``.
+"""``gotthard deploy render --target kubernetes|systemd|prometheus|thanos|local --out DIR``.
 
 Exit status: 0 written; 2 a bad target, an unwritable directory or a site model that
 cannot be rendered (one line on stderr).
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,14 @@ from gotthard import config as configuration
 from gotthard.config import Config
 from gotthard.deploy.manifest import RenderError, write
 
-TARGETS = ("kubernetes", "systemd", "prometheus", "thanos")
+TARGETS = ("kubernetes", "systemd", "prometheus", "thanos", "local")
 
 
 def add_cli(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "deploy",
-        help="deployment: Kubernetes manifests, systemd units, scrape configs, Thanos",
+        help="deployment: Kubernetes manifests, systemd units, Prometheus and Alertmanager "
+        "configuration, Thanos, every site on this machine",
     )
     sub = parser.add_subparsers(dest="deploy_command", metavar="ACTION")
     sub.required = True
@@ -50,8 +52,8 @@ def _site_toml(args: argparse.Namespace, cfg: Config) -> str:
     return f'site = "{cfg.site}"\ncluster = "{cfg.cluster}"\n'
 
 
-def render_files(target: str, cfg: Config, site_toml: str) -> dict[str, str]:
-    """Relative path -> text of what *target* consists of."""
+def render_files(target: str, cfg: Config, site_toml: str, out: Path) -> dict[str, str]:
+    """Relative path -> text of what *target* consists of, to be written below *out*."""
     deploy = cfg.deploy
     if target == "kubernetes":
         from gotthard.deploy import kubernetes, waivers
@@ -66,11 +68,15 @@ def render_files(target: str, cfg: Config, site_toml: str) -> dict[str, str]:
     if target == "prometheus":
         from gotthard.deploy import prometheus
 
-        return prometheus.render(cfg, deploy.prometheus)
+        return prometheus.render(cfg)
     if target == "thanos":
         from gotthard.deploy import thanos
 
         return thanos.render(cfg, deploy.thanos)
+    if target == "local":
+        from gotthard.deploy import local
+
+        return local.render(cfg, tomllib.loads(site_toml), out.absolute())
     raise _unknown_target(target)
 
 
@@ -78,8 +84,9 @@ def cmd_render(args: argparse.Namespace, cfg: Config) -> int:
     try:
         if args.target not in TARGETS:  # checked before anything is read or written
             raise _unknown_target(args.target)
-        files = render_files(args.target, cfg, _site_toml(args, cfg))
-        written = write(Path(args.out), files)
+        out = Path(args.out)
+        files = render_files(args.target, cfg, _site_toml(args, cfg), out)
+        written = write(out, files)
     except RenderError as err:
         print(f"gotthard deploy: {err}", file=sys.stderr)
         return 2
