@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import secrets
 import shutil
 import subprocess
 import time
@@ -10,7 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from gotthard.sandbox import monitoring, slurm
+from gotthard.deploy.local import Process
+from gotthard.sandbox import rendered, sites_config, slurm
 from gotthard.sandbox.layout import DEFAULT_CLUSTER_NAME, DEFAULT_PORTS, SandboxLayout
 from gotthard.sandbox.processes import (
     ProcessRecord,
@@ -23,6 +25,7 @@ from gotthard.sandbox.processes import (
     run_capture,
     run_checked,
     wait_for,
+    write_private,
 )
 
 
@@ -40,7 +43,9 @@ def check_ports(ports: Mapping[str, int]) -> None:
 
 
 class Sandbox(SandboxLayout):
-    """A single-node Slurm site (plus exporter and Prometheus) under ``directory``."""
+    """A single-node Slurm site under ``directory``, plus what ``gotthard deploy render
+    --target local`` renders from its site file (``site.toml``): the exporter, Prometheus,
+    Alertmanager and the runbook webhook."""
 
     @classmethod
     def with_free_ports(
@@ -83,10 +88,6 @@ class Sandbox(SandboxLayout):
     def records(self) -> list[ProcessRecord]:
         """The processes of ``state.json``, in start order."""
         return self._procs.load()
-
-    def config_text(self) -> str:
-        """The ``gotthard.toml`` that ``up`` writes (exporter and runbook webhook)."""
-        return monitoring.gotthard_config_text(self)
 
     def slurm_ready(self) -> None:
         """Called by ``up`` once the node takes jobs, before the exporter starts (whose
@@ -131,26 +132,23 @@ class Sandbox(SandboxLayout):
             self.down(verbose=False)
 
         binaries = {name: find_binary(name) for name in slurm.SLURM_BINARIES}
-        if with_prometheus:
-            for name, binary in monitoring.MONITORING_BINARIES.items():
-                binaries[name] = find_binary(binary)
         self._check_ports(with_exporter=with_exporter, with_prometheus=with_prometheus)
 
         started = time.monotonic()
         try:
             slurm.prepare_directories(self)
-            slurm.start_munge(self, self._procs, binaries["mungekey"], binaries["munged"])
-            slurm.write_slurm_configs(self)
-            self.gotthard_config.write_text(self.config_text())
-            slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
-            slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
-            slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
-            slurm.wait_node_usable(self, self._procs, timeout=30.0)
-            self.slurm_ready()
-            if with_exporter:
-                monitoring.start_exporter(self, self._procs, env=self.exporter_env())
-            if with_prometheus:
-                monitoring.start_monitoring(self, self._procs, binaries)
+            if with_prometheus and not self.webhook_token.exists():
+                write_private(self.webhook_token, secrets.token_hex(16) + "\n")
+            document = sites_config.single_site(
+                self, exporter=with_exporter, monitoring=with_prometheus
+            )
+            sites_config.write_site_file(self.gotthard_config, document)
+            processes: list[Process] = []
+            if with_exporter or with_prometheus:
+                processes = rendered.render(self.gotthard_config, self.directory)
+            self.start_slurm(binaries, rendered.of_kind(processes, rendered.EXPORTERS))
+            others = [p for p in processes if p.kind not in rendered.EXPORTERS]
+            rendered.start(self._procs, others)
             self._write_env_sh()
         except BaseException:
             self.down(verbose=False)
@@ -164,9 +162,21 @@ class Sandbox(SandboxLayout):
         if with_prometheus:
             say(f"  prometheus:  {self.prometheus_url}")
             say(f"  alertmanager: {self.alertmanager_url}")
-            say(f"  runbooks:    {self.runbooks_url}/alerts (dry-run; audit in logs/)")
+            say(f"  runbooks:    {self.runbooks_url}/alerts (dry-run; audit in local/sandbox/)")
             say(f"  dashboards:  {self.directory / 'dashboards'} (import into Grafana)")
         say(f"  source {self.directory / 'env.sh'}")
+
+    def start_slurm(self, binaries: Mapping[str, str], exporters: Sequence[Process]) -> None:
+        """munged, slurmctld and slurmd; once the node takes jobs, :meth:`slurm_ready`,
+        then *exporters* (rendered: they read this Slurm)."""
+        slurm.start_munge(self, self._procs, binaries["mungekey"], binaries["munged"])
+        slurm.write_slurm_configs(self)
+        slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
+        slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
+        slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
+        slurm.wait_node_usable(self, self._procs, timeout=30.0)
+        self.slurm_ready()
+        rendered.start(self._procs, exporters, env=self.exporter_env())
 
     def down(self, *, verbose: bool = True, timeout: float = 10.0) -> None:
         """Stop exactly the processes in ``state.json`` (reverse order) and remove it."""
