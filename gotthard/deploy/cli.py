@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +40,8 @@ def _unknown_target(target: str) -> RenderError:
     return RenderError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
 
 
-def _site_toml(args: argparse.Namespace, cfg: Config) -> str:
+def _site_toml(path: str | None, cfg: Config) -> str:
     """The site file as given (it becomes the pods' ConfigMap), or the names alone."""
-    path = configuration.path_of(args)
     if path:
         try:
             return Path(path).read_text(encoding="utf-8")
@@ -52,13 +50,24 @@ def _site_toml(args: argparse.Namespace, cfg: Config) -> str:
     return f'site = "{cfg.site}"\ncluster = "{cfg.cluster}"\n'
 
 
-def render_files(target: str, cfg: Config, site_toml: str, out: Path) -> dict[str, str]:
-    """Relative path -> text of what *target* consists of, to be written below *out*."""
+def _site_document(path: str | None, cfg: Config) -> dict[str, Any]:
+    """The site file as read, or the names alone."""
+    if path:
+        try:
+            return configuration.read_toml(path)
+        except configuration.ConfigError as err:
+            raise RenderError(str(err)) from None
+    return {"site": cfg.site, "cluster": cfg.cluster}
+
+
+def render_files(target: str, cfg: Config, site_file: str | None, out: Path) -> dict[str, str]:
+    """Relative path -> text of what *target* consists of, to be written below *out*;
+    *cfg* is what *site_file* (None: no file, the defaults) loads to."""
     deploy = cfg.deploy
     if target == "kubernetes":
         from gotthard.deploy import kubernetes, waivers
 
-        files = kubernetes.render(cfg, deploy.kubernetes, site_toml)
+        files = kubernetes.render(cfg, deploy.kubernetes, _site_toml(site_file, cfg))
         files.update(waivers.render(deploy.kubernetes))
         return files
     if target == "systemd":
@@ -76,7 +85,7 @@ def render_files(target: str, cfg: Config, site_toml: str, out: Path) -> dict[st
     if target == "local":
         from gotthard.deploy import local
 
-        return local.render(cfg, tomllib.loads(site_toml), out.absolute())
+        return local.render(cfg, _site_document(site_file, cfg), out.absolute())
     raise _unknown_target(target)
 
 
@@ -85,7 +94,7 @@ def cmd_render(args: argparse.Namespace, cfg: Config) -> int:
         if args.target not in TARGETS:  # checked before anything is read or written
             raise _unknown_target(args.target)
         out = Path(args.out)
-        files = render_files(args.target, cfg, _site_toml(args, cfg), out)
+        files = render_files(args.target, cfg, configuration.path_of(args), out)
         written = write(out, files)
     except RenderError as err:
         print(f"gotthard deploy: {err}", file=sys.stderr)

@@ -187,7 +187,7 @@ def _roles(
 
 def render(cfg: Config, document: Mapping[str, Any], out: Path) -> dict[str, str]:
     """Relative path -> text of the local target under *out* (an absolute directory);
-    *document* is the site file as read (``tomllib``)."""
+    *document* is the site file as :func:`gotthard.config.read_toml` reads it."""
     from gotthard.monitoring import deliver
 
     files = prometheus.config_files(cfg, str(out / prometheus.RULES_DIR))

@@ -119,7 +119,7 @@ def _toml_table(lines: list[str], path: list[str], table: Mapping[str, Any], hea
 
 
 def dump_toml(document: Mapping[str, Any]) -> str:
-    """*document* (as ``tomllib`` reads it) as TOML text: tables and arrays of tables as
+    """*document* (a site file as it was read) as TOML text: tables and arrays of tables as
     sections, lists of scalars and tables inside arrays inline."""
     lines: list[str] = []
     _toml_table(lines, [], document, "")

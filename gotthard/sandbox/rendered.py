@@ -39,8 +39,7 @@ def render(site_file: Path, out: Path) -> list[Process]:
     its program found (:class:`SandboxError` if one is not installed)."""
     try:
         cfg = config.load(site_file)
-        text = site_file.read_text(encoding="utf-8")
-        files = deploy.render_files("local", cfg, text, out)
+        files = deploy.render_files("local", cfg, str(site_file), out)
         write(out, files)
     except (config.ConfigError, RenderError) as exc:
         raise SandboxError(f"cannot render {site_file}: {exc}") from exc
