@@ -14,6 +14,7 @@ from gotthard.config import Config
 from gotthard.deploy.roles import RUNBOOKS
 from gotthard.deploy.topology import Alertmanagers, check_sites, clusters, site_model
 from gotthard.monitoring import alertmanager
+from gotthard.monitoring.alertmanager import AlertmanagerSettings
 
 #: The file every Alertmanager of every site runs.
 CONFIG_FILE = "alertmanager.yml"
@@ -34,24 +35,22 @@ def webhook_urls(cfg: Config) -> dict[str, str]:
     return found
 
 
-def settings(cfg: Config) -> alertmanager.AlertmanagerSettings:
+def settings(cfg: Config) -> AlertmanagerSettings:
     """The receivers and grouping of the site model's ``alertmanager.yml``."""
     given = cfg.deploy.alertmanager
     sites = site_model(cfg)
     check_sites("deploy.alertmanager.pager_urls", given.pager_urls, sites)
-    return alertmanager.AlertmanagerSettings(
-        webhook_url=given.webhook_url,
+    # the settings named alike in [deploy.alertmanager] and in the builder
+    alike = given.model_dump(include=set(AlertmanagerSettings.__dataclass_fields__))
+    alike.pop("pager_urls")
+    alike.pop("webhook_token_file")
+    return AlertmanagerSettings(
+        **alike,
         site_webhook_urls=webhook_urls(cfg),
         webhook_token_file=given.webhook_token_file or cfg.runbooks.token_file,
         pager_urls={
             site: given.pager_urls.get(site, alertmanager.default_pager_url(site)) for site in sites
         },
-        pager_fallback_url=given.pager_fallback_url,
-        ticket_url=given.ticket_url,
-        group_wait=given.group_wait,
-        group_interval=given.group_interval,
-        repeat_interval=given.repeat_interval,
-        resolve_timeout=given.resolve_timeout,
     )
 
 

@@ -70,6 +70,9 @@ MANIFEST = "sites.json"
 RUNBOOKS_MODES = ("dry-run", "enforce")
 #: The ``state`` in ``status`` of an API the sandbox does not run (a site file's).
 EXTERNAL = "external"
+#: The test doubles the sandbox starts (``python -m MODULE``): not shipped, not rendered.
+KUBEAPI_MODULE = "gotthard.sandbox.kubeapi"
+VELERO_MODULE = "gotthard.sandbox.velero_sim"
 
 
 def all_running(rows: Sequence[Mapping[str, Any]]) -> bool:
@@ -490,13 +493,7 @@ class MultiSiteSandbox:
             apis.append(("", "karmada", self.ports["karmada"], top.karmada_kubeconfig))
         found = []
         for site, kind, port, kubeconfig in apis:
-            argv = [
-                sys.executable,
-                "-m",
-                "gotthard.sandbox.kubeapi",
-                "--listen",
-                f"127.0.0.1:{port}",
-            ]
+            argv = [sys.executable, "-m", KUBEAPI_MODULE, "--listen", f"127.0.0.1:{port}"]
             argv += ["--kind", kind, "--name", site or "karmada", "--kubeconfig", str(kubeconfig)]
             label = "karmada-api" if kind == "karmada" else "kube-api"
             name = f"{site}-{label}" if site else label
@@ -509,7 +506,7 @@ class MultiSiteSandbox:
         emulated = [site for site in self.sites if site not in self.external.sites]
         if not emulated:
             return []
-        argv = [sys.executable, "-m", "gotthard.sandbox.velero_sim"]
+        argv = [sys.executable, "-m", VELERO_MODULE]
         for site in emulated:
             argv += ["--cluster", f"{site}={self.kubeconfig(site)}"]
         argv += ["--object-store", str(self.object_store)]
