@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import secrets
 import shutil
 import subprocess
 import time
@@ -25,7 +24,6 @@ from gotthard.sandbox.processes import (
     run_capture,
     run_checked,
     wait_for,
-    write_private,
 )
 
 
@@ -137,8 +135,8 @@ class Sandbox(SandboxLayout):
         started = time.monotonic()
         try:
             slurm.prepare_directories(self)
-            if with_prometheus and not self.webhook_token.exists():
-                write_private(self.webhook_token, secrets.token_hex(16) + "\n")
+            if with_prometheus:
+                sites_config.ensure_token(self.webhook_token)
             document = sites_config.single_site(
                 self, exporter=with_exporter, monitoring=with_prometheus
             )

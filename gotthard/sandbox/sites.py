@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import sys
 import threading
 import time
@@ -472,8 +471,7 @@ class MultiSiteSandbox:
         """The shared token, the object store, the site file and what ``deploy render
         --target local`` makes of it; the rendered processes."""
         top = self.topology
-        if not top.webhook_token.exists():
-            procs.write_private(top.webhook_token, secrets.token_hex(16) + "\n")
+        sites_config.ensure_token(top.webhook_token)
         top.object_store.mkdir(exist_ok=True)
         for site in self.sites:
             (top.site_dir(site) / "logs").mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ emulated clusters once they run.
 from __future__ import annotations
 
 import json
+import secrets
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -25,7 +26,7 @@ from gotthard.deploy.settings import APISERVER
 from gotthard.sandbox import external
 from gotthard.sandbox.external import EXTERNAL_API_UP, ExternalClusters
 from gotthard.sandbox.layout import SITE_FILE, SandboxLayout, local_url
-from gotthard.sandbox.processes import SandboxError
+from gotthard.sandbox.processes import SandboxError, write_private
 
 #: The one compute node of every site (node names repeat across Cray clusters).
 NODE_NAME = "nid001"
@@ -128,10 +129,6 @@ class Topology:
     def karmada_url(self) -> str:
         real = self.external.karmada
         return real.server if real else local_url(self.ports["karmada"])
-
-    @property
-    def rules_dir(self) -> Path:
-        return self.directory / "rules"
 
     @property
     def webhook_token(self) -> Path:
@@ -369,6 +366,12 @@ def multi_site(top: Topology) -> dict[str, Any]:
         },
     }
     return merge(merge(tuning(top.webhook_token), document), top.settings)
+
+
+def ensure_token(path: Path) -> None:
+    """The bearer token Alertmanager sends to the webhooks: made once, private."""
+    if not path.exists():
+        write_private(path, secrets.token_hex(16) + "\n")
 
 
 def write_site_file(path: Path, document: Mapping[str, Any]) -> None:
