@@ -11,20 +11,10 @@ from pathlib import Path
 from typing import Literal
 
 from gotthard.deploy.local import Process
+from gotthard.sandbox import processes as procs
 from gotthard.sandbox import rendered, sites_config, slurm
 from gotthard.sandbox.layout import DEFAULT_CLUSTER_NAME, DEFAULT_PORTS, SandboxLayout
-from gotthard.sandbox.processes import (
-    ProcessRecord,
-    ProcessTable,
-    SandboxError,
-    find_binary,
-    free_ports,
-    is_running,
-    port_in_use,
-    run_capture,
-    run_checked,
-    wait_for,
-)
+from gotthard.sandbox.processes import ProcessRecord, SandboxError
 
 
 def printer(verbose: bool) -> Callable[[str], None]:
@@ -35,7 +25,7 @@ def check_ports(ports: Mapping[str, int]) -> None:
     """:class:`SandboxError` unless *ports* (by process name) are distinct and free."""
     if len(set(ports.values())) != len(ports):
         raise SandboxError(f"sandbox ports must be distinct: {dict(ports)}")
-    busy = [f"{name} port {port}" for name, port in ports.items() if port_in_use(port)]
+    busy = [f"{name} port {port}" for name, port in ports.items() if procs.port_in_use(port)]
     if busy:
         raise SandboxError(f"{', '.join(busy)} already in use (another sandbox or daemon running?)")
 
@@ -56,7 +46,7 @@ class Sandbox(SandboxLayout):
         cluster_name: str = DEFAULT_CLUSTER_NAME,
     ) -> Sandbox:
         """A sandbox whose six ports are free right now (for tests next to a developer's)."""
-        ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True))
+        ports = dict(zip(DEFAULT_PORTS, procs.free_ports(len(DEFAULT_PORTS)), strict=True))
         return cls(
             directory,
             ports=ports,
@@ -67,9 +57,9 @@ class Sandbox(SandboxLayout):
         )
 
     @functools.cached_property
-    def _procs(self) -> ProcessTable:
+    def _procs(self) -> procs.ProcessTable:
         """The processes of ``state.json``; one table per object, so children get reaped."""
-        return ProcessTable(
+        return procs.ProcessTable(
             self.state_file,
             cwd=self.directory,
             log_dir=self.log_dir,
@@ -129,7 +119,7 @@ class Sandbox(SandboxLayout):
             say(f"sandbox in {self.directory} is partly down; restarting it")
             self.down(verbose=False)
 
-        binaries = {name: find_binary(name) for name in slurm.SLURM_BINARIES}
+        binaries = {name: procs.find_binary(name) for name in slurm.SLURM_BINARIES}
         self._check_ports(with_exporter=with_exporter, with_prometheus=with_prometheus)
 
         started = time.monotonic()
@@ -186,7 +176,7 @@ class Sandbox(SandboxLayout):
             self._procs.remove_file()
             return
         ctld = next((r for r in records if r.name == "slurmctld"), None)
-        if ctld is not None and is_running(ctld):
+        if ctld is not None and procs.is_running(ctld):
             # Let slurmd finish the jobs' steps; otherwise slurmstepd lingers after slurmd.
             slurm.cancel_jobs_quietly(self)
         for record in reversed(records):
@@ -219,9 +209,9 @@ class Sandbox(SandboxLayout):
     def start_controller(self, timeout: float = 30.0) -> None:
         """Restart slurmctld, recovering saved state, and wait until the node answers."""
         record = self._procs.get("slurmctld")
-        if record is not None and is_running(record):
+        if record is not None and procs.is_running(record):
             return
-        slurm.start_slurm_daemon(self, self._procs, "slurmctld", [find_binary("slurmctld")])
+        slurm.start_slurm_daemon(self, self._procs, "slurmctld", [procs.find_binary("slurmctld")])
         slurm.wait_node_usable(self, self._procs, timeout=timeout)
 
     def start_slurmrestd(
@@ -247,8 +237,8 @@ class Sandbox(SandboxLayout):
     def submit(self, *args: str) -> str:
         """``sbatch --parsable ARGS`` in the sandbox; returns the job id."""
         self.job_dir.mkdir(parents=True, exist_ok=True)
-        argv = [find_binary("sbatch"), "--parsable", *args]
-        out = run_checked(argv, env=self.env, cwd=self.job_dir)
+        argv = [procs.find_binary("sbatch"), "--parsable", *args]
+        out = procs.run_checked(argv, env=self.env, cwd=self.job_dir)
         job_id = out.strip().split(";", 1)[0]
         if not job_id.isdigit():
             raise SandboxError(f"sbatch printed no job id: {out.strip()!r}")
@@ -256,21 +246,22 @@ class Sandbox(SandboxLayout):
 
     def cancel_all(self, timeout: float = 30.0) -> None:
         """Cancel every job and wait until none is pending, running or completing."""
-        run_checked([find_binary("scancel"), "--user", "root"], env=self.env)
-        squeue = find_binary("squeue")
+        procs.run_checked([procs.find_binary("scancel"), "--user", "root"], env=self.env)
+        squeue = procs.find_binary("squeue")
         active = "PENDING,RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
 
         def no_jobs() -> bool:
-            return not run_checked([squeue, "-h", "-o", "%A", "-t", active], env=self.env).strip()
+            argv = [squeue, "-h", "-o", "%A", "-t", active]
+            return not procs.run_checked(argv, env=self.env).strip()
 
-        if not wait_for(no_jobs, timeout, interval=0.25):
+        if not procs.wait_for(no_jobs, timeout, interval=0.25):
             raise SandboxError(f"jobs still active {timeout:.0f}s after scancel")
 
     def run_command(
         self, argv: Sequence[str], timeout: float = 30.0, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` with the sandbox environment and capture its output."""
-        result = run_capture(argv, env=self.env, timeout=timeout)
+        result = procs.run_capture(argv, env=self.env, timeout=timeout)
         if check and result.returncode != 0:
             raise SandboxError(
                 f"{' '.join(argv)} exited {result.returncode}: {result.stderr.strip()}"

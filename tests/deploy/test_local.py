@@ -25,20 +25,24 @@ from tests.support.cli import ROOT, gotthard, run
 from tests.support.monitoring import binary, load_yaml
 
 LOCAL = FIXTURES / "local.toml"
-#: name -> (site, cluster, kind) of every process the fixture's site model runs here.
+#: name -> (site, cluster, kind) of every process the fixture's site model runs here:
+#: each site's Prometheus and Alertmanager, the global view, each role at its targets.
 PROCESSES = {
-    "zurich-alertmanager": ("zurich", "", "alertmanager"),
-    "lugano-alertmanager": ("lugano", "", "alertmanager"),
-    "zurich-prometheus": ("zurich", "", "prometheus"),
-    "lugano-prometheus": ("lugano", "", "prometheus"),
+    **{
+        f"{site}-{kind}": (site, "", kind)
+        for site in ("zurich", "lugano")
+        for kind in ("alertmanager", "prometheus")
+    },
     "global-prometheus": ("", "", "global-prometheus"),
-    "alps-node-exporter": ("zurich", "alps", "node-exporter"),
-    "alps-slurm-exporter": ("zurich", "alps", "slurm-exporter"),
-    "alps-k8s-dr": ("zurich", "alps-k8s", "dr"),
-    "alps-k8s-runbooks": ("zurich", "alps-k8s", "runbooks"),
-    "todi-slurm-exporter": ("lugano", "todi", "slurm-exporter"),
-    "todi-dr": ("lugano", "todi", "dr"),
-    "todi-runbooks": ("lugano", "todi", "runbooks"),
+    **{
+        f"{cluster}-{role}": (site, cluster, role)
+        for site, cluster, roles in (
+            ("zurich", "alps", ("node-exporter", "slurm-exporter")),
+            ("zurich", "alps-k8s", ("dr", "runbooks")),
+            ("lugano", "todi", ("slurm-exporter", "dr", "runbooks")),
+        )
+        for role in roles
+    },
 }
 
 
