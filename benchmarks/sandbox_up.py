@@ -5,9 +5,11 @@
 This starts it ``--runs`` times in a fresh temporary directory on free ports (so it runs
 next to a developer's sandbox), and measures:
 
-* ``up_seconds``: from ``up()`` to every process answering (two Slurm clusters, exporters,
-  three Prometheus, two clustered Alertmanagers, two webhooks, two emulated API servers,
-  the emulated Karmada API, the simulated Velero and two DR daemon replicas);
+* ``up_seconds``: from ``up()`` (writing the site file and rendering it with ``gotthard
+  deploy render --target local`` included) to every process answering (two Slurm
+  clusters, exporters, three Prometheus, two clustered Alertmanagers, two webhooks, two
+  emulated API servers, the emulated Karmada API, the simulated Velero and two DR daemon
+  replicas);
 * ``down_seconds``: ``down()`` until every process it started has exited;
 * ``processes``: how many processes ``status()`` listed.
 

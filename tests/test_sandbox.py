@@ -317,7 +317,8 @@ def test_cli_missing_binary_is_a_one_line_error(
 
 
 def test_full_sandbox_serves_metrics_to_prometheus(tmp_path: Path):
-    """munge + Slurm + `gotthard exporter` + Prometheus, scraped with site/cluster labels."""
+    """munge + Slurm + what `deploy render --target local` renders from the sandbox's site
+    file (exporter, Alertmanager, webhook, Prometheus), scraped with site/cluster labels."""
     full = Sandbox.with_free_ports(
         tmp_path / "full", node_name="gotthard-full", exporter_poll_interval=1.0
     )
@@ -327,10 +328,10 @@ def test_full_sandbox_serves_metrics_to_prometheus(tmp_path: Path):
             "munged",
             "slurmctld",
             "slurmd",
-            "exporter",
-            "alertmanager",
-            "runbooks",
-            "prometheus",
+            "sandbox-slurm-exporter",
+            "local-alertmanager",
+            "sandbox-runbooks",
+            "local-prometheus",
         }
         assert all(full.status().values())
         env_sh = (full.directory / "env.sh").read_text()
@@ -343,7 +344,8 @@ def test_full_sandbox_serves_metrics_to_prometheus(tmp_path: Path):
         assert status == 200
         assert any(line.startswith("slurm_") for line in body.decode().splitlines())
 
-        query = urllib.parse.quote('up{job="gotthard",site="local",cluster="sandbox"}')
+        job = "gotthard-slurm-exporter-local-sandbox"
+        query = urllib.parse.quote(f'up{{job="{job}",site="local",cluster="sandbox"}}')
         deadline = time.monotonic() + 30
         result: list[dict[str, object]] = []
         while time.monotonic() < deadline:
@@ -367,7 +369,7 @@ def test_full_sandbox_serves_metrics_to_prometheus(tmp_path: Path):
         assert status == 200
         status, _ = http_get(f"{full.runbooks_url}/healthz")
         assert status == 200
-        config = (full.directory / "rules" / "alertmanager.yml").read_text()
+        config = (full.directory / "alertmanager.yml").read_text()
         assert f"{full.runbooks_url}/alerts" in config
         dashboards = sorted(p.name for p in (full.directory / "dashboards").glob("*.json"))
         assert "gotthard-slurm-cluster.json" in dashboards and len(dashboards) >= 7

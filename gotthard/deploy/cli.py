@@ -1,4 +1,4 @@
-"""``gotthard deploy render --target kubernetes|systemd|prometheus|thanos --out DIR``.
+"""``gotthard deploy render --target kubernetes|systemd|prometheus|thanos|local --out DIR``.
 
 Exit status: 0 written; 2 a bad target, an unwritable directory or a site model that
 cannot be rendered (one line on stderr).
@@ -15,13 +15,14 @@ from gotthard import config as configuration
 from gotthard.config import Config
 from gotthard.deploy.manifest import RenderError, write
 
-TARGETS = ("kubernetes", "systemd", "prometheus", "thanos")
+TARGETS = ("kubernetes", "systemd", "prometheus", "thanos", "local")
 
 
 def add_cli(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "deploy",
-        help="deployment: Kubernetes manifests, systemd units, scrape configs, Thanos",
+        help="deployment: Kubernetes manifests, systemd units, Prometheus and Alertmanager "
+        "configuration, Thanos, every site on this machine",
     )
     sub = parser.add_subparsers(dest="deploy_command", metavar="ACTION")
     sub.required = True
@@ -39,9 +40,8 @@ def _unknown_target(target: str) -> RenderError:
     return RenderError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
 
 
-def _site_toml(args: argparse.Namespace, cfg: Config) -> str:
+def _site_toml(path: str | None, cfg: Config) -> str:
     """The site file as given (it becomes the pods' ConfigMap), or the names alone."""
-    path = configuration.path_of(args)
     if path:
         try:
             return Path(path).read_text(encoding="utf-8")
@@ -50,13 +50,24 @@ def _site_toml(args: argparse.Namespace, cfg: Config) -> str:
     return f'site = "{cfg.site}"\ncluster = "{cfg.cluster}"\n'
 
 
-def render_files(target: str, cfg: Config, site_toml: str) -> dict[str, str]:
-    """Relative path -> text of what *target* consists of."""
+def _site_document(path: str | None, cfg: Config) -> dict[str, Any]:
+    """The site file as read, or the names alone."""
+    if path:
+        try:
+            return configuration.read_toml(path)
+        except configuration.ConfigError as err:
+            raise RenderError(str(err)) from None
+    return {"site": cfg.site, "cluster": cfg.cluster}
+
+
+def render_files(target: str, cfg: Config, site_file: str | None, out: Path) -> dict[str, str]:
+    """Relative path -> text of what *target* consists of, to be written below *out*;
+    *cfg* is what *site_file* (None: no file, the defaults) loads to."""
     deploy = cfg.deploy
     if target == "kubernetes":
         from gotthard.deploy import kubernetes, waivers
 
-        files = kubernetes.render(cfg, deploy.kubernetes, site_toml)
+        files = kubernetes.render(cfg, deploy.kubernetes, _site_toml(site_file, cfg))
         files.update(waivers.render(deploy.kubernetes))
         return files
     if target == "systemd":
@@ -66,11 +77,15 @@ def render_files(target: str, cfg: Config, site_toml: str) -> dict[str, str]:
     if target == "prometheus":
         from gotthard.deploy import prometheus
 
-        return prometheus.render(cfg, deploy.prometheus)
+        return prometheus.render(cfg)
     if target == "thanos":
         from gotthard.deploy import thanos
 
         return thanos.render(cfg, deploy.thanos)
+    if target == "local":
+        from gotthard.deploy import local
+
+        return local.render(cfg, _site_document(site_file, cfg), out.absolute())
     raise _unknown_target(target)
 
 
@@ -78,8 +93,9 @@ def cmd_render(args: argparse.Namespace, cfg: Config) -> int:
     try:
         if args.target not in TARGETS:  # checked before anything is read or written
             raise _unknown_target(args.target)
-        files = render_files(args.target, cfg, _site_toml(args, cfg))
-        written = write(Path(args.out), files)
+        out = Path(args.out)
+        files = render_files(args.target, cfg, configuration.path_of(args), out)
+        written = write(out, files)
     except RenderError as err:
         print(f"gotthard deploy: {err}", file=sys.stderr)
         return 2

@@ -22,7 +22,15 @@ from gotthard import __version__
 from gotthard.config import Config
 from gotthard.deploy import rbac
 from gotthard.deploy.manifest import dump, dump_all
-from gotthard.deploy.roles import AUDIT, DR, NODE_EXPORTER, RUNBOOKS, SLURM_EXPORTER, Role
+from gotthard.deploy.roles import (
+    AUDIT,
+    DR,
+    NODE_EXPORTER,
+    RUNBOOKS,
+    SLURM_EXPORTER,
+    Role,
+    command,
+)
 from gotthard.deploy.settings import KubernetesDeploy
 
 #: Where the site file (the ConfigMap) is mounted, and the variable naming it.
@@ -183,9 +191,7 @@ def listen(role: Role) -> str:
 def node_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     """The GPU/node exporter DaemonSet (its hostPID is explained by :data:`HOST_PID_WHY`)."""
     args = [
-        "exporter",
-        f"--collectors={','.join(settings.node_collectors)}",
-        f"--listen={listen(NODE_EXPORTER)}",
+        *command(NODE_EXPORTER, listen(NODE_EXPORTER), settings.node_collectors),
         "--path.procfs=/host/proc",
         "--path.sysfs=/host/sys",
     ]
@@ -238,7 +244,7 @@ def slurm_namespace(settings: KubernetesDeploy) -> str:
 
 
 def slurm_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
-    args = ["exporter", "--collectors=slurm", f"--listen={listen(SLURM_EXPORTER)}"]
+    args = command(SLURM_EXPORTER, listen(SLURM_EXPORTER))
     env: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
@@ -258,7 +264,7 @@ def slurm_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
 
 
 def dr_daemon(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
-    args = ["dr", "daemon", f"--listen={listen(DR)}"]
+    args = command(DR, listen(DR))
     # the job store and placement state (/var/lib/gotthard by default) live per pod: the
     # leader rebuilds its jobs from the site file; use a PostgreSQL jobstore_url to share
     main = container(DR, settings, args, mounts=[_mount("state", "/var/lib/gotthard", False)])
@@ -274,9 +280,7 @@ def dr_daemon(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
 
 def runbooks(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     args = [
-        "runbooks",
-        "serve",
-        f"--listen={listen(RUNBOOKS)}",
+        *command(RUNBOOKS, listen(RUNBOOKS)),
         f"--token-file={TOKEN_DIR}/token",
         "--insecure-token-file",
         "--audit-log=/var/log/gotthard/runbooks-audit.jsonl",
@@ -295,7 +299,7 @@ def runbooks(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
 
 
 def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
-    main = container(AUDIT, settings, ["audit", "cluster"], cpu="1", memory="512Mi")
+    main = container(AUDIT, settings, command(AUDIT, ""), cpu="1", memory="512Mi")
     spec = pod_spec(AUDIT, settings, main, restartPolicy="Never")
     return {
         "apiVersion": "batch/v1",

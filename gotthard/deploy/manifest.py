@@ -1,12 +1,16 @@
-"""Writing what ``gotthard deploy render`` produces: YAML with comments, one file each.
+"""Writing what ``gotthard deploy render`` produces: YAML with comments, TOML, one file each.
 
 PyYAML cannot write comments, so a document is dumped first and each comment is put
 above the first line that sets its key (``hostPID:``), indented like that line.
+:func:`dump_toml` writes a site file (the local target's per-cluster copies).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +69,61 @@ def dump_all(documents: Sequence[Any], comments: Mapping[str, str] | None = None
     if left:
         raise AssertionError(f"no keys {sorted(left)} to comment")
     return "---\n".join(parts)
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else _toml_string(key)
+
+
+def _toml_string(value: str) -> str:
+    # JSON's escapes are TOML's, except that TOML wants DEL escaped too
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        items = ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items())
+        return f"{{ {items} }}" if items else "{}"
+    if isinstance(value, list):
+        return f"[{', '.join(_toml_value(item) for item in value)}]"
+    raise RenderError(f"cannot write {type(value).__name__} {value!r} as TOML")
+
+
+def _is_table_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
+
+
+def _toml_table(lines: list[str], path: list[str], table: Mapping[str, Any], header: str) -> None:
+    if header:
+        lines += ["", header]
+    nested = {k: v for k, v in table.items() if isinstance(v, Mapping) or _is_table_list(v)}
+    lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in table.items() if k not in nested]
+    for key, value in nested.items():
+        name = ".".join(_toml_key(part) for part in [*path, key])
+        if isinstance(value, Mapping):
+            _toml_table(lines, [*path, key], value, f"[{name}]")
+        else:
+            for item in value:
+                _toml_table(lines, [*path, key], item, f"[[{name}]]")
+
+
+def dump_toml(document: Mapping[str, Any]) -> str:
+    """*document* (a site file as it was read) as TOML text: tables and arrays of tables as
+    sections, lists of scalars and tables inside arrays inline."""
+    lines: list[str] = []
+    _toml_table(lines, [], document, "")
+    return "\n".join(lines).lstrip("\n") + "\n"
 
 
 def write(out: Path, files: Mapping[str, str]) -> list[Path]:

@@ -1,63 +1,261 @@
-"""``gotthard deploy render --target prometheus``: scrape configs of every role.
+"""Every Prometheus configuration Gotthard ships (the one module that writes
+``scrape_configs``): each site Prometheus' ``prometheus.yml``, the federating global
+view's, and the scrape jobs alone for a Prometheus a site already runs.
 
-One job per role and cluster of the site model (``gotthard-<role>-<site>-<cluster>``),
-so that every series carries the ``site`` and ``cluster`` labels of the cluster it came
-from. Targets are the ``[deploy.prometheus] targets`` of that cluster, else a file_sd
-file ``FILE_SD_DIR/<role>/<site>-<cluster>.yml`` that the site's inventory fills.
+``gotthard deploy render --target prometheus`` writes them (``--target local`` and the
+sandbox write the same files with paths of their own):
+
+* per Prometheus of the site model (:func:`~gotthard.deploy.topology.prometheuses`):
+  ``external_labels`` ``site`` (and ``cluster`` when it scrapes one cluster), the rule
+  files, alerts to every site's Alertmanager, and the scrape jobs of its clusters;
+* one job per role and cluster (``gotthard-<role>-<site>-<cluster>``) whose relabelling
+  sets ``site`` and ``cluster`` from the site model; targets are the ``[deploy.prometheus]
+  targets`` of that cluster, else a file_sd file ``FILE_SD_DIR/<role>/<site>-<cluster>.yml``
+  that the site's inventory fills. The DR daemon's series name the site they describe:
+  its jobs keep the scraped labels (``honor_labels``) and set ``cluster`` to that site's
+  Kubernetes cluster;
+* a cluster's Kubernetes API server (targets ``apiserver``) and ``extra_targets`` are
+  jobs labelled ``job="apiserver"`` and ``job="<name>"``;
+* the global view (``[deploy.federation] listen``): ``/federate`` of every Prometheus with
+  ``honor_labels``, selecting the recording rules' series and the raw series the
+  dashboards read (:func:`federated_names`), never every series.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from gotthard.config import Config
-from gotthard.deploy.manifest import dump
-from gotthard.deploy.roles import SCRAPED
-from gotthard.deploy.settings import PrometheusDeploy
+from gotthard.deploy import alerting
+from gotthard.deploy.manifest import RenderError, dump
+from gotthard.deploy.roles import DR, SCRAPED
+from gotthard.deploy.settings import APISERVER, PrometheusDeploy, seconds
+from gotthard.deploy.topology import (
+    SitePrometheus,
+    alertmanagers,
+    clusters,
+    prometheuses,
+    site_model,
+    url_address,
+)
+from gotthard.monitoring.deliver import ALERTS_FILE, RECORDING_FILE
 
-#: The rendered file: a ``scrape_configs`` list.
+#: The rendered scrape jobs alone: a ``scrape_configs`` list.
 SCRAPE_FILE = "gotthard-scrape-configs.yml"
+#: Each Prometheus' file (``<name>/prometheus.yml``) and the global view's.
+CONFIG_FILE = "prometheus.yml"
+GLOBAL = "global"
+RULES_DIR = "rules"
+#: Always federated: the scrape health of every target, for the global view's overview.
+FEDERATED_ALWAYS = ("up",)
 
 
-def clusters(cfg: Config) -> list[tuple[str, str]]:
-    """(site, cluster) of every cluster of the site model."""
-    found = [
-        (site_name, cluster_name)
-        for site_name, site in cfg.dr.sites.items()
-        for cluster_name in site.clusters
+def _interval(settings: PrometheusDeploy, interval: str = "") -> dict[str, str]:
+    """``scrape_interval`` and a ``scrape_timeout`` no longer than it."""
+    interval = interval or settings.scrape_interval
+    timeout = min(settings.scrape_timeout, interval, key=seconds)
+    return {"scrape_interval": interval, "scrape_timeout": timeout}
+
+
+def _labels(site: str, cluster: str, job: str = "") -> list[dict[str, str]]:
+    """Target relabelling: the site model names the cluster, not the target's own labels."""
+    rules = [
+        {"target_label": "site", "replacement": site},
+        {"target_label": "cluster", "replacement": cluster},
     ]
-    return found or [(cfg.site, cfg.cluster)]
+    return [*rules, {"target_label": "job", "replacement": job}] if job else rules
 
 
-def scrape_configs(cfg: Config, settings: PrometheusDeploy) -> list[dict[str, Any]]:
+def _dr_clusters(cfg: Config) -> list[dict[str, Any]]:
+    """A DR series' ``cluster``: the Kubernetes cluster of the site the series names (the
+    webhook that owns that cluster acts on its alerts)."""
+    return [
+        {"source_labels": ["site"], "regex": name, "target_label": "cluster", "replacement": kube}
+        for name, site in site_model(cfg).items()
+        for kube in [site.kube_cluster]
+        if kube
+    ]
+
+
+def cluster_jobs(cfg: Config, site: str, cluster: str) -> list[dict[str, Any]]:
+    """The scrape jobs of one cluster: each role, its API server, its extra targets."""
+    settings = cfg.deploy.prometheus
+    targets = settings.targets.get(cluster, {})
     jobs = []
-    for site, cluster in clusters(cfg):
-        for role in SCRAPED:
-            job: dict[str, Any] = {
-                "job_name": f"{role.full_name}-{site}-{cluster}",
-                "scrape_interval": settings.scrape_interval,
-                "metrics_path": "/metrics",
+    for role in SCRAPED:
+        job: dict[str, Any] = {
+            "job_name": f"{role.full_name}-{site}-{cluster}",
+            **_interval(settings),
+            "metrics_path": "/metrics",
+        }
+        if targets.get(role.name):
+            job["static_configs"] = [{"targets": list(targets[role.name])}]
+        elif settings.file_sd_dir:
+            path = f"{settings.file_sd_dir}/{role.name}/{site}-{cluster}.yml"
+            job["file_sd_configs"] = [{"files": [path]}]
+        else:
+            continue
+        if role == DR:
+            # the daemon's series name the site they describe: keep it (no exported_site)
+            job["honor_labels"] = True
+            job["metric_relabel_configs"] = _dr_clusters(cfg)
+        job["relabel_configs"] = _labels(site, cluster)
+        jobs.append(job)
+    if targets.get(APISERVER):
+        api = settings.apiserver
+        job = {
+            "job_name": f"{APISERVER}-{site}-{cluster}",
+            **_interval(settings, api.scrape_interval),
+            "metrics_path": "/metrics",
+            "scheme": api.scheme,
+        }
+        if api.ca_file:
+            job["tls_config"] = {"ca_file": api.ca_file}
+        if api.bearer_token_file:
+            job["authorization"] = {"credentials_file": api.bearer_token_file}
+        job["static_configs"] = [{"targets": list(targets[APISERVER])}]
+        job["relabel_configs"] = _labels(site, cluster, APISERVER)
+        jobs.append(job)
+    for name, addresses in settings.extra_targets.get(cluster, {}).items():
+        jobs.append(
+            {
+                "job_name": f"{name}-{site}-{cluster}",
+                **_interval(settings),
+                "static_configs": [{"targets": list(addresses)}],
+                "relabel_configs": _labels(site, cluster, name),
             }
-            static = settings.targets.get(cluster, {}).get(role.name)
-            if static:
-                job["static_configs"] = [{"targets": list(static)}]
-            else:
-                path = f"{settings.file_sd_dir}/{role.name}/{site}-{cluster}.yml"
-                job["file_sd_configs"] = [{"files": [path]}]
-            # the site model names the cluster, not the target's own labels
-            job["relabel_configs"] = [
-                {"target_label": "site", "replacement": site},
-                {"target_label": "cluster", "replacement": cluster},
-            ]
-            jobs.append(job)
+        )
     return jobs
 
 
-def render(cfg: Config, settings: PrometheusDeploy) -> dict[str, str]:
-    """``gotthard-scrape-configs.yml``: the jobs to add to prometheus.yml."""
+def scrape_configs(cfg: Config) -> list[dict[str, Any]]:
+    """The jobs of every cluster of the site model."""
+    return [job for site, cluster in clusters(cfg) for job in cluster_jobs(cfg, site, cluster)]
+
+
+def alerting_section(targets: list[str], drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """prometheus.yml's ``alerting``: every Alertmanager of every site; labels in *drop*
+    (an HA pair's replica label) are removed from the alerts first."""
+    section: dict[str, Any] = {}
+    if drop:
+        section["alert_relabel_configs"] = [{"action": "labeldrop", "regex": "|".join(drop)}]
+    section["alertmanagers"] = [{"static_configs": [{"targets": targets}]}]
+    return section
+
+
+def rule_files(rules_dir: str) -> list[str]:
+    return [f"{rules_dir}/{RECORDING_FILE}", f"{rules_dir}/{ALERTS_FILE}"]
+
+
+def site_config(cfg: Config, prom: SitePrometheus, rules_dir: str) -> dict[str, Any]:
+    """One site Prometheus' complete ``prometheus.yml``."""
+    settings = cfg.deploy.prometheus
+    document: dict[str, Any] = {
+        "global": {
+            **_interval(settings),
+            "evaluation_interval": settings.evaluation_interval,
+            "external_labels": prom.external_labels,
+        },
+        "rule_files": rule_files(rules_dir),
+    }
+    managers = alertmanagers(cfg).addresses()
+    if managers:
+        document["alerting"] = alerting_section(managers)
+    jobs = [job for cluster in prom.clusters for job in cluster_jobs(cfg, prom.site, cluster)]
+    document["scrape_configs"] = jobs
+    return document
+
+
+def federated_names(cfg: Config) -> list[str]:
+    """What the global view federates: every recording rule's series, and every series
+    the dashboards' panels and variables read (raw where a panel needs the raw series:
+    docs/multisite.md), plus :data:`FEDERATED_ALWAYS`."""
+    from gotthard.monitoring import deliver
+    from gotthard.monitoring.dashboards import build as grafana
+    from gotthard.monitoring.dashboards import lint
+
+    names = set(FEDERATED_ALWAYS)
+    for group in deliver.recording_groups(cfg.monitoring):
+        names.update(rule["record"] for rule in group["rules"])
+    for dash in grafana.build_dashboards(cfg.monitoring):
+        exprs = [t["expr"] for p in lint.iter_panels(dash) for t in p.get("targets") or []]
+        for variable in dash["templating"]["list"]:
+            if variable["type"] == "query":
+                exprs.append(variable["query"].removeprefix("label_values(").rsplit(",", 1)[0])
+        for expr in exprs:
+            names.update(lint.metric_names(expr))
+    return sorted(names)
+
+
+def federation_match(cfg: Config) -> list[str]:
+    """The global view's ``match[]`` selectors: the names of :func:`federated_names`, and
+    ``[deploy.federation] match``."""
+    names = "|".join(federated_names(cfg))
+    return [f'{{__name__=~"{names}"}}', *cfg.deploy.federation.match]
+
+
+def global_config(cfg: Config) -> dict[str, Any]:
+    """The global view's ``prometheus.yml``: federates every site Prometheus, keeping the
+    labels each site gave (``honor_labels``) and its external labels."""
+    settings = cfg.deploy.prometheus
+    match = federation_match(cfg)
+    jobs = []
+    for prom in prometheuses(cfg, every_cluster=False):
+        parts = urlsplit(prom.url)
+        jobs.append(
+            {
+                "job_name": f"federate-{prom.name}",
+                "honor_labels": True,
+                "scheme": parts.scheme or "http",
+                "metrics_path": f"{parts.path.rstrip('/')}/federate",
+                "params": {"match[]": match},
+                "static_configs": [{"targets": [url_address(prom.url)]}],
+            }
+        )
+    return {
+        "global": {
+            **_interval(settings, cfg.deploy.federation.scrape_interval),
+            "evaluation_interval": settings.evaluation_interval,
+        },
+        "scrape_configs": jobs,
+    }
+
+
+def config_files(cfg: Config, rules_dir: str) -> dict[str, str]:
+    """``<name>/prometheus.yml`` of each Prometheus, and ``global/prometheus.yml`` when a
+    federating global view is configured; the rule files are read from *rules_dir*."""
+    header = "# Rendered by `gotthard deploy render` from the site model; do not edit.\n"
+    files = {}
+    for prom in prometheuses(cfg, every_cluster=False):
+        if prom.name == GLOBAL:
+            raise RenderError(
+                f"a Prometheus named {GLOBAL!r} would be the global view's; rename it"
+            )
+        files[f"{prom.name}/{CONFIG_FILE}"] = header + dump(site_config(cfg, prom, rules_dir))
+    if cfg.deploy.federation.listen:
+        files[f"{GLOBAL}/{CONFIG_FILE}"] = header + dump(global_config(cfg))
+    return files
+
+
+def rule_documents(cfg: Config) -> dict[str, str]:
+    """``rules/<file>``: the recording and alerting rules, tuned by ``[monitoring]``."""
+    from gotthard.monitoring import deliver
+
+    documents = deliver.rule_documents("files", monitoring=cfg.monitoring)
+    return {f"{RULES_DIR}/{name}": text for name, text in documents.items()}
+
+
+def render(cfg: Config) -> dict[str, str]:
+    """``--target prometheus``: the scrape jobs alone, each Prometheus' and the global
+    view's prometheus.yml, the rules and ``alertmanager.yml``."""
     header = (
         "# Rendered by `gotthard deploy render --target prometheus`: add these jobs to the\n"
         "# scrape_configs of prometheus.yml (Prometheus >= 2.43 can include this file\n"
         "# as it is with scrape_config_files).\n"
     )
-    return {SCRAPE_FILE: header + dump({"scrape_configs": scrape_configs(cfg, settings)})}
+    files = {SCRAPE_FILE: header + dump({"scrape_configs": scrape_configs(cfg)})}
+    files.update(config_files(cfg, cfg.deploy.prometheus.rules_dir))
+    files.update(rule_documents(cfg))
+    files[alerting.CONFIG_FILE] = alerting.config_text(cfg)
+    return files

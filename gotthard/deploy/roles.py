@@ -1,11 +1,13 @@
 """The roles Gotthard is deployed as: what each runs, where, and on which port.
 
-Every target (Kubernetes, systemd, Prometheus) lays out the same roles; their names are
-the ``app.kubernetes.io/component`` label, the systemd unit names and the scrape jobs.
+Every target (Kubernetes, systemd, Prometheus, local) lays out the same roles; their
+names are the ``app.kubernetes.io/component`` label, the systemd unit names, the scrape
+jobs and the local processes. :func:`command` is the one command line of each role.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: Ports the roles listen on: distinct, so that roles can share a host (systemd).
@@ -25,6 +27,9 @@ class Role:
     port: int
     #: It calls the Kubernetes API (and gets a ServiceAccount token and RBAC).
     kube_api: bool = False
+    #: The path that answers 200 once it serves (the DR daemon's /healthz is 503 on a
+    #: replica that is not the leader, so readiness is its /metrics).
+    ready_path: str = "/healthz"
 
     @property
     def full_name(self) -> str:
@@ -35,7 +40,13 @@ NODE_EXPORTER = Role(
     "node-exporter", "GPU, Slingshot and Lustre metrics of each node", NODE_EXPORTER_PORT
 )
 SLURM_EXPORTER = Role("slurm-exporter", "Slurm scheduler metrics", SLURM_EXPORTER_PORT)
-DR = Role("dr", "DR daemon: Velero backups, restore drills, placement", DR_PORT, kube_api=True)
+DR = Role(
+    "dr",
+    "DR daemon: Velero backups, restore drills, placement",
+    DR_PORT,
+    kube_api=True,
+    ready_path="/metrics",
+)
 RUNBOOKS = Role("runbooks", "runbook webhook for Alertmanager", RUNBOOKS_PORT, kube_api=True)
 AUDIT = Role("audit", "policy audit of the live cluster", 0, kube_api=True)
 
@@ -44,3 +55,17 @@ ROLES: tuple[Role, ...] = (NODE_EXPORTER, SLURM_EXPORTER, DR, RUNBOOKS, AUDIT)
 SCRAPED: tuple[Role, ...] = tuple(role for role in ROLES if role.port)
 #: The roles that call the Kubernetes API (each gets RBAC).
 API_CLIENTS: tuple[Role, ...] = tuple(role for role in ROLES if role.kube_api)
+
+
+def command(role: Role, listen: str, node_collectors: Sequence[str] = ("gpu",)) -> list[str]:
+    """``gotthard`` arguments (after ``--config FILE``) that run *role* on *listen*
+    (``HOST:PORT``; ignored for the audit); *node_collectors* are the node exporter's."""
+    if role == NODE_EXPORTER:
+        return ["exporter", f"--collectors={','.join(node_collectors)}", f"--listen={listen}"]
+    if role == SLURM_EXPORTER:
+        return ["exporter", "--collectors=slurm", f"--listen={listen}"]
+    if role == DR:
+        return ["dr", "daemon", f"--listen={listen}"]
+    if role == RUNBOOKS:
+        return ["runbooks", "serve", f"--listen={listen}"]
+    return ["audit", "cluster"]

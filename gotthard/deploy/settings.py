@@ -1,17 +1,21 @@
 """``[deploy]``: how ``gotthard deploy render`` lays Gotthard out at a site.
 
-One table per target: ``[deploy.kubernetes]`` (namespaces, image, the node exporter's
-host access, Secrets), ``[deploy.systemd]`` (binary, site file, textfile directory,
-timers), ``[deploy.prometheus]`` (where the scrape targets come from) and
-``[deploy.thanos]`` (the global view: replicas, ports, Secrets, address overrides).
-The site and cluster names come from the site model, never from here.
+One table per target or part: ``[deploy.kubernetes]`` (namespaces, image, the node
+exporter's host access, Secrets), ``[deploy.systemd]`` (binary, site file, textfile
+directory, timers), ``[deploy.prometheus]`` (every site Prometheus: targets, intervals,
+rules), ``[deploy.federation]`` (a federating global view), ``[deploy.alertmanager]``
+(receivers, grouping, where each site's Alertmanagers run), ``[deploy.local]`` (the
+programs ``--target local`` starts) and ``[deploy.thanos]`` (the production global view:
+replicas, ports, Secrets, address overrides). The site and cluster names come from the
+site model, never from here.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from gotthard.base import DnsLabel, ListenAddress, Name, Strict
 from gotthard.deploy.roles import SCRAPED
@@ -108,30 +112,137 @@ class SystemdDeploy(Strict):
         return value
 
 
+#: A Prometheus duration: ``30s``, ``1m30s``, ``500ms``, ``2d``.
+Duration = Annotated[str, Field(pattern=r"^([0-9]+(ms|s|m|h|d|w|y))+$")]
+
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+_PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")
+
+
+def seconds(duration: str) -> float:
+    """*duration* (a :data:`Duration`) in seconds."""
+    return sum(int(n) * _UNITS[unit] for n, unit in _PART.findall(duration))
+
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+
+def _each_given(value: dict[str, list[str]]) -> dict[str, list[str]]:
+    empty = sorted(name for name, entries in value.items() if not entries)
+    if empty:
+        raise ValueError(f"{', '.join(empty)}: give at least one address")
+    return value
+
+
+#: What a cluster's targets name: a role Prometheus scrapes, or its Kubernetes API server.
+APISERVER = "apiserver"
+
+
+class ApiServerScrape(Strict):
+    """``[deploy.prometheus.apiserver]``: how each cluster's Kubernetes API server is
+    scraped (job ``apiserver``, the job DR's ``api_up`` query reads)."""
+
+    scheme: Literal["https", "http"] = "https"
+    #: CA bundle and bearer token file Prometheus presents; "" = none.
+    ca_file: str = ""
+    bearer_token_file: str = ""
+    #: "" = the global ``scrape_interval``.
+    scrape_interval: Duration | Literal[""] = ""
+
+
 class PrometheusDeploy(Strict):
-    """``[deploy.prometheus]``."""
+    """``[deploy.prometheus]``: every Prometheus of the site model (a cluster's
+    ``prometheus_url``, else its site's)."""
 
     #: file_sd directory: ``DIR/ROLE/SITE-CLUSTER.yml`` lists the targets of one role on
-    #: one cluster (clusters without static targets below).
+    #: one cluster (clusters without static targets below); "" = static targets only.
     file_sd_dir: str = "/etc/prometheus/file_sd/gotthard"
-    #: Static targets: cluster -> role -> ``["host:port", ...]``.
-    targets: dict[Name, dict[str, list[str]]] = Field(default_factory=dict)
-    scrape_interval: str = "30s"
+    #: Static targets: cluster -> role (or ``apiserver``) -> ``["host:port", ...]``.
+    targets: dict[Name, dict[str, list[ListenAddress]]] = Field(default_factory=dict)
+    #: More jobs, scraped with the cluster's ``site`` and ``cluster`` labels: cluster ->
+    #: job name -> ``["host:port", ...]``.
+    extra_targets: dict[Name, dict[Name, list[ListenAddress]]] = Field(default_factory=dict)
+    scrape_interval: Duration = "30s"
+    scrape_timeout: Duration = "10s"
+    evaluation_interval: Duration = "30s"
+    #: Where prometheus.yml finds the rule files (the local target: its own ``rules/``).
+    rules_dir: str = "/etc/prometheus/rules/gotthard"
+    #: ``--storage.tsdb.retention.time`` and ``--rules.alert.resend-delay`` (local target).
+    retention: Duration = "15d"
+    alert_resend_delay: Duration = "1m"
+    apiserver: ApiServerScrape = ApiServerScrape()
 
     @field_validator("targets")
     @classmethod
     def _roles(cls, value: dict[str, dict[str, list[str]]]) -> dict[str, dict[str, list[str]]]:
-        scraped = [role.name for role in SCRAPED]
+        known = [*(role.name for role in SCRAPED), APISERVER]
         for cluster, roles in value.items():
-            unknown = sorted(set(roles) - set(scraped))
+            unknown = sorted(set(roles) - set(known))
             if unknown:
                 raise ValueError(
-                    f"{cluster}: unknown role(s) {', '.join(unknown)}; known: {', '.join(scraped)}"
+                    f"{cluster}: unknown role(s) {', '.join(unknown)}; known: {', '.join(known)}"
                 )
         return value
 
+    @model_validator(mode="after")
+    def _timeout(self) -> PrometheusDeploy:
+        if seconds(self.scrape_timeout) > seconds(self.scrape_interval):
+            raise ValueError("scrape_timeout: longer than scrape_interval")
+        return self
 
-Port = Annotated[int, Field(ge=1, le=65535)]
+
+class FederationDeploy(Strict):
+    """``[deploy.federation]``: a global-view Prometheus that federates every site's
+    (the sandbox's global view; production uses Thanos, ``[deploy.thanos]``)."""
+
+    #: ``host:port`` it listens on; "" = no federating global view.
+    listen: ListenAddress | Literal[""] = ""
+    #: "" = ``[deploy.prometheus] scrape_interval``.
+    scrape_interval: Duration | Literal[""] = ""
+    #: More ``match[]`` selectors, beyond the recording rules and the dashboards' series.
+    match: list[str] = Field(default_factory=list)
+
+
+class AlertmanagerDeploy(Strict):
+    """``[deploy.alertmanager]``: the one configuration every site's Alertmanagers run,
+    and how they find each other. Routes, receivers and inhibitions are
+    :mod:`gotthard.monitoring.alertmanager`'s."""
+
+    #: The runbook webhook of sites without one of their own.
+    webhook_url: str = "http://127.0.0.1:9878/alerts"
+    #: site -> its runbook webhook; {} = ``http://<runbooks target>/alerts`` of each site
+    #: whose clusters list a ``runbooks`` target in ``[deploy.prometheus.targets]``.
+    webhook_urls: dict[Name, str] = Field(default_factory=dict)
+    #: The bearer token Alertmanager sends to the webhooks; "" = ``[runbooks] token_file``.
+    webhook_token_file: str = ""
+    #: site -> pager webhook; {} = a placeholder (``http://pager.invalid/<site>``) per site.
+    pager_urls: dict[Name, str] = Field(default_factory=dict)
+    pager_fallback_url: str = "http://pager.invalid/default"
+    ticket_url: str = "http://ticket.invalid/"
+    group_wait: Duration = "30s"
+    group_interval: Duration = "5m"
+    repeat_interval: Duration = "4h"
+    resolve_timeout: Duration = "5m"
+    #: site -> its Alertmanager hosts; {} = the host of the site's Prometheus.
+    hosts: Annotated[dict[Name, list[str]], AfterValidator(_each_given)] = Field(
+        default_factory=dict
+    )
+    #: API and gossip ports, and per site where its Alertmanagers use others.
+    port: Port = 9093
+    cluster_port: Port = 9094
+    ports: dict[Name, Port] = Field(default_factory=dict)
+    cluster_ports: dict[Name, Port] = Field(default_factory=dict)
+    #: ``--cluster.gossip-interval`` and ``--cluster.pushpull-interval``.
+    gossip_interval: Duration = "200ms"
+    pushpull_interval: Duration = "1m"
+
+
+class LocalDeploy(Strict):
+    """``[deploy.local]``: ``--target local`` runs every site's processes on this machine."""
+
+    #: The Prometheus and Alertmanager programs (a name on PATH, or a path).
+    prometheus: str = "prometheus"
+    alertmanager: str = "prometheus-alertmanager"
 
 
 class ThanosDeploy(Strict):
@@ -139,8 +250,8 @@ class ThanosDeploy(Strict):
 
     Addresses come from the site model: each Prometheus (a cluster's ``prometheus_url``,
     else its site's) serves the sidecar's gRPC Store API on the same host at
-    ``sidecar_grpc_port``, and each site's Alertmanagers run on that host too, unless
-    ``endpoints`` / ``alertmanager_hosts`` say otherwise.
+    ``sidecar_grpc_port`` unless ``endpoints`` says otherwise; the Alertmanagers are
+    ``[deploy.alertmanager]``'s.
     """
 
     #: Image of Thanos Query (the sidecar's image is the operator's default).
@@ -161,19 +272,9 @@ class ThanosDeploy(Strict):
     objstore_secret: DnsLabel = "thanos-objstore"
     #: Store API addresses (``host:port``) by Prometheus name (``SITE`` or
     #: ``SITE-CLUSTER``), one per replica where they differ; unset = derived.
-    endpoints: dict[str, list[ListenAddress]] = Field(default_factory=dict)
-    #: Alertmanager hosts by site; unset = the host of the site's Prometheus.
-    alertmanager_hosts: dict[Name, list[str]] = Field(default_factory=dict)
-    alertmanager_port: Port = 9093
-    alertmanager_cluster_port: Port = 9094
-
-    @field_validator("endpoints", "alertmanager_hosts")
-    @classmethod
-    def _not_empty(cls, value: dict[str, list[str]]) -> dict[str, list[str]]:
-        empty = sorted(name for name, entries in value.items() if not entries)
-        if empty:
-            raise ValueError(f"{', '.join(empty)}: give at least one address")
-        return value
+    endpoints: Annotated[dict[str, list[ListenAddress]], AfterValidator(_each_given)] = Field(
+        default_factory=dict
+    )
 
 
 class DeployConfig(Strict):
@@ -182,4 +283,7 @@ class DeployConfig(Strict):
     kubernetes: KubernetesDeploy = KubernetesDeploy()
     systemd: SystemdDeploy = SystemdDeploy()
     prometheus: PrometheusDeploy = PrometheusDeploy()
+    federation: FederationDeploy = FederationDeploy()
+    alertmanager: AlertmanagerDeploy = AlertmanagerDeploy()
+    local: LocalDeploy = LocalDeploy()
     thanos: ThanosDeploy = ThanosDeploy()

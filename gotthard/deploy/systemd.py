@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gotthard.config import Config
-from gotthard.deploy.roles import DR, NODE_EXPORTER, RUNBOOKS, SLURM_EXPORTER, Role
+from gotthard.deploy.roles import AUDIT, DR, NODE_EXPORTER, RUNBOOKS, SLURM_EXPORTER, Role, command
 from gotthard.deploy.settings import KubernetesDeploy, SystemdDeploy
 
 #: ``systemd-analyze security`` exposure ceiling of each unit (0 best, 10 worst); the
@@ -78,19 +78,19 @@ class Unit:
     oneshot_calendar: str = ""
 
 
-def _listen(role: Role) -> str:
-    return f"--listen=0.0.0.0:{role.port}"
+def _args(role: Role, *more: str, collectors: Sequence[str] = ()) -> list[str]:
+    """The role's command line (:func:`~gotthard.deploy.roles.command`) on every address."""
+    return [*command(role, f"0.0.0.0:{role.port}", collectors), *more]
 
 
 def units(cfg: Config, settings: SystemdDeploy, node: KubernetesDeploy) -> list[Unit]:
     """The units of every role; *node* gives the node exporter's collectors."""
     textfile = settings.textfile_dir
-    collectors = ",".join(node.node_collectors)
     return [
         Unit(
             NODE_EXPORTER.full_name,
             f"Gotthard {NODE_EXPORTER.summary}",
-            ["exporter", f"--collectors={collectors}", _listen(NODE_EXPORTER)],
+            _args(NODE_EXPORTER, collectors=node.node_collectors),
             [
                 "The host's /proc stays visible: GPU process PIDs are mapped to Slurm jobs",
                 "through /proc/<pid>/cgroup. /dev stays: NVML opens /dev/nvidia*.",
@@ -100,20 +100,18 @@ def units(cfg: Config, settings: SystemdDeploy, node: KubernetesDeploy) -> list[
         Unit(
             SLURM_EXPORTER.full_name,
             f"Gotthard {SLURM_EXPORTER.summary}",
-            ["exporter", "--collectors=slurm", _listen(SLURM_EXPORTER)],
+            _args(SLURM_EXPORTER),
             ["squeue/sinfo authenticate through munged's socket (AF_UNIX, /run/munge)."],
             [*HIDE_PROCESSES, *HIDE_DEVICES, *NO_WX],
         ),
         Unit(
             RUNBOOKS.full_name,
             f"Gotthard {RUNBOOKS.summary}",
-            [
-                "runbooks",
-                "serve",
-                _listen(RUNBOOKS),
+            _args(
+                RUNBOOKS,
                 "--token-file=%d/token",
                 "--audit-log=/var/log/gotthard/runbooks-audit.jsonl",
-            ],
+            ),
             [
                 "The bearer token is handed over as a credential (0400, this unit's user);",
                 "the audit log is written to LogsDirectory.",
@@ -129,7 +127,7 @@ def units(cfg: Config, settings: SystemdDeploy, node: KubernetesDeploy) -> list[
         Unit(
             DR.full_name,
             f"Gotthard {DR.summary}",
-            ["dr", "daemon", _listen(DR)],
+            _args(DR),
             ["Job store and placement state: StateDirectory (/var/lib/gotthard)."],
             [("StateDirectory", "gotthard"), *HIDE_PROCESSES, *HIDE_DEVICES, *NO_WX],
         ),
@@ -155,7 +153,7 @@ def units(cfg: Config, settings: SystemdDeploy, node: KubernetesDeploy) -> list[
         Unit(
             "gotthard-policy-textfile",
             "Gotthard policy audit of the live cluster, as textfile metrics",
-            ["audit", "cluster", f"--textfile={textfile}/gotthard_policy.prom"],
+            _args(AUDIT, f"--textfile={textfile}/gotthard_policy.prom"),
             ["Writes gotthard_policy_violations for node_exporter's textfile collector."],
             [
                 ("ReadWritePaths", textfile),

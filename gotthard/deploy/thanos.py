@@ -21,16 +21,16 @@ promtool and the Kubernetes schemas, nothing more.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from gotthard.config import Config
+from gotthard.deploy.alerting import cluster_flags
 from gotthard.deploy.kubernetes import CONTAINER_SECURITY, spread_over_nodes
 from gotthard.deploy.kubernetes import labels as gotthard_labels
 from gotthard.deploy.manifest import RenderError, dump, dump_all
+from gotthard.deploy.prometheus import alerting_section
 from gotthard.deploy.settings import ThanosDeploy
+from gotthard.deploy.topology import SitePrometheus, alertmanagers, prometheuses
 
 #: The external label that tells the replicas of an HA pair apart; Query and Alertmanager
 #: drop it (deduplication, one notification).
@@ -48,72 +48,6 @@ DEBIAN_TSDB = "/var/lib/prometheus/metrics2"
 OBJSTORE_FILE = "/etc/thanos/objstore.yml"
 #: Query runs as nobody: it keeps no state.
 QUERY_UID = 65534
-
-
-@dataclass(frozen=True)
-class SitePrometheus:
-    """One Prometheus (an HA pair) of the site model and the clusters it scrapes."""
-
-    site: str
-    clusters: tuple[str, ...]
-    url: str
-    #: It is a cluster's own Prometheus rather than the site's.
-    own: bool
-
-    @property
-    def name(self) -> str:
-        """``SITE``, or ``SITE-CLUSTER`` for a cluster's own Prometheus."""
-        return f"{self.site}-{self.clusters[0]}" if self.own else self.site
-
-    @property
-    def external_labels(self) -> dict[str, str]:
-        """``site``, and ``cluster`` when it scrapes one cluster only: a Prometheus of
-        several clusters leaves ``cluster`` to each series (scrape relabelling)."""
-        out = {"site": self.site}
-        if len(self.clusters) == 1:
-            out["cluster"] = self.clusters[0]
-        return out
-
-    @property
-    def host(self) -> str:
-        return url_host(self.url)
-
-
-def url_host(url: str) -> str:
-    """The host of *url* as it goes before ``:PORT`` (IPv6 in brackets); "" if none."""
-    host = urlsplit(url).hostname or ""
-    return f"[{host}]" if ":" in host else host
-
-
-def prometheuses(cfg: Config) -> list[SitePrometheus]:
-    """Every Prometheus of the site model, in site and cluster order.
-
-    A site whose clusters have no Prometheus at all cannot join the global view: that is
-    a :class:`RenderError` naming the key to set."""
-    found = []
-    for site_name, site in cfg.dr.sites.items():
-        by_url: dict[str, list[str]] = {}
-        for cluster_name in site.clusters:
-            url = site.prometheus_of(cluster_name)
-            if not url:
-                raise RenderError(
-                    f"sites.{site_name}.clusters.{cluster_name}: no prometheus_url, and the"
-                    f" site has none; the global view needs every cluster's Prometheus"
-                    f" (set sites.{site_name}.prometheus_url)"
-                )
-            by_url.setdefault(url, []).append(cluster_name)
-        for url, clusters in by_url.items():
-            if not url_host(url):
-                raise RenderError(f"sites.{site_name}: {url!r} is not an http(s) URL with a host")
-            own = url != site.prometheus_url
-            found.append(SitePrometheus(site_name, tuple(clusters), url, own))
-    if not found:
-        raise RenderError("the site model names no cluster: nothing to render")
-    names = [p.name for p in found]
-    twice = sorted({name for name in names if names.count(name) > 1})
-    if twice:
-        raise RenderError(f"two Prometheus would both be named {', '.join(twice)}; rename one")
-    return found
 
 
 def store_endpoints(proms: list[SitePrometheus], settings: ThanosDeploy) -> dict[str, list[str]]:
@@ -146,44 +80,15 @@ def store_endpoints(proms: list[SitePrometheus], settings: ThanosDeploy) -> dict
     return out
 
 
-def alertmanager_hosts(
-    cfg: Config, proms: list[SitePrometheus], settings: ThanosDeploy
-) -> dict[str, list[str]]:
-    """Site -> its Alertmanager hosts (``[deploy.thanos.alertmanager_hosts]``, else the
-    host of the site's Prometheus)."""
-    sites = list(dict.fromkeys(p.site for p in proms))
-    unknown = sorted(set(settings.alertmanager_hosts) - set(sites))
-    if unknown:
-        raise RenderError(
-            f"deploy.thanos.alertmanager_hosts: {', '.join(unknown)} is not a site"
-            f" of the site model; known: {', '.join(sites)}"
-        )
-    out = {}
-    for site in sites:
-        first = next(p for p in proms if p.site == site)
-        derived = url_host(cfg.dr.sites[site].prometheus_url or first.url)
-        out[site] = list(settings.alertmanager_hosts.get(site) or [derived])
-    return out
-
-
-def _addresses(hosts: dict[str, list[str]], port: int, sites: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(f"{h}:{port}" for site in sites for h in hosts[site]))
-
-
 # --- plain Prometheus --------------------------------------------------------------------------
 
 
-def prometheus_fragment(
-    prom: SitePrometheus, replica: int, alertmanagers: list[str]
-) -> dict[str, Any]:
-    """The ``global`` and ``alerting`` parts of prometheus.yml for one replica."""
+def prometheus_fragment(prom: SitePrometheus, replica: int, targets: list[str]) -> dict[str, Any]:
+    """The ``global`` and ``alerting`` parts of prometheus.yml for one replica; the pair's
+    alerts differ only in the replica label: dropping it makes them one."""
     return {
         "global": {"external_labels": {**prom.external_labels, REPLICA_LABEL: str(replica)}},
-        "alerting": {
-            # the pair's alerts differ only in the replica label: dropping it makes them one
-            "alert_relabel_configs": [{"action": "labeldrop", "regex": REPLICA_LABEL}],
-            "alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}],
-        },
+        "alerting": alerting_section(targets, drop=(REPLICA_LABEL,)),
     }
 
 
@@ -202,13 +107,6 @@ def sidecar_args(settings: ThanosDeploy) -> list[str]:
 #: Prometheus flags a sidecar that uploads blocks needs: 2 h blocks, no local compaction
 #: (keep ``--storage.tsdb.retention.time`` at 6 h or more: blocks wait there for upload).
 PROMETHEUS_ARGS = ("--storage.tsdb.min-block-duration=2h", "--storage.tsdb.max-block-duration=2h")
-
-
-def alertmanager_args(peers: list[str], settings: ThanosDeploy) -> list[str]:
-    """Flags of every Alertmanager of every site: one gossip cluster, the same peer list
-    everywhere (listing itself does no harm)."""
-    listen = f"--cluster.listen-address=0.0.0.0:{settings.alertmanager_cluster_port}"
-    return [listen, *(f"--cluster.peer={peer}" for peer in peers)]
 
 
 # --- prometheus-operator ------------------------------------------------------------------------
@@ -382,9 +280,8 @@ def render(cfg: Config, settings: ThanosDeploy) -> dict[str, str]:
     """Relative path -> text (layout in docs/multisite.md)."""
     proms = prometheuses(cfg)
     endpoints = store_endpoints(proms, settings)
-    hosts = alertmanager_hosts(cfg, proms, settings)
-    alertmanagers = _addresses(hosts, settings.alertmanager_port, hosts)
-    peers = _addresses(hosts, settings.alertmanager_cluster_port, hosts)
+    managers = alertmanagers(cfg)
+    targets = managers.addresses()
     ns = settings.namespace
     files = {
         "thanos-query.yaml": _header(
@@ -396,7 +293,7 @@ def render(cfg: Config, settings: ThanosDeploy) -> dict[str, str]:
             "Every site's Alertmanagers, for spec.additionalAlertManagerConfigs: apply in",
             f"the namespace of each Prometheus resource ({ns}) at every site.",
         )
-        + dump(alertmanagers_secret(cfg, alertmanagers, settings)),
+        + dump(alertmanagers_secret(cfg, targets, settings)),
         OBJSTORE_KEY: objstore_template(settings),
         "plain/thanos-sidecar.args": _header(
             "Arguments of `thanos` next to a Debian Prometheus, one per line.",
@@ -408,27 +305,29 @@ def render(cfg: Config, settings: ThanosDeploy) -> dict[str, str]:
             "compaction; keep --storage.tsdb.retention.time at 6h or more (3 blocks).",
         )
         + f'ARGS="{" ".join(PROMETHEUS_ARGS)}"\n',
-        "plain/prometheus-alertmanager.default": _header(
-            "Merge into /etc/default/prometheus-alertmanager on every Alertmanager host of",
-            "every site: one cluster, so an alert seen at both sites notifies once.",
-        )
-        + f'ARGS="{" ".join(alertmanager_args(peers, settings))}"\n',
     }
     for prom in proms:
         for replica in range(settings.prometheus_replicas):
             files[f"plain/prometheus-{prom.name}-{replica}.yml"] = _header(
                 f"The global and alerting sections of prometheus.yml of replica {replica}",
                 f"of the Prometheus at {prom.url} (site {prom.site}).",
-            ) + dump(prometheus_fragment(prom, replica, alertmanagers))
+            ) + dump(prometheus_fragment(prom, replica, targets))
         files[f"patches/prometheus-{prom.name}.yaml"] = _header(
             f"The Prometheus resource of {prom.url} (site {prom.site}):",
             f"kubectl -n {ns} patch prometheus {settings.prometheus_name} --type merge \\",
             f"  --patch-file patches/prometheus-{prom.name}.yaml",
         ) + dump(prometheus_patch(prom, settings))
-    for site in hosts:
-        others = _addresses(
-            hosts, settings.alertmanager_cluster_port, [s for s in hosts if s != site]
+    for site in managers.hosts:
+        listen = f"0.0.0.0:{managers.cluster_ports[site]}"
+        files[f"plain/prometheus-alertmanager-{site}.default"] = (
+            _header(
+                "Merge into /etc/default/prometheus-alertmanager on every Alertmanager host",
+                f"of {site}: every site's Alertmanagers are one cluster, so an alert seen at",
+                "both sites notifies once.",
+            )
+            + f'ARGS="{" ".join(cluster_flags(cfg, managers, listen))}"\n'
         )
+        others = managers.peers([s for s in managers.hosts if s != site])
         files[f"patches/alertmanager-{site}.yaml"] = _header(
             f"The Alertmanager resource of site {site}:",
             f"kubectl -n {ns} patch alertmanager {settings.alertmanager_name} --type merge \\",

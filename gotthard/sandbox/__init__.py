@@ -6,7 +6,9 @@
 * ``slurm.conf`` / ``gres.conf``: one node with the machine's real CPUs and memory and
   ``gpus`` fake GPUs (character devices with the major/minor numbers of ``/dev/null``);
 * ``spool/``, ``run/``, ``logs/``: Slurm state, pid files and every daemon's log;
-* ``gotthard.toml``, ``prometheus.yml``, ``prometheus/``: the exporter and Prometheus;
+* ``site.toml``: the site model of this machine; ``gotthard deploy render --target local``
+  renders from it what the sandbox starts (``processes.json``, ``local/prometheus.yml``,
+  ``alertmanager.yml``, ``rules/``, ``dashboards/``, ``local/sandbox/gotthard.toml``);
 * ``env.sh``: ``source`` it to point ``sinfo``/``squeue``/``gotthard`` at the sandbox;
 * ``state.json``: every process started, with its pid and kernel start time, so that
   ``down`` stops exactly those processes and never a recycled pid.
@@ -19,11 +21,10 @@ Kubernetes API and DR daemon replica, plus an emulated Karmada API, a simulated 
 a global view (:mod:`.sites`; docs/sandbox.md).
 
 Modules: :mod:`.processes` (generic process bookkeeping), :mod:`.layout` (paths, ports,
-URLs), :mod:`.slurm` (munge and Slurm), :mod:`.monitoring` (exporter, Prometheus,
-Alertmanager, runbook webhook), :mod:`.core` (:class:`Sandbox`), :mod:`.sites`
-(:class:`~.sites.MultiSiteSandbox`) with :mod:`.sites_config` (its configuration files),
-:mod:`.kubeapi` (the emulated API server), :mod:`.velero_sim` (the simulated Velero) and
-:mod:`.cli`.
+URLs), :mod:`.slurm` (munge and Slurm), :mod:`.sites_config` (the site file a sandbox
+writes), :mod:`.rendered` (render it, start what was rendered), :mod:`.core`
+(:class:`Sandbox`), :mod:`.sites` (:class:`~.sites.MultiSiteSandbox`), :mod:`.kubeapi`
+(the emulated API server), :mod:`.velero_sim` (the simulated Velero) and :mod:`.cli`.
 """
 
 from __future__ import annotations

@@ -10,20 +10,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from gotthard.sandbox import monitoring, slurm
+from gotthard.deploy.local import Process
+from gotthard.sandbox import processes as procs
+from gotthard.sandbox import rendered, sites_config, slurm
 from gotthard.sandbox.layout import DEFAULT_CLUSTER_NAME, DEFAULT_PORTS, SandboxLayout
-from gotthard.sandbox.processes import (
-    ProcessRecord,
-    ProcessTable,
-    SandboxError,
-    find_binary,
-    free_ports,
-    is_running,
-    port_in_use,
-    run_capture,
-    run_checked,
-    wait_for,
-)
+from gotthard.sandbox.processes import ProcessRecord, SandboxError
 
 
 def printer(verbose: bool) -> Callable[[str], None]:
@@ -34,13 +25,15 @@ def check_ports(ports: Mapping[str, int]) -> None:
     """:class:`SandboxError` unless *ports* (by process name) are distinct and free."""
     if len(set(ports.values())) != len(ports):
         raise SandboxError(f"sandbox ports must be distinct: {dict(ports)}")
-    busy = [f"{name} port {port}" for name, port in ports.items() if port_in_use(port)]
+    busy = [f"{name} port {port}" for name, port in ports.items() if procs.port_in_use(port)]
     if busy:
         raise SandboxError(f"{', '.join(busy)} already in use (another sandbox or daemon running?)")
 
 
 class Sandbox(SandboxLayout):
-    """A single-node Slurm site (plus exporter and Prometheus) under ``directory``."""
+    """A single-node Slurm site under ``directory``, plus what ``gotthard deploy render
+    --target local`` renders from its site file (``site.toml``): the exporter, Prometheus,
+    Alertmanager and the runbook webhook."""
 
     @classmethod
     def with_free_ports(
@@ -53,7 +46,7 @@ class Sandbox(SandboxLayout):
         cluster_name: str = DEFAULT_CLUSTER_NAME,
     ) -> Sandbox:
         """A sandbox whose six ports are free right now (for tests next to a developer's)."""
-        ports = dict(zip(DEFAULT_PORTS, free_ports(len(DEFAULT_PORTS)), strict=True))
+        ports = dict(zip(DEFAULT_PORTS, procs.free_ports(len(DEFAULT_PORTS)), strict=True))
         return cls(
             directory,
             ports=ports,
@@ -64,9 +57,9 @@ class Sandbox(SandboxLayout):
         )
 
     @functools.cached_property
-    def _procs(self) -> ProcessTable:
+    def _procs(self) -> procs.ProcessTable:
         """The processes of ``state.json``; one table per object, so children get reaped."""
-        return ProcessTable(
+        return procs.ProcessTable(
             self.state_file,
             cwd=self.directory,
             log_dir=self.log_dir,
@@ -83,10 +76,6 @@ class Sandbox(SandboxLayout):
     def records(self) -> list[ProcessRecord]:
         """The processes of ``state.json``, in start order."""
         return self._procs.load()
-
-    def config_text(self) -> str:
-        """The ``gotthard.toml`` that ``up`` writes (exporter and runbook webhook)."""
-        return monitoring.gotthard_config_text(self)
 
     def slurm_ready(self) -> None:
         """Called by ``up`` once the node takes jobs, before the exporter starts (whose
@@ -130,27 +119,24 @@ class Sandbox(SandboxLayout):
             say(f"sandbox in {self.directory} is partly down; restarting it")
             self.down(verbose=False)
 
-        binaries = {name: find_binary(name) for name in slurm.SLURM_BINARIES}
-        if with_prometheus:
-            for name, binary in monitoring.MONITORING_BINARIES.items():
-                binaries[name] = find_binary(binary)
+        binaries = {name: procs.find_binary(name) for name in slurm.SLURM_BINARIES}
         self._check_ports(with_exporter=with_exporter, with_prometheus=with_prometheus)
 
         started = time.monotonic()
         try:
             slurm.prepare_directories(self)
-            slurm.start_munge(self, self._procs, binaries["mungekey"], binaries["munged"])
-            slurm.write_slurm_configs(self)
-            self.gotthard_config.write_text(self.config_text())
-            slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
-            slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
-            slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
-            slurm.wait_node_usable(self, self._procs, timeout=30.0)
-            self.slurm_ready()
-            if with_exporter:
-                monitoring.start_exporter(self, self._procs, env=self.exporter_env())
             if with_prometheus:
-                monitoring.start_monitoring(self, self._procs, binaries)
+                sites_config.ensure_token(self.webhook_token)
+            document = sites_config.single_site(
+                self, exporter=with_exporter, monitoring=with_prometheus
+            )
+            sites_config.write_site_file(self.gotthard_config, document)
+            processes: list[Process] = []
+            if with_exporter or with_prometheus:
+                processes = rendered.render(self.gotthard_config, self.directory)
+            self.start_slurm(binaries, rendered.of_kind(processes, rendered.EXPORTERS))
+            others = [p for p in processes if p.kind not in rendered.EXPORTERS]
+            rendered.start(self._procs, others)
             self._write_env_sh()
         except BaseException:
             self.down(verbose=False)
@@ -164,9 +150,21 @@ class Sandbox(SandboxLayout):
         if with_prometheus:
             say(f"  prometheus:  {self.prometheus_url}")
             say(f"  alertmanager: {self.alertmanager_url}")
-            say(f"  runbooks:    {self.runbooks_url}/alerts (dry-run; audit in logs/)")
+            say(f"  runbooks:    {self.runbooks_url}/alerts (dry-run; audit in local/sandbox/)")
             say(f"  dashboards:  {self.directory / 'dashboards'} (import into Grafana)")
         say(f"  source {self.directory / 'env.sh'}")
+
+    def start_slurm(self, binaries: Mapping[str, str], exporters: Sequence[Process]) -> None:
+        """munged, slurmctld and slurmd; once the node takes jobs, :meth:`slurm_ready`,
+        then *exporters* (rendered: they read this Slurm)."""
+        slurm.start_munge(self, self._procs, binaries["mungekey"], binaries["munged"])
+        slurm.write_slurm_configs(self)
+        slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
+        slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
+        slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
+        slurm.wait_node_usable(self, self._procs, timeout=30.0)
+        self.slurm_ready()
+        rendered.start(self._procs, exporters, env=self.exporter_env())
 
     def down(self, *, verbose: bool = True, timeout: float = 10.0) -> None:
         """Stop exactly the processes in ``state.json`` (reverse order) and remove it."""
@@ -178,7 +176,7 @@ class Sandbox(SandboxLayout):
             self._procs.remove_file()
             return
         ctld = next((r for r in records if r.name == "slurmctld"), None)
-        if ctld is not None and is_running(ctld):
+        if ctld is not None and procs.is_running(ctld):
             # Let slurmd finish the jobs' steps; otherwise slurmstepd lingers after slurmd.
             slurm.cancel_jobs_quietly(self)
         for record in reversed(records):
@@ -211,9 +209,9 @@ class Sandbox(SandboxLayout):
     def start_controller(self, timeout: float = 30.0) -> None:
         """Restart slurmctld, recovering saved state, and wait until the node answers."""
         record = self._procs.get("slurmctld")
-        if record is not None and is_running(record):
+        if record is not None and procs.is_running(record):
             return
-        slurm.start_slurm_daemon(self, self._procs, "slurmctld", [find_binary("slurmctld")])
+        slurm.start_slurm_daemon(self, self._procs, "slurmctld", [procs.find_binary("slurmctld")])
         slurm.wait_node_usable(self, self._procs, timeout=timeout)
 
     def start_slurmrestd(
@@ -239,8 +237,8 @@ class Sandbox(SandboxLayout):
     def submit(self, *args: str) -> str:
         """``sbatch --parsable ARGS`` in the sandbox; returns the job id."""
         self.job_dir.mkdir(parents=True, exist_ok=True)
-        argv = [find_binary("sbatch"), "--parsable", *args]
-        out = run_checked(argv, env=self.env, cwd=self.job_dir)
+        argv = [procs.find_binary("sbatch"), "--parsable", *args]
+        out = procs.run_checked(argv, env=self.env, cwd=self.job_dir)
         job_id = out.strip().split(";", 1)[0]
         if not job_id.isdigit():
             raise SandboxError(f"sbatch printed no job id: {out.strip()!r}")
@@ -248,21 +246,22 @@ class Sandbox(SandboxLayout):
 
     def cancel_all(self, timeout: float = 30.0) -> None:
         """Cancel every job and wait until none is pending, running or completing."""
-        run_checked([find_binary("scancel"), "--user", "root"], env=self.env)
-        squeue = find_binary("squeue")
+        procs.run_checked([procs.find_binary("scancel"), "--user", "root"], env=self.env)
+        squeue = procs.find_binary("squeue")
         active = "PENDING,RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
 
         def no_jobs() -> bool:
-            return not run_checked([squeue, "-h", "-o", "%A", "-t", active], env=self.env).strip()
+            argv = [squeue, "-h", "-o", "%A", "-t", active]
+            return not procs.run_checked(argv, env=self.env).strip()
 
-        if not wait_for(no_jobs, timeout, interval=0.25):
+        if not procs.wait_for(no_jobs, timeout, interval=0.25):
             raise SandboxError(f"jobs still active {timeout:.0f}s after scancel")
 
     def run_command(
         self, argv: Sequence[str], timeout: float = 30.0, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` with the sandbox environment and capture its output."""
-        result = run_capture(argv, env=self.env, timeout=timeout)
+        result = procs.run_capture(argv, env=self.env, timeout=timeout)
         if check and result.returncode != 0:
             raise SandboxError(
                 f"{' '.join(argv)} exited {result.returncode}: {result.stderr.strip()}"

@@ -29,6 +29,8 @@ DEFAULT_PORTS: dict[str, int] = {
 
 #: Slurm's ClusterName of a single-site sandbox.
 DEFAULT_CLUSTER_NAME = "gotthard-sandbox"
+#: The site file a sandbox writes into its directory (what ``deploy render`` reads).
+SITE_FILE = "site.toml"
 
 
 def local_url(port: int) -> str:
@@ -69,7 +71,8 @@ class SandboxLayout:
         base = self.directory
         self.slurm_conf = base / "slurm.conf"
         self.gres_conf = base / "gres.conf"
-        self.gotthard_config = base / "gotthard.toml"
+        #: The site file: ``GOTTHARD_CONFIG`` of the sandbox's environment.
+        self.gotthard_config = base / SITE_FILE
         self.state_file = base / "state.json"
         self.log_dir = base / "logs"
         self.munge_dir = base / "munge"

@@ -14,6 +14,11 @@
   one object store (``<dir>/object-store``), and the global view: a Prometheus that
   federates every site's (``/federate``, ``honor_labels``).
 
+Everything but Slurm, munge, the emulated APIs and the simulated Velero is what ships:
+the sandbox writes its site model (``<dir>/site.toml``, :mod:`.sites_config`), renders it
+with ``gotthard deploy render --target local`` into ``<dir>`` and starts the processes it
+lists (:mod:`.rendered`).
+
 ``<dir>/sites.json`` names the sites and ports before anything starts, so ``down`` stops
 exactly what ``up`` started, also after ``up`` died halfway. Each site has its own
 ``env.sh`` (SLURM_CONF, PATH, GOTTHARD_CONFIG, KUBECONFIG).
@@ -30,17 +35,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gotthard.sandbox import monitoring, sites_config
+from gotthard.deploy import local
+from gotthard.deploy.local import Process
+from gotthard.deploy.roles import DR, RUNBOOKS, SLURM_EXPORTER
 from gotthard.sandbox import processes as procs
+from gotthard.sandbox import rendered, sites_config, slurm
 from gotthard.sandbox.core import Sandbox, check_ports, printer
 from gotthard.sandbox.external import ExternalClusters
 from gotthard.sandbox.layout import local_url
@@ -48,6 +54,7 @@ from gotthard.sandbox.processes import ProcessRecord, SandboxError
 from gotthard.sandbox.sites_config import (
     MAINTENANCE_NODE,
     NODE_NAME,
+    SITE_ROLES,
     Topology,
     site_port_key,
 )
@@ -62,6 +69,9 @@ MANIFEST = "sites.json"
 RUNBOOKS_MODES = ("dry-run", "enforce")
 #: The ``state`` in ``status`` of an API the sandbox does not run (a site file's).
 EXTERNAL = "external"
+#: The test doubles the sandbox starts (``python -m MODULE``): not shipped, not rendered.
+KUBEAPI_MODULE = "gotthard.sandbox.kubeapi"
+VELERO_MODULE = "gotthard.sandbox.velero_sim"
 
 
 def all_running(rows: Sequence[Mapping[str, Any]]) -> bool:
@@ -83,8 +93,8 @@ def parse_sites(text: str) -> tuple[str, ...]:
 
 
 class SiteSandbox(Sandbox):
-    """One site's Slurm and exporter: a :class:`Sandbox` whose ``gotthard.toml`` is the
-    site's full configuration and whose environment names its Kubernetes API too."""
+    """One site's Slurm and exporters: a :class:`Sandbox` whose site file is the rendered
+    one of the site's cluster and whose environment names its Kubernetes API too."""
 
     def __init__(
         self,
@@ -93,8 +103,11 @@ class SiteSandbox(Sandbox):
         exporter_env: Mapping[str, str],
         on_slurm_up: Callable[[SiteSandbox], None] | None = None,
     ) -> None:
-        names = ("slurmctld", "slurmd", "exporter", "prometheus", "alertmanager", "runbooks")
-        ports = {name: top.port(site, name) for name in names}
+        ports = {
+            name: top.port(site, name)
+            for name in ("slurmctld", "slurmd", "prometheus", "alertmanager", RUNBOOKS.name)
+        }
+        ports["exporter"] = top.port(site, SLURM_EXPORTER.name)
         super().__init__(
             top.site_dir(site),
             ports=ports,
@@ -108,11 +121,14 @@ class SiteSandbox(Sandbox):
         self._exporter_env = dict(exporter_env)
         self._on_slurm_up = on_slurm_up
         self.kubeconfig = top.kubeconfig(site)
+        self.gotthard_config = top.config_file(site)
 
-    def config_text(self) -> str:
-        return sites_config.gotthard_toml(
-            self.top, self.site, exporter_poll_interval=self.exporter_poll_interval
-        )
+    def up_slurm(self, exporters: Sequence[Process]) -> None:
+        """munged, slurmctld, slurmd, then the site's rendered *exporters*; ``env.sh``."""
+        binaries = {name: procs.find_binary(name) for name in slurm.SLURM_BINARIES}
+        slurm.prepare_directories(self)
+        self.start_slurm(binaries, exporters)
+        self._write_env_sh()
 
     def slurm_ready(self) -> None:
         if self._on_slurm_up is not None:
@@ -148,19 +164,6 @@ class SiteSandbox(Sandbox):
         )
 
 
-@dataclass(frozen=True)
-class Service:
-    """A process of the top-level ``state.json``: what ``up`` starts after Slurm."""
-
-    name: str
-    site: str
-    kind: str
-    argv: list[str]
-    ready_url: str
-    url: str
-    timeout: float = 60.0
-
-
 class MultiSiteSandbox:
     """Two or more sites (Slurm, monitoring, webhook, DR) and a global view under one
     directory; see the module documentation."""
@@ -171,9 +174,9 @@ class MultiSiteSandbox:
         sites: Sequence[str] = DEFAULT_SITES,
         ports: Mapping[str, int] | None = None,
         *,
-        exporter_toml: Mapping[str, str] | None = None,
+        roles: Sequence[str] = SITE_ROLES,
+        settings: Mapping[str, Any] | None = None,
         exporter_env: Mapping[str, Mapping[str, str]] | None = None,
-        extra_targets: Mapping[str, Mapping[str, str]] | None = None,
         backup_cron: str = "0 2 * * *",
         drill_cron: str = "0 4 * * 0",
         on_slurm_up: Callable[[SiteSandbox], None] | None = None,
@@ -189,9 +192,9 @@ class MultiSiteSandbox:
         if unknown:
             raise ValueError(f"unknown sandbox port(s): {', '.join(unknown)}")
         self.ports = {**defaults, **given}
-        self.exporter_toml = dict(exporter_toml or {})
+        self.roles = tuple(roles)
+        self.settings = dict(settings or {})
         self.exporter_env = {k: dict(v) for k, v in (exporter_env or {}).items()}
-        self.extra_targets = {k: dict(v) for k, v in (extra_targets or {}).items()}
         self.backup_cron = backup_cron
         self.on_slurm_up = on_slurm_up
         self.drill_cron = drill_cron
@@ -251,8 +254,8 @@ class MultiSiteSandbox:
             sites=self.sites,
             ports=self.ports,
             runbooks_mode=self.runbooks_mode,
-            exporter_toml=self.exporter_toml,
-            extra_targets=self.extra_targets,
+            roles=self.roles,
+            settings=self.settings,
             backup_cron=self.backup_cron,
             drill_cron=self.drill_cron,
             external=self.external,
@@ -283,7 +286,7 @@ class MultiSiteSandbox:
         return local_url(self.port(site, "alertmanager"))
 
     def runbooks_url(self, site: str) -> str:
-        return local_url(self.port(site, "runbooks"))
+        return local_url(self.port(site, RUNBOOKS.name))
 
     def kubeapi_url(self, site: str) -> str:
         return self.topology.kubeapi_url(site)
@@ -293,7 +296,7 @@ class MultiSiteSandbox:
         return self.topology.karmada_url
 
     def dr_url(self, site: str) -> str:
-        return local_url(self.port(site, "dr"))
+        return local_url(self.port(site, DR.name))
 
     def kubeconfig(self, site: str) -> Path:
         return self.topology.kubeconfig(site)
@@ -303,8 +306,13 @@ class MultiSiteSandbox:
         return self.topology.karmada_kubeconfig
 
     def config_file(self, site: str) -> Path:
-        """That site's ``gotthard.toml`` (the full site model, ``site = "<site>"``)."""
-        return self.site(site).gotthard_config
+        """The rendered site file of that site's processes (``site = "<site>"``)."""
+        return self.topology.config_file(site)
+
+    @property
+    def site_file(self) -> Path:
+        """The sandbox's site model, which ``up`` renders."""
+        return self.topology.site_file
 
     def env_file(self, site: str) -> Path:
         return self.site(site).directory / "env.sh"
@@ -324,8 +332,9 @@ class MultiSiteSandbox:
         for site in self.sites:
             sandbox = self.site(site)
             for record in sandbox.records():
-                url = _slurm_url(sandbox, record.name)
-                rows.append(_row(record, f"{site}/{record.name}", site, record.name, url))
+                kind = record.extra.get("kind", record.name)
+                url = record.extra.get("url") or _slurm_url(sandbox, record.name)
+                rows.append(_row(record, f"{site}/{record.name}", site, kind, url))
         for record in self._procs.load():
             site, kind = record.extra.get("site", ""), record.extra.get("kind", record.name)
             rows.append(_row(record, record.name, site, kind, record.extra.get("url", "")))
@@ -373,30 +382,31 @@ class MultiSiteSandbox:
             self.down(verbose=False)
         self.runbooks_mode = runbooks_mode
         self._sites.clear()
-        binaries = {
-            "prometheus": procs.find_binary("prometheus"),
-            "alertmanager": procs.find_binary(monitoring.MONITORING_BINARIES["alertmanager"]),
-        }
         check_ports(self.ports)
         started = time.monotonic()
         self.directory.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(exist_ok=True)
         self._write_manifest()
         try:
-            self._prepare_files()
+            processes = self._prepare_files()
             failures: dict[str, BaseException] = {}
             threads = [
                 threading.Thread(
-                    target=self._site_up, args=(site, failures), name=f"sandbox-{site}"
+                    target=self._site_up,
+                    args=(site, rendered.of_kind(processes, rendered.EXPORTERS, site), failures),
+                    name=f"sandbox-{site}",
                 )
                 for site in self.sites
             ]
             for thread in threads:
                 thread.start()
             try:
-                self._start_services(self._first_services(binaries))
+                monitoring = (local.ALERTMANAGER, local.PROMETHEUS, local.GLOBAL_VIEW)
+                first = [*self._emulated_apis(), *rendered.of_kind(processes, monitoring)]
+                rendered.start(self._procs, first)
                 sites_config.seed_clusters(self.topology)
-                self._start_services(self._second_services())
+                second = [*rendered.of_kind(processes, (RUNBOOKS.name,)), *self._velero()]
+                rendered.start(self._procs, [*second, *rendered.of_kind(processes, (DR.name,))])
             finally:
                 for thread in threads:
                     thread.join()
@@ -449,160 +459,57 @@ class MultiSiteSandbox:
             data["external"] = self.external.as_json()
         self.manifest.write_text(json.dumps(data, indent=2) + "\n")
 
-    def _site_up(self, site: str, failures: dict[str, BaseException]) -> None:
+    def _site_up(
+        self, site: str, exporters: Sequence[Process], failures: dict[str, BaseException]
+    ) -> None:
         try:
-            self.site(site).up(with_exporter=True, with_prometheus=False, verbose=False)
+            self.site(site).up_slurm(exporters)
         except BaseException as exc:  # reported by up() once every thread is done
             failures[site] = exc
 
-    def _prepare_files(self) -> None:
-        """The shared token, rules, Alertmanager configuration, dashboards, every site's
-        ``gotthard.toml`` (the runbook webhook and DR replica read it before Slurm is up)."""
-
-        from gotthard.monitoring import alertmanager, deliver, rules, rules_cli
-        from gotthard.monitoring.settings import MonitoringConfig
-
+    def _prepare_files(self) -> list[Process]:
+        """The shared token, the object store, the site file and what ``deploy render
+        --target local`` makes of it; the rendered processes."""
         top = self.topology
-        token = top.webhook_token
-        if not token.exists():
-            procs.write_private(token, secrets.token_hex(16) + "\n")
-        # each site's alerts go to that site's webhook (it owns the site's cluster); both
-        # Alertmanagers run this same file. Test-speed grouping: 1 s wait, 2 s interval.
-        settings = alertmanager.AlertmanagerSettings(
-            webhook_url=f"{self.runbooks_url(self.sites[0])}/alerts",
-            site_webhook_urls={site: f"{self.runbooks_url(site)}/alerts" for site in self.sites},
-            webhook_token_file=str(token),
-            pager_urls={site: alertmanager.default_pager_url(site) for site in self.sites},
-            group_wait="1s",
-            group_interval="2s",
-        )
-        fast = MonitoringConfig(thresholds=sites_config.fast_thresholds())
-        rules_cli.build(top.rules_dir, settings=settings, monitoring=fast)
-        deliver.write_dashboards(self.directory / "dashboards")
+        sites_config.ensure_token(top.webhook_token)
         top.object_store.mkdir(exist_ok=True)
         for site in self.sites:
-            sandbox = self.site(site)
-            (sandbox.directory / "logs").mkdir(parents=True, exist_ok=True)
-            sandbox.gotthard_config.write_text(sandbox.config_text())
-            path = sandbox.directory / "prometheus.yml"
-            path.write_text(rules.dump_yaml(sites_config.site_prometheus_config(top, site)))
-        global_dir = self.directory / "global"
-        global_dir.mkdir(exist_ok=True)
-        (global_dir / "prometheus.yml").write_text(
-            rules.dump_yaml(sites_config.global_prometheus_config(top))
-        )
+            (top.site_dir(site) / "logs").mkdir(parents=True, exist_ok=True)
+        sites_config.write_site_file(top.site_file, sites_config.multi_site(top))
+        return rendered.render(top.site_file, self.directory)
 
-    def _gotthard(self, site: str, *command: str) -> list[str]:
-        return [sys.executable, "-m", "gotthard", "--config", str(self.config_file(site)), *command]
-
-    def _first_services(self, binaries: Mapping[str, str]) -> list[Service]:
-        """Emulated API servers, Alertmanagers and every Prometheus (they need nothing)."""
+    def _emulated_apis(self) -> list[Process]:
+        """An emulated API server per site and one for Karmada, unless the site file gave
+        a real one."""
         top = self.topology
-        python = sys.executable
-        services: list[Service] = []
         apis = [
             (site, "kubernetes", self.port(site, "kubeapi"), top.kubeconfig(site))
             for site in self.sites
+            if site not in self.external.sites
         ]
-        apis.append(("", "karmada", self.ports["karmada"], top.karmada_kubeconfig))
+        if self.external.karmada is None:
+            apis.append(("", "karmada", self.ports["karmada"], top.karmada_kubeconfig))
+        found = []
         for site, kind, port, kubeconfig in apis:
-            if self.external.karmada if kind == "karmada" else self.external.sites.get(site):
-                continue  # a real API from the site file: nothing to start
-            name = site or "karmada"
-            argv = [python, "-m", "gotthard.sandbox.kubeapi", "--listen", f"127.0.0.1:{port}"]
-            argv += ["--kind", kind, "--name", name, "--kubeconfig", str(kubeconfig)]
-            url = local_url(port)
+            argv = [sys.executable, "-m", KUBEAPI_MODULE, "--listen", f"127.0.0.1:{port}"]
+            argv += ["--kind", kind, "--name", site or "karmada", "--kubeconfig", str(kubeconfig)]
             label = "karmada-api" if kind == "karmada" else "kube-api"
-            service = f"{site}-{label}" if site else label
-            ready = f"{url}/readyz"
-            services.append(Service(service, site, f"{label} (emulated)", argv, ready, url))
-        for site in self.sites:
-            services.append(self._alertmanager(site, binaries["alertmanager"]))
-        for site in self.sites:
-            sandbox_dir = self.site(site).directory
-            services.append(
-                _prometheus(
-                    f"{site}-prometheus",
-                    site,
-                    "prometheus",
-                    binaries["prometheus"],
-                    sandbox_dir / "prometheus.yml",
-                    sandbox_dir / "prometheus",
-                    self.port(site, "prometheus"),
-                )
-            )
-        global_dir = self.directory / "global"
-        services.append(
-            _prometheus(
-                "global-prometheus",
-                "",
-                "prometheus (global view)",
-                binaries["prometheus"],
-                global_dir / "prometheus.yml",
-                global_dir / "data",
-                self.ports["global"],
-            )
-        )
-        return services
+            name = f"{site}-{label}" if site else label
+            url = local_url(port)
+            found.append(Process(name, site, "", f"{label} (emulated)", argv, f"{url}/readyz", url))
+        return found
 
-    def _alertmanager(self, site: str, binary: str) -> Service:
-        port = self.port(site, "alertmanager")
-        peers = [
-            f"--cluster.peer=127.0.0.1:{self.port(other, 'alertmanager-cluster')}"
-            for other in self.sites
-            if other != site
-        ]
-        argv = monitoring.server_argv(
-            binary,
-            self.topology.rules_dir / "alertmanager.yml",
-            ("storage.path", self.site(site).directory / "alertmanager"),
-            port,
-            f"--cluster.listen-address=127.0.0.1:{self.port(site, 'alertmanager-cluster')}",
-            *peers,
-            # gossip fast; the peer timeout stays Alertmanager's 15 s: a peer waits that long
-            # for the first one's notification (a runbook webhook that drains a node takes
-            # a few seconds to answer) before it notifies itself
-            "--cluster.gossip-interval=100ms",
-            "--cluster.pushpull-interval=2s",
-        )
-        url = local_url(port)
-        return Service(f"{site}-alertmanager", site, "alertmanager", argv, f"{url}/-/ready", url)
-
-    def _second_services(self) -> list[Service]:
-        """Runbook webhooks, DR replicas and the simulated Velero (they need the APIs)."""
-        services: list[Service] = []
-        for site in self.sites:
-            url = self.runbooks_url(site)
-            argv = self._gotthard(site, "runbooks", "serve", "--mode", self.runbooks_mode)
-            services.append(
-                Service(f"{site}-runbooks", site, "runbook-webhook", argv, f"{url}/healthz", url)
-            )
-        # a real cluster runs its own Velero: the simulated one only serves emulated clusters
+    def _velero(self) -> list[Process]:
+        """The simulated Velero over the emulated clusters (a real cluster runs its own)."""
         emulated = [site for site in self.sites if site not in self.external.sites]
-        argv = [sys.executable, "-m", "gotthard.sandbox.velero_sim"]
+        if not emulated:
+            return []
+        argv = [sys.executable, "-m", VELERO_MODULE]
         for site in emulated:
             argv += ["--cluster", f"{site}={self.kubeconfig(site)}"]
         argv += ["--object-store", str(self.object_store)]
         store = f"file://{self.object_store}"
-        if emulated:
-            services.append(Service("velero", "", "velero (simulated)", argv, "", store))
-        for site in self.sites:
-            url = self.dr_url(site)
-            argv = self._gotthard(site, "dr", "daemon")
-            services.append(Service(f"{site}-dr", site, "dr-daemon", argv, f"{url}/metrics", url))
-        return services
-
-    def _start_services(self, services: Sequence[Service]) -> None:
-        """Spawn every service at once, then wait until each one is ready."""
-        spawned: list[tuple[Service, ProcessRecord]] = []
-        for svc in services:
-            extra = {"site": svc.site, "kind": svc.kind, "url": svc.url}
-            spawned.append((svc, self._procs.spawn(svc.name, svc.argv, extra=extra)))
-        for svc, record in spawned:
-            if svc.ready_url:
-                self._procs.wait_http(record, svc.ready_url, timeout=svc.timeout)
-            elif procs.wait_for(lambda r=record: not procs.is_running(r), 1.0):
-                raise SandboxError(f"{svc.name} exited during start-up (log {record.log})")
+        return [Process("velero", "", "", "velero (simulated)", argv, "", store)]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -622,20 +529,3 @@ def _slurm_url(sandbox: Sandbox, name: str) -> str:
     if name == "exporter":
         return sandbox.exporter_url
     return ""
-
-
-def _prometheus(
-    name: str, site: str, kind: str, binary: str, config: Path, data: Path, port: int
-) -> Service:
-    argv = monitoring.server_argv(
-        binary,
-        config,
-        ("storage.tsdb.path", data),
-        port,
-        "--storage.tsdb.retention.time=2d",
-        "--web.enable-lifecycle",
-        "--rules.alert.resend-delay=1s",
-        "--log.level=warn",
-    )
-    url = local_url(port)
-    return Service(name, site, kind, argv, f"{url}/-/ready", url)

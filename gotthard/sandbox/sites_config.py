@@ -1,15 +1,17 @@
-"""The configuration files of the two-site sandbox: each site's ``gotthard.toml`` and
-``prometheus.yml``, the global view's ``prometheus.yml`` and the Alertmanager
-configuration both sites share.
+"""The site model of a sandbox: the site file it writes into its directory, with this
+machine's ports and paths, from which ``gotthard deploy render --target local`` renders
+everything it starts (:mod:`gotthard.sandbox.rendered`).
 
-Everything here renders text, except :func:`seed_clusters`, which puts the placed
-applications on the emulated clusters once they run; :mod:`gotthard.sandbox.sites` decides
-where the files go and starts the processes that read them.
+The sandbox's tuning is site-file settings like any site's: 2 s scrape and evaluation
+intervals, every alert ``for`` threshold at one minute, fast Alertmanager grouping and
+gossip, a webhook per site. :func:`seed_clusters` puts the placed applications on the
+emulated clusters once they run.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -17,10 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gotthard.deploy import local
+from gotthard.deploy.manifest import dump_toml
+from gotthard.deploy.roles import DR, NODE_EXPORTER, RUNBOOKS, SLURM_EXPORTER
+from gotthard.deploy.settings import APISERVER
 from gotthard.sandbox import external
 from gotthard.sandbox.external import EXTERNAL_API_UP, ExternalClusters
-from gotthard.sandbox.layout import local_url
-from gotthard.sandbox.processes import SandboxError
+from gotthard.sandbox.layout import SITE_FILE, SandboxLayout, local_url
+from gotthard.sandbox.processes import SandboxError, write_private
 
 #: The one compute node of every site (node names repeat across Cray clusters).
 NODE_NAME = "nid001"
@@ -30,18 +36,25 @@ MAINTENANCE_NODE = "nid002"
 DEFAULT_SITE_PORTS: dict[str, int] = {
     "slurmctld": 6917,
     "slurmd": 6918,
-    "exporter": 9977,
+    SLURM_EXPORTER.name: 9977,
+    NODE_EXPORTER.name: 9976,
     "prometheus": 9190,
     "alertmanager": 9193,
     "alertmanager-cluster": 9194,
-    "runbooks": 9978,
+    RUNBOOKS.name: 9978,
     "kubeapi": 6543,
-    "dr": 9979,
+    DR.name: 9979,
 }
+#: The Gotthard roles every site of a multi-site sandbox runs (the node exporter needs
+#: NVML: tests add it on the fake library).
+SITE_ROLES = (SLURM_EXPORTER.name, RUNBOOKS.name, DR.name)
 #: Ports shared by the sites: the global view (a federating Prometheus) and Karmada's API.
 DEFAULT_SHARED_PORTS: dict[str, int] = {"global": 9090, "karmada": 7443}
-#: Seconds between two scrapes and rule evaluations (fast enough for failover tests).
-SCRAPE_SECONDS = 2
+#: Between two scrapes and rule evaluations (fast enough for failover tests).
+SCRAPE_INTERVAL = "2s"
+#: The emulated API servers are scraped twice per placement evaluation: the controller
+#: reads an API health at most a second old.
+APISERVER_INTERVAL = "1s"
 #: The application namespaces the DR daemon places and backs up, by placement mode.
 APP_NAMESPACES = {"failover": "shop", "spread": "inference"}
 #: The Deployment of each application namespace.
@@ -70,10 +83,11 @@ class Topology:
     sites: tuple[str, ...]
     ports: Mapping[str, int]
     runbooks_mode: str = "dry-run"
-    #: Per site: extra ``[exporter]`` keys and tables (not ``[exporter.slurm]``).
-    exporter_toml: Mapping[str, str] = field(default_factory=dict)
-    #: Per site: more scrape targets, job name -> ``HOST:PORT``.
-    extra_targets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: The Gotthard roles each site runs (:data:`SITE_ROLES`).
+    roles: tuple[str, ...] = SITE_ROLES
+    #: Merged into the site file: the tests' tuning (``[exporter]`` tables, more scrape
+    #: targets in ``[deploy.prometheus.extra_targets]``, ...).
+    settings: Mapping[str, Any] = field(default_factory=dict)
     #: When the DR daemon backs up the failover service's namespace, and drills it.
     backup_cron: str = "0 2 * * *"
     drill_cron: str = "0 4 * * 0"
@@ -117,10 +131,6 @@ class Topology:
         return real.server if real else local_url(self.ports["karmada"])
 
     @property
-    def rules_dir(self) -> Path:
-        return self.directory / "rules"
-
-    @property
     def webhook_token(self) -> Path:
         return self.directory / "webhook.token"
 
@@ -128,128 +138,34 @@ class Topology:
     def object_store(self) -> Path:
         return self.directory / "object-store"
 
+    @property
+    def site_file(self) -> Path:
+        return self.directory / SITE_FILE
+
+    def cluster_dir(self, site: str) -> Path:
+        """Where the rendered site file and state of the site's one cluster (named after
+        the site) are."""
+        return local.cluster_dir(self.directory, site, site)
+
+    def config_file(self, site: str) -> Path:
+        return self.cluster_dir(site) / local.SITE_FILE
+
     def audit_log(self, site: str) -> Path:
-        return self.site_dir(site) / "logs" / "runbooks-audit.jsonl"
+        return self.cluster_dir(site) / local.AUDIT_LOG
 
 
-# --------------------------------------------------------------------------- gotthard.toml
+# --------------------------------------------------------------------------- the site file
 
 
-def _q(value: object) -> str:
-    """A TOML basic string (JSON's escaping is TOML's for these values)."""
-    return json.dumps(str(value))
-
-
-def _site_model(top: Topology) -> list[str]:
-    """``[sites.*]``: each site with one cluster of its own name (Slurm + Kubernetes)."""
-    lines: list[str] = []
-    for site in top.sites:
-        slurm_conf = top.site_dir(site) / "slurm.conf"
-        lines += [
-            f"[sites.{site}]",
-            f"display_name = {_q(site.capitalize())}",
-            f"prometheus_url = {_q(top.url(site, 'prometheus'))}",
-            f"kubernetes_cluster = {_q(site)}",
-            "",
-            f"[sites.{site}.clusters.{site}]",
-            f"slurm_conf = {_q(slurm_conf)}",
-            f"karmada_members = [{_q(site)}]",
-            'velero_namespace = "velero"',
-            "",
-            f"[sites.{site}.clusters.{site}.kubernetes]",
-            f"kubeconfig = {_q(top.kubeconfig(site))}",
-            f"context = {_q(top.kube_context(site))}",
-            "",
-        ]
-    return lines
-
-
-def _dr(top: Topology, site: str) -> list[str]:
-    """``[dr]``: a replica per site, leader-elected on the first site's Lease, placing one
-    failover-mode and (when the settings know modes) one spread-mode service."""
-    home = top.sites[0]
-    shop, inference = APP_NAMESPACES["failover"], APP_NAMESPACES["spread"]
-    lines = [
-        "[dr]",
-        f"jobstore_url = {_q('sqlite:///' + str(top.site_dir(site) / 'dr-jobs.sqlite'))}",
-        f'listen = "127.0.0.1:{top.port(site, "dr")}"',
-        "poll_interval_seconds = 1",
-        "api_attempts = 2",
-        "api_backoff_seconds = 0.2",
-        "api_timeout_seconds = 5",
-        "backup_timeout_seconds = 120",
-        "restore_timeout_seconds = 120",
-        "",
-        "[dr.lease]",
-        f"site = {_q(home)}",
-        "duration_seconds = 6",
-        "renew_seconds = 2",
-        "",
-        "[dr.tiers.gold]",
-        "rpo_seconds = 86400",
-        "rto_seconds = 600",
-        "",
-        "[[dr.schedules]]",
-        'name = "nightly"',
-        'tier = "gold"',
-        f"namespaces = [{_q(shop)}]",
-        f"cron = {_q(top.backup_cron)}",
-        "",
-        "[[dr.drills]]",
-        f"site = {_q(home)}",
-        f"namespace = {_q(shop)}",
-        'tier = "gold"',
-        f"target_site = {_q(top.sites[-1])}",
-        f"cron = {_q(top.drill_cron)}",
-        "",
-        "[dr.placement]",
-        "enabled = true",
-        "interval_seconds = 2",
-        "failover_after = 2",
-        "failback_cooldown_seconds = 20",
-        f"state_file = {_q(top.site_dir(site) / 'dr-placement.json')}",
-        "",
-        "[dr.placement.karmada]",
-        f"kubeconfig = {_q(top.karmada_kubeconfig)}",
-        f"context = {_q(top.karmada_context)}",
-        "",
-        "[[dr.placement.services]]",
-        f"name = {_q(shop)}",
-        f"namespace = {_q(shop)}",
-        f"primary_site = {_q(home)}",
-        'tier = "gold"',
-        f'resources = [{{ apiVersion = "apps/v1", kind = "Deployment", name = "{APP_DEPLOYMENT[shop]}" }}]',  # noqa: E501
-        "",
-        "[[dr.placement.services]]",
-        f"name = {_q(inference)}",
-        f"namespace = {_q(inference)}",
-        f"primary_site = {_q(home)}",
-        'mode = "spread"',
-        f'resources = [{{ apiVersion = "apps/v1", kind = "Deployment", name = "{APP_DEPLOYMENT[inference]}" }}]',  # noqa: E501
-        "",
-    ]
-    lines += [
-        "[dr.placement.queries]",
-        "# what the sandbox measures: its emulated API server and its real Slurm",
-        _api_up(top),
-        'slurm_up = "min(slurm_up)"',
-        "# no ingress, GPU inventory or scheduled drill runs here: constants, so that only",
-        "# the two real signals above decide a site's health",
-        'ingress_up = "vector(1)"',
-        'gpu_capacity = "vector(8)"',
-        'drill_ok = "vector(1)"',
-        "",
-    ]
-    return lines
-
-
-def _api_up(top: Topology) -> str:
-    """The ``api_up`` query line: the emulated API servers' scrape; with an external
-    cluster (not scraped) the site file's query, or one that counts it as up."""
-    if not top.external:
-        return """api_up = 'min(up{job="apiserver"})'"""
-    query = top.external.api_up or EXTERNAL_API_UP
-    return f"# an external API server is not scraped\napi_up = {_q(query)}"
+def merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """*base* with the tables of *extra* merged in, key by key (other values replaced)."""
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def fast_thresholds() -> dict[str, float]:
@@ -260,130 +176,211 @@ def fast_thresholds() -> dict[str, float]:
     return {t.name: 60.0 for t in THRESHOLDS if t.unit == "duration"}
 
 
-def gotthard_toml(top: Topology, site: str, *, exporter_poll_interval: float = 2.0) -> str:
-    """The site's ``gotthard.toml``: the full site model, with ``site = "<site>"``."""
-    exporter_extra = top.exporter_toml.get(site, "")
-    lines = [
-        "# Written by gotthard sandbox up --sites; regenerated on every `up`.",
-        f"site = {_q(site)}",
-        f"cluster = {_q(site)}",
-        "",
-        *_site_model(top),
-        "[exporter]",
-        f'listen = "127.0.0.1:{top.port(site, "exporter")}"',
-        exporter_extra.strip() if exporter_extra.strip() else 'collectors = ["slurm"]',
-        "",
-        "[exporter.slurm]",
-        'backend = "cli"',
-        f"poll_interval_seconds = {float(exporter_poll_interval)}",
-        "",
-        "[runbooks]",
-        f'listen = "127.0.0.1:{top.port(site, "runbooks")}"',
-        f"token_file = {_q(top.webhook_token)}",
-        f"mode = {_q(top.runbooks_mode)}",
-        f"audit_log = {_q(top.audit_log(site))}",
-        f"kill_switch_file = {_q(top.site_dir(site) / 'runbooks.disabled')}",
-        "",
-        "[runbooks.limits]",
-        "# one node per cluster: the default 10% of a partition would refuse every drain",
-        "max_partition_fraction = 1.0",
-        "",
-        *_dr(top, site),
-        "[monitoring.thresholds]",
-        *(f"{name} = {value}" for name, value in sorted(fast_thresholds().items())),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-# --------------------------------------------------------------------------- Prometheus
-
-
-def _job(name: str, target: str, labels: Mapping[str, str], **options: Any) -> dict[str, Any]:
+def tuning(token: Path) -> dict[str, Any]:
+    """What every sandbox tunes: intervals, thresholds, grouping, the webhooks' token."""
     return {
-        "job_name": name,
-        **options,
-        "static_configs": [{"targets": [target], "labels": dict(labels)}],
+        "runbooks": {
+            "token_file": str(token),
+            # one node per cluster: the default 10% of a partition would refuse every drain
+            "limits": {"max_partition_fraction": 1.0},
+        },
+        "monitoring": {"thresholds": fast_thresholds()},
+        "deploy": {
+            "prometheus": {
+                "file_sd_dir": "",
+                "scrape_interval": SCRAPE_INTERVAL,
+                "scrape_timeout": SCRAPE_INTERVAL,
+                "evaluation_interval": SCRAPE_INTERVAL,
+                "retention": "2d",
+                "alert_resend_delay": "1s",
+            },
+            # gossip fast; the peer timeout stays Alertmanager's 15 s: a peer waits that
+            # long for the first one's notification (a runbook webhook that drains a node
+            # takes a few seconds to answer) before it notifies itself
+            "alertmanager": {
+                "group_wait": "1s",
+                "group_interval": "2s",
+                "gossip_interval": "100ms",
+                "pushpull_interval": "2s",
+            },
+        },
     }
 
 
-def site_prometheus_config(top: Topology, site: str) -> dict[str, Any]:
-    """A site's Prometheus: external labels site/cluster, its exporter, its emulated API
-    server (job ``apiserver``), its DR replica, alerts to every site's Alertmanager."""
-    labels = {"site": site, "cluster": site}
-    interval = f"{SCRAPE_SECONDS}s"
-    # an external API server is not scraped: its /metrics needs credentials
-    apiserver = [] if site in top.external.sites else ["apiserver"]
-    jobs = [
-        _job("gotthard", f"127.0.0.1:{top.port(site, 'exporter')}", labels),
-        *(
-            # scraped twice per placement evaluation: the controller reads an API health
-            # at most a second old
-            _job(
-                job,
-                f"127.0.0.1:{top.port(site, 'kubeapi')}",
-                labels,
-                metrics_path="/metrics",
-                scrape_interval="1s",
-                scrape_timeout="1s",
-            )
-            for job in apiserver
-        ),
-        _job(
-            "gotthard-dr",
-            f"127.0.0.1:{top.port(site, 'dr')}",
-            labels,
-            # the daemon's series name the site they describe; in the sandbox each site
-            # has one cluster of its own name, so that site is their cluster too (the
-            # webhook that owns it acts on their alerts)
-            honor_labels=True,
-            metric_relabel_configs=[
-                {"source_labels": ["site"], "regex": "(.+)", "target_label": "cluster"}
-            ],
-        ),
-        *(
-            _job(job, target, labels)
-            for job, target in sorted(top.extra_targets.get(site, {}).items())
-        ),
-    ]
-    rules = top.rules_dir
-    return {
-        "global": {
-            "scrape_interval": interval,
-            "scrape_timeout": interval,
-            "evaluation_interval": interval,
-            "external_labels": labels,
+def single_site(layout: SandboxLayout, *, exporter: bool, monitoring: bool) -> dict[str, Any]:
+    """The site file of ``gotthard sandbox up``: site ``local``, cluster ``sandbox``, its
+    Slurm, and (as asked) the exporter, or Prometheus, Alertmanager and the webhook."""
+    site: dict[str, Any] = {"display_name": "Sandbox"}
+    targets: dict[str, list[str]] = {}
+    if exporter:
+        targets[SLURM_EXPORTER.name] = [f"127.0.0.1:{layout.port('exporter')}"]
+    if monitoring:
+        site["prometheus_url"] = layout.prometheus_url
+        targets[RUNBOOKS.name] = [f"127.0.0.1:{layout.port('runbooks')}"]
+    site["clusters"] = {"sandbox": {"slurm_conf": str(layout.slurm_conf)}}
+    document = {
+        "site": "local",
+        "cluster": "sandbox",
+        "sites": {"local": site},
+        "exporter": {
+            "listen": f"127.0.0.1:{layout.port('exporter')}",
+            "collectors": ["slurm"],
+            "slurm": {"backend": "cli", "poll_interval_seconds": layout.exporter_poll_interval},
         },
-        "rule_files": [str(rules / "recording.rules.yml"), str(rules / "alerts.rules.yml")],
-        "alerting": {
-            "alertmanagers": [
-                {
-                    "static_configs": [
-                        {"targets": [f"127.0.0.1:{top.port(s, 'alertmanager')}" for s in top.sites]}
-                    ]
+        "runbooks": {
+            "listen": f"127.0.0.1:{layout.port('runbooks')}",
+            "mode": "dry-run",
+            "default_cluster": "sandbox",
+        },
+        "deploy": {
+            "prometheus": {"targets": {"sandbox": targets}},
+            "alertmanager": {
+                "webhook_url": f"{layout.runbooks_url}/alerts",
+                "ports": {"local": layout.port("alertmanager")},
+            },
+        },
+    }
+    return merge(tuning(layout.webhook_token), document)
+
+
+def _site_model(top: Topology) -> dict[str, Any]:
+    """``[sites]``: each site with one cluster of its own name (Slurm + Kubernetes)."""
+    return {
+        site: {
+            "display_name": site.capitalize(),
+            "prometheus_url": top.url(site, "prometheus"),
+            "kubernetes_cluster": site,
+            "clusters": {
+                site: {
+                    "slurm_conf": str(top.site_dir(site) / "slurm.conf"),
+                    "karmada_members": [site],
+                    "velero_namespace": "velero",
+                    "kubernetes": {
+                        "kubeconfig": str(top.kubeconfig(site)),
+                        "context": top.kube_context(site),
+                    },
                 }
-            ]
-        },
-        "scrape_configs": jobs,
+            },
+        }
+        for site in top.sites
     }
 
 
-def global_prometheus_config(top: Topology) -> dict[str, Any]:
-    """The global view: federates every series of each site's Prometheus (``/federate``,
-    ``honor_labels``), so site and cluster stay what the site said."""
-    interval = f"{SCRAPE_SECONDS}s"
+def _targets(top: Topology, site: str) -> dict[str, list[str]]:
+    """The addresses of the site's roles, and of its emulated API server (an external
+    one is not scraped: its /metrics needs credentials)."""
+    targets = {role: [f"127.0.0.1:{top.port(site, role)}"] for role in top.roles}
+    if site not in top.external.sites:
+        targets[APISERVER] = [f"127.0.0.1:{top.port(site, 'kubeapi')}"]
+    return targets
+
+
+def _dr(top: Topology) -> dict[str, Any]:
+    """``[dr]``: a replica per site, leader-elected on the first site's Lease, placing one
+    failover-mode and one spread-mode service."""
+    home = top.sites[0]
+    shop, inference = APP_NAMESPACES["failover"], APP_NAMESPACES["spread"]
+
+    def service(name: str, **more: str) -> dict[str, Any]:
+        resources = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": APP_DEPLOYMENT[name]}]
+        return {
+            "name": name,
+            "namespace": name,
+            "primary_site": home,
+            **more,
+            "resources": resources,
+        }
+
+    queries = {
+        # what the sandbox measures: its emulated API servers and its real Slurm; no
+        # ingress, GPU inventory or scheduled drill runs here: constants, so that only
+        # the two real signals decide a site's health
+        "slurm_up": "min(slurm_up)",
+        "ingress_up": "vector(1)",
+        "gpu_capacity": "vector(8)",
+        "drill_ok": "vector(1)",
+    }
+    if top.external:  # an external API server is not scraped
+        queries["api_up"] = top.external.api_up or EXTERNAL_API_UP
     return {
-        "global": {"scrape_interval": interval, "scrape_timeout": interval},
-        "scrape_configs": [
-            {
-                "job_name": f"federate-{site}",
-                "honor_labels": True,
-                "metrics_path": "/federate",
-                "params": {"match[]": ['{__name__=~".+"}']},
-                "static_configs": [{"targets": [f"127.0.0.1:{top.port(site, 'prometheus')}"]}],
-            }
-            for site in top.sites
+        "poll_interval_seconds": 1,
+        "api_attempts": 2,
+        "api_backoff_seconds": 0.2,
+        "api_timeout_seconds": 5,
+        "backup_timeout_seconds": 120,
+        "restore_timeout_seconds": 120,
+        "lease": {"site": home, "duration_seconds": 6, "renew_seconds": 2},
+        "tiers": {"gold": {"rpo_seconds": 86400, "rto_seconds": 600}},
+        "schedules": [
+            {"name": "nightly", "tier": "gold", "namespaces": [shop], "cron": top.backup_cron}
         ],
+        "drills": [
+            {
+                "site": home,
+                "namespace": shop,
+                "tier": "gold",
+                "target_site": top.sites[-1],
+                "cron": top.drill_cron,
+            }
+        ],
+        "placement": {
+            "enabled": True,
+            "interval_seconds": 2,
+            "failover_after": 2,
+            "failback_cooldown_seconds": 20,
+            "karmada": {
+                "kubeconfig": str(top.karmada_kubeconfig),
+                "context": top.karmada_context,
+            },
+            "services": [service(shop, tier="gold"), service(inference, mode="spread")],
+            "queries": queries,
+        },
     }
+
+
+def multi_site(top: Topology) -> dict[str, Any]:
+    """The site file of ``gotthard sandbox up --sites``: every site, its roles, the DR
+    daemons' placement, the global view; ``site`` is the first site."""
+    first = top.sites[0]
+    document = {
+        "site": first,
+        "cluster": first,
+        "sites": _site_model(top),
+        "exporter": {"collectors": ["slurm"], "slurm": {"poll_interval_seconds": 2.0}},
+        "runbooks": {"mode": top.runbooks_mode},
+        "dr": _dr(top),
+        "deploy": {
+            "prometheus": {
+                "targets": {site: _targets(top, site) for site in top.sites},
+                "apiserver": {"scheme": "http", "scrape_interval": APISERVER_INTERVAL},
+            },
+            "federation": {"listen": f"127.0.0.1:{top.ports['global']}"},
+            "alertmanager": {
+                # alerts of no known site go to the first site's webhook
+                "webhook_url": f"{top.url(first, RUNBOOKS.name)}/alerts",
+                "ports": {site: top.port(site, "alertmanager") for site in top.sites},
+                "cluster_ports": {
+                    site: top.port(site, "alertmanager-cluster") for site in top.sites
+                },
+            },
+        },
+    }
+    return merge(merge(tuning(top.webhook_token), document), top.settings)
+
+
+def ensure_token(path: Path) -> None:
+    """The bearer token Alertmanager sends to the webhooks: made once, private."""
+    if not path.exists():
+        write_private(path, secrets.token_hex(16) + "\n")
+
+
+def write_site_file(path: Path, document: Mapping[str, Any]) -> None:
+    """The sandbox's site file: what ``deploy render`` reads, regenerated on every ``up``."""
+    header = (
+        "# Written by `gotthard sandbox up`: this machine's site model, regenerated on every\n"
+        "# `up`; `gotthard deploy render --target local` renders what the sandbox starts.\n"
+    )
+    path.write_text(header + dump_toml(document), encoding="utf-8")
 
 
 # --------------------------------------------------------------------------- clusters

@@ -261,7 +261,8 @@ def test_bad_target_and_unwritable_directory_are_one_line_exit_2(tmp_path: Path)
     result = gotthard("deploy", "render", "--target", "helm", "--out", str(out))
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "gotthard deploy: unknown target 'helm'; known: kubernetes, systemd, prometheus, thanos"
+        "gotthard deploy: unknown target 'helm';"
+        " known: kubernetes, systemd, prometheus, thanos, local"
     ]
     assert not out.exists()
     blocked = tmp_path / "file"

@@ -1,5 +1,6 @@
-"""``gotthard deploy render --target prometheus``: per role and cluster, labelled from the
-site model, accepted by ``promtool check config`` inside a full Prometheus config."""
+"""``gotthard deploy render --target prometheus``: scrape jobs per role and cluster,
+labelled from the site model (the DR daemon's keeping the site it exports), and each
+Prometheus' complete configuration, accepted by ``promtool check config``."""
 
 from __future__ import annotations
 
@@ -48,3 +49,43 @@ def test_promtool_accepts_them_in_a_full_config(jobs: list[dict], tmp_path: Path
     # the check can fail: a duplicate job name is refused
     config["scrape_configs"].append(jobs[0])
     assert promtool_check_config(config, path)[0] != 0
+
+
+def test_the_dr_jobs_keep_the_site_label_the_daemon_exports(jobs: list[dict]) -> None:
+    """The DR daemon's series name the site they describe; without honor_labels that site
+    would become ``exported_site`` and every DR alert would name the scraping site."""
+    kube_clusters = [
+        {"source_labels": ["site"], "regex": site, "target_label": "cluster", "replacement": kube}
+        for site, kube in (("zurich", "alps-k8s"), ("lugano", "lugano-k8s"))
+    ]
+    for site, cluster in SITE_CLUSTERS:
+        (dr,) = [j for j in jobs if j["job_name"] == f"gotthard-dr-{site}-{cluster}"]
+        assert dr["honor_labels"] is True
+        assert dr["metric_relabel_configs"] == kube_clusters
+    others = [j for j in jobs if not j["job_name"].startswith("gotthard-dr-")]
+    assert not any(j.get("honor_labels") for j in others)
+
+
+def test_each_prometheus_gets_a_complete_configuration(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    out = render("prometheus", tmp_path_factory.mktemp("prometheus-full"))
+    # only Zurich names a Prometheus in the test site
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["rules", "zurich"]
+    config = yaml.safe_load((out / "zurich" / "prometheus.yml").read_text())
+    assert config["global"]["external_labels"] == {"site": "zurich"}
+    assert config["rule_files"] == [
+        "/etc/prometheus/rules/gotthard/recording.rules.yml",
+        "/etc/prometheus/rules/gotthard/alerts.rules.yml",
+    ]
+    alerting = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert alerting == ["prometheus.zurich.example:9093"]
+    assert {j["job_name"] for j in config["scrape_configs"]} == {
+        f"gotthard-{role.name}-zurich-{cluster}"
+        for role in SCRAPED
+        for cluster in ("alps", "alps-k8s")
+    }
+    # as installed: the rule files where rules_dir says
+    config["rule_files"] = [str(out / "rules" / Path(f).name) for f in config["rule_files"]]
+    code, output = promtool_check_config(config, tmp_path / "prometheus.yml")
+    assert code == 0, output

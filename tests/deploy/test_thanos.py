@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from gotthard.deploy.settings import ThanosDeploy
 from gotthard.sandbox import free_ports
 from tests.deploy.rendering import SITE, manifests, promtool_check_config, render
 from tests.deploy.test_kubernetes import KUBERNETES_VERSION
@@ -53,7 +51,7 @@ prometheus_url = "http://prometheus.lugano.example:9090"
 [sites.lugano.clusters.todi-k8s.kubernetes]
 kubeconfig = "/etc/gotthard/lugano.kubeconfig"
 
-[deploy.thanos.alertmanager_hosts]
+[deploy.alertmanager.hosts]
 lugano = ["am-0.lugano.example", "am-1.lugano.example"]
 """
 #: Prometheus name -> its external labels (without the replica).
@@ -207,13 +205,15 @@ def test_plain_prometheus_and_sidecar_flags(out: Path) -> None:
 
 
 def test_alertmanager_peers_span_the_sites(out: Path) -> None:
-    peers = _args(out / "plain" / "prometheus-alertmanager.default")
-    assert peers == [
-        "--cluster.listen-address=0.0.0.0:9094",
-        "--cluster.peer=prometheus.zurich.example:9094",
-        "--cluster.peer=am-0.lugano.example:9094",
-        "--cluster.peer=am-1.lugano.example:9094",
-    ]
+    for site in ("zurich", "lugano"):
+        assert _args(out / "plain" / f"prometheus-alertmanager-{site}.default") == [
+            "--cluster.listen-address=0.0.0.0:9094",
+            "--cluster.peer=prometheus.zurich.example:9094",
+            "--cluster.peer=am-0.lugano.example:9094",
+            "--cluster.peer=am-1.lugano.example:9094",
+            "--cluster.gossip-interval=200ms",
+            "--cluster.pushpull-interval=1m",
+        ]
     # the operator peers its own replicas: each site's resource adds the other site's
     zurich = load_yaml(out / "patches" / "alertmanager-zurich.yaml")["spec"]["additionalPeers"]
     lugano = load_yaml(out / "patches" / "alertmanager-lugano.yaml")["spec"]["additionalPeers"]
@@ -242,15 +242,16 @@ def test_two_real_alertmanagers_form_one_cluster_from_the_rendered_peers(
     cluster_port, *web = free_ports(3)
     site = TWO_SITES.replace(
         'lugano = ["am-0.lugano.example", "am-1.lugano.example"]',
-        f'zurich = ["127.0.0.1"]\nlugano = ["127.0.0.2"]\n\n[deploy.thanos]\n'
-        f"alertmanager_cluster_port = {cluster_port}",
+        f'zurich = ["127.0.0.1"]\nlugano = ["127.0.0.2"]\n\n[deploy.alertmanager]\n'
+        f"cluster_port = {cluster_port}",
     )
     rendered = render("thanos", tmp_path / "out", _site_file(tmp_path, site))
-    args = _args(rendered / "plain" / "prometheus-alertmanager.default")
     config = tmp_path / "alertmanager.yml"
     config.write_text("route: {receiver: none}\nreceivers: [{name: none}]\n")
     urls = []
-    for host, port in zip(("127.0.0.1", "127.0.0.2"), web, strict=True):
+    hosts = {"zurich": "127.0.0.1", "lugano": "127.0.0.2"}
+    for (name, host), port in zip(hosts.items(), web, strict=True):
+        args = _args(rendered / "plain" / f"prometheus-alertmanager-{name}.default")
         own = [
             f"--cluster.listen-address={host}:{cluster_port}" if a.startswith("--cluster.listen-")
             else a
@@ -309,13 +310,13 @@ def test_two_prometheus_on_one_host_need_explicit_endpoints(tmp_path: Path) -> N
     ("table", "message"),
     [
         ('[deploy.thanos.endpoints]\nbern = ["x:1"]', "deploy.thanos.endpoints: no Prometheus"),
-        ('[deploy.thanos.alertmanager_hosts]\nbern = ["x"]', "bern is not a site"),
+        ('[deploy.alertmanager.hosts]\nbern = ["x"]', "bern is not a site"),
     ],
 )
 def test_overrides_must_name_what_the_site_model_has(
     tmp_path: Path, table: str, message: str
 ) -> None:
-    text = TWO_SITES.split("[deploy.thanos.alertmanager_hosts]")[0] + table + "\n"
+    text = TWO_SITES.split("[deploy.alertmanager.hosts]")[0] + table + "\n"
     result = gotthard(
         "--config", str(_site_file(tmp_path, text)),
         "deploy", "render", "--target", "thanos", "--out", str(tmp_path / "out"),
@@ -323,12 +324,6 @@ def test_overrides_must_name_what_the_site_model_has(
     assert result.returncode == 2
     assert message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-
-
-def test_the_example_site_file_lists_every_thanos_key_with_its_default() -> None:
-    raw = tomllib.loads((ROOT / "docs" / "site.example.toml").read_text())["deploy"]["thanos"]
-    assert set(raw) == set(ThanosDeploy.model_fields)
-    assert ThanosDeploy.model_validate(raw) == ThanosDeploy()
 
 
 def test_multisite_md_lists_exactly_the_rendered_files(out: Path) -> None:

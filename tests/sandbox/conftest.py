@@ -1,12 +1,13 @@
 """``two_sites``: one two-site sandbox (Zurich + Lugano) for the whole session.
 
 Started once with the runbook webhooks in enforce mode, and with every source the
-dashboards need, as the live dashboard test has them (tests/monitoring): the real
-exporter of each site also runs the ``gpu`` collector on the FAKE NVML library (jobs 1 and
-2 on the GPUs) and the ``textfile`` collector on the files ``gotthard policy eval`` and
-``gotthard audit kube-bench`` write; real Slingshot and Lustre exporters on the fixture
-trees are extra scrape targets of both sites; each site's Slurm runs jobs 1 and 2, has one
-pending job and a reservation; the DR daemon backs up and drills every minute.
+dashboards need, as the live dashboard test has them (tests/monitoring), all of it set in
+the sandbox's site file: each site also runs the node exporter role (``gpu`` collector) on
+the FAKE NVML library (jobs 1 and 2 on the GPUs); real Slingshot, Lustre and ``textfile``
+exporters on the fixture trees and on the files ``gotthard policy eval`` and ``gotthard
+audit kube-bench`` write are extra scrape targets of both sites; each site's Slurm runs
+jobs 1 and 2, has one pending job and a reservation; the DR daemon backs up and drills
+every minute.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gotthard.deploy.roles import NODE_EXPORTER
 from gotthard.sandbox import SandboxError, free_ports
 from gotthard.sandbox.sites import MultiSiteSandbox, SiteSandbox
+from gotthard.sandbox.sites_config import SITE_ROLES
 from tests.monitoring.live_sources import LiveTrees, write_security_textfiles
 from tests.monitoring.test_dashboards import exporter_argv, fake_gpu_node
 from tests.support.monitoring import Processes
@@ -38,15 +42,11 @@ class DashboardSources:
         self.exporter_env = {k: v for k, v in env.items() if os.environ.get(k) != v}
         textfiles = root / "textfile"
         write_security_textfiles(textfiles)
-        self.exporter_toml = (
-            'collectors = ["slurm", "gpu", "textfile"]\n'
-            f'path_procfs = "{procfs}"\n'
-            "[exporter.textfile]\n"
-            f'directory = "{textfiles}"\n'
-            "[exporter.gpu]\n"
-            "poll_interval_seconds = 1\n"
-            f'kubelet_socket = "{root / "no-kubelet.sock"}"\n'
-        )
+        #: the node exporter's settings (site file), on the fake GPU node
+        self.exporter = {
+            "path_procfs": str(procfs),
+            "gpu": {"poll_interval_seconds": 1.0, "kubelet_socket": str(root / "no-kubelet")},
+        }
         self.trees = LiveTrees(root / "nodes")
         self.trees.build()
         names = ("compute-node", "lustre-oss", "lustre-mds")
@@ -56,9 +56,10 @@ class DashboardSources:
         argvs = {
             "compute-node": exporter_argv(
                 ports["compute-node"],
-                "--collectors=slingshot,lustre",
+                "--collectors=slingshot,lustre,textfile",
                 f"--path.sysfs={compute / 'sys'}",
                 f"--path.procfs={compute / 'proc'}",
+                f"--textfile.directory={textfiles}",
             ),
             **{
                 f"lustre-{server}": exporter_argv(
@@ -74,8 +75,13 @@ class DashboardSources:
         self.trees.start()
         for name, argv in argvs.items():
             procs.start(name, argv, plain_env)
-        #: job -> target, scraped by every site's Prometheus with that site's labels
-        self.targets = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+        #: job -> targets, scraped by every site's Prometheus with that site's labels
+        self.targets = {name: [f"127.0.0.1:{port}"] for name, port in ports.items()}
+
+    def settings(self, sites: tuple[str, ...]) -> dict[str, Any]:
+        """The site file's tuning for them (each sandbox site has one cluster, its name)."""
+        extra = dict.fromkeys(sites, self.targets)
+        return {"exporter": self.exporter, "deploy": {"prometheus": {"extra_targets": extra}}}
 
     def stop(self) -> None:
         self.trees.stop()
@@ -115,9 +121,9 @@ def two_sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiSiteSan
         sandbox = MultiSiteSandbox.with_free_ports(
             root / "sandbox",
             SITES,
-            exporter_toml=dict.fromkeys(SITES, sources.exporter_toml),
+            roles=(*SITE_ROLES, NODE_EXPORTER.name),
+            settings=sources.settings(SITES),
             exporter_env=dict.fromkeys(SITES, sources.exporter_env),
-            extra_targets=dict.fromkeys(SITES, sources.targets),
             backup_cron=EVERY_MINUTE,
             drill_cron=EVERY_MINUTE,
             on_slurm_up=seed_slurm,

@@ -105,7 +105,8 @@ def test_a_kubeconfig_in_the_site_file_makes_lugano_a_real_cluster(
                 }
                 for site in SITES
             }
-            assert "apiserver" in jobs["zurich"] and "apiserver" not in jobs["lugano"]
+            assert "apiserver-zurich-zurich" in jobs["zurich"]
+            assert not any(job.startswith("apiserver") for job in jobs["lugano"])
             # the placed applications were created on the real cluster
             with real.api() as api:
                 client.CoreV1Api(api).read_namespace("shop")

@@ -1,18 +1,22 @@
 """The two-site sandbox as a user sees it: up in a minute, every process listed with its
-site and URL, a Slurm cluster per site behind its env.sh, a global view the dashboards
-pass on, Alertmanagers that notify once, webhooks that act only on their own cluster, and
-a ``down`` that stops exactly what ``up`` started, also after ``up`` was killed."""
+site and URL, a Slurm cluster per site behind its env.sh, exactly the files and command
+lines ``gotthard deploy render`` writes for its site file, DR series that keep the site
+they name, a global view the dashboards pass on, Alertmanagers that notify once, webhooks
+that act only on their own cluster, and a ``down`` that stops exactly what ``up`` started,
+also after ``up`` was killed."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.dashboards import check as live
 from gotthard.sandbox.processes import process_start_time
 from gotthard.sandbox.sites import MultiSiteSandbox
+from tests.support.cli import gotthard
 from tests.support.monitoring import get_json, instant
 from tests.support.wait import wait_until
 
@@ -34,14 +39,32 @@ PER_SITE_KINDS = {
     "munged",
     "slurmctld",
     "slurmd",
-    "exporter",
+    "slurm-exporter",
+    "node-exporter",
     "kube-api (emulated)",
     "prometheus",
     "alertmanager",
-    "runbook-webhook",
-    "dr-daemon",
+    "runbooks",
+    "dr",
 }
-SHARED_KINDS = {"karmada-api (emulated)", "velero (simulated)", "prometheus (global view)"}
+SHARED_KINDS = {"karmada-api (emulated)", "velero (simulated)", "global-prometheus"}
+#: What each site's Prometheus scrapes: job label -> what it is.
+JOBS = {
+    "gotthard-slurm-exporter-{site}-{site}": "the Slurm exporter",
+    "gotthard-dr-{site}-{site}": "the DR replica",
+    "apiserver": "the emulated Kubernetes API server",
+}
+#: The files the sandbox runs that `deploy render --target local` writes.
+RENDERED = (
+    "zurich/prometheus.yml",
+    "lugano/prometheus.yml",
+    "global/prometheus.yml",
+    "alertmanager.yml",
+    "rules/alerts.rules.yml",
+    "zurich/zurich/gotthard.toml",
+    "lugano/lugano/gotthard.toml",
+    "processes.json",
+)
 
 
 def say(what: str) -> None:
@@ -147,7 +170,7 @@ def test_status_json_lists_every_process_with_site_and_url(
         assert {r["kind"] for r in rows if r["site"] == site} == PER_SITE_KINDS, site
     assert {r["kind"] for r in rows if r["site"] == ""} == SHARED_KINDS
     urls = {r["kind"]: r["url"] for r in rows if not r["site"]}
-    assert urls["prometheus (global view)"] == two_sites.global_url
+    assert urls["global-prometheus"] == two_sites.global_url
     assert urls["karmada-api (emulated)"] == two_sites.karmada_url
     by_site = {(r["site"], r["kind"]): r["url"] for r in rows}
     assert by_site[("lugano", "prometheus")] == two_sites.prometheus_url("lugano")
@@ -156,6 +179,27 @@ def test_status_json_lists_every_process_with_site_and_url(
     assert cli("sandbox", "status", "--dir", str(two_sites.directory)) == 0
     table = capsys.readouterr().out
     assert "velero (simulated)" in table and f"global view: {two_sites.global_url}" in table
+
+
+def test_the_sandbox_runs_what_deploy_render_writes_for_its_site_file(
+    two_sites: MultiSiteSandbox, tmp_path: Path
+) -> None:
+    out = tmp_path / "rendered"
+    result = gotthard(
+        "--config", str(two_sites.site_file), "deploy", "render", "--target", "local",
+        "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for name in RENDERED:  # the same files, paths aside
+        rendered = (out / name).read_text().replace(str(out), str(two_sites.directory))
+        assert rendered == (two_sites.directory / name).read_text(), name
+    # and every rendered process runs with the rendered command line
+    listed = json.loads((two_sites.directory / "processes.json").read_text())["processes"]
+    pids = {row["name"].split("/")[-1]: row["pid"] for row in two_sites.status()}
+    for process in listed:
+        running = Path(f"/proc/{pids[process['name']]}/cmdline").read_bytes().split(b"\0")[:-1]
+        assert [arg.decode() for arg in running[1:]] == process["argv"][1:], process["name"]
+        assert Path(running[0].decode()).name == Path(process["argv"][0]).name
 
 
 def test_each_env_sh_points_at_its_own_cluster(two_sites: MultiSiteSandbox) -> None:
@@ -184,20 +228,40 @@ def test_each_site_prometheus_labels_its_data_and_the_global_view_has_both(
         assert f"site: {site}" in config["data"]["yaml"]
         targets = get_json(f"{two_sites.prometheus_url(site)}/api/v1/targets")["data"]
         jobs = {t["labels"]["job"] for t in targets["activeTargets"]}
-        assert {"gotthard", "apiserver", "gotthard-dr"} <= jobs
+        assert {job.format(site=site) for job in JOBS} <= jobs
         managers = get_json(f"{two_sites.prometheus_url(site)}/api/v1/alertmanagers")["data"]
         assert len(managers["activeAlertmanagers"]) == len(SITES)
 
     def scraped() -> set[tuple[str, str]]:
-        found = instant(two_sites.global_url, 'up{job=~"gotthard|apiserver|gotthard-dr"} == 1')
+        found = instant(two_sites.global_url, 'up{job=~"gotthard-.*|apiserver"} == 1')
         return {(s["metric"]["site"], s["metric"]["job"]) for s in found}
 
-    want = {(site, job) for site in SITES for job in ("gotthard", "apiserver", "gotthard-dr")}
+    want = {(site, job.format(site=site)) for site in SITES for job in JOBS}
     wait_until(lambda: scraped() >= want, 30, lambda: f"global view has {scraped()}")
     clusters = instant(two_sites.global_url, "slurm_up")
     assert {(s["metric"]["site"], s["metric"]["cluster"]) for s in clusters} == {
         (site, site) for site in SITES
     }
+
+
+def label_values(prometheus: str, query: str, label: str) -> set[str]:
+    return {series["metric"][label] for series in instant(prometheus, query)}
+
+
+def test_a_dr_series_keeps_the_site_the_daemon_exports(two_sites: MultiSiteSandbox) -> None:
+    """Each DR replica exports series of both sites; the site Prometheus that scrapes it
+    keeps their ``site`` (no ``exported_site``), and labels only the series that name no
+    site with its own."""
+    for site in SITES:
+        prometheus = two_sites.prometheus_url(site)
+        with urllib.request.urlopen(f"{two_sites.dr_url(site)}/metrics", timeout=5) as answer:
+            exposition = answer.read().decode()
+        exported = set(re.findall(r'[{,]site="([^"]+)"', exposition))
+        assert exported == set(SITES), exported
+        query = f'group by (site) ({{instance="127.0.0.1:{two_sites.port(site, "dr")}"}})'
+        seen = partial(label_values, prometheus, query, "site")
+        wait_until(lambda seen=seen: seen() == set(SITES), 30, lambda seen=seen: str(seen()))
+        assert instant(prometheus, 'group by (exported_site) ({exported_site!=""})') == []
 
 
 # --------------------------------------------------------------------------- alerts, webhooks
