@@ -22,8 +22,8 @@ Modules: :mod:`.processes` (generic process bookkeeping), :mod:`.layout` (paths,
 URLs), :mod:`.slurm` (munge and Slurm), :mod:`.monitoring` (exporter, Prometheus,
 Alertmanager, runbook webhook), :mod:`.core` (:class:`Sandbox`), :mod:`.sites`
 (:class:`~.sites.MultiSiteSandbox`) with :mod:`.sites_config` (its configuration files),
-:mod:`.kubeapi` (the emulated API server), :mod:`.velero_sim` (the simulated Velero) and
-:mod:`.cli`.
+:mod:`.doubles` (which test doubles it runs: the emulated API servers and the simulated
+Velero of the ``gotthard-testing`` distribution, not of this one) and :mod:`.cli`.
 """
 
 from __future__ import annotations

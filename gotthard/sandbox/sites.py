@@ -18,8 +18,9 @@
 exactly what ``up`` started, also after ``up`` died halfway. Each site has its own
 ``env.sh`` (SLURM_CONF, PATH, GOTTHARD_CONFIG, KUBECONFIG).
 
-The emulated API servers (:mod:`gotthard.sandbox.kubeapi`) and the simulated Velero
-(:mod:`gotthard.sandbox.velero_sim`) are NOT Kubernetes and NOT Velero; ``status`` says so.
+The emulated API servers and the simulated Velero with the clusters' simulated Deployment
+controller (:mod:`gotthard.sandbox.doubles`: the ``gotthard-testing`` distribution) are NOT
+Kubernetes and NOT Velero; ``status`` says so.
 With ``external`` (a site file's kubeconfigs, :mod:`gotthard.sandbox.external`) a site's
 Kubernetes or the Karmada API is a real one: no emulated API server (nor simulated Velero)
 runs for it, everything of the sandbox points at it, and ``down`` never touches it.
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gotthard.sandbox import monitoring, sites_config
+from gotthard.sandbox import doubles, monitoring, sites_config
 from gotthard.sandbox import processes as procs
 from gotthard.sandbox.core import Sandbox, check_ports, printer
 from gotthard.sandbox.external import ExternalClusters
@@ -62,6 +63,8 @@ MANIFEST = "sites.json"
 RUNBOOKS_MODES = ("dry-run", "enforce")
 #: The ``state`` in ``status`` of an API the sandbox does not run (a site file's).
 EXTERNAL = "external"
+#: The ``kind`` in ``status`` of the simulated Velero and Deployment controller process.
+VELERO_KIND = "velero, deployments (simulated)"
 
 
 def all_running(rows: Sequence[Mapping[str, Any]]) -> bool:
@@ -509,7 +512,7 @@ class MultiSiteSandbox:
             if self.external.karmada if kind == "karmada" else self.external.sites.get(site):
                 continue  # a real API from the site file: nothing to start
             name = site or "karmada"
-            argv = [python, "-m", "gotthard.sandbox.kubeapi", "--listen", f"127.0.0.1:{port}"]
+            argv = [python, "-m", doubles.KUBEAPI, "--listen", f"127.0.0.1:{port}"]
             argv += ["--kind", kind, "--name", name, "--kubeconfig", str(kubeconfig)]
             url = local_url(port)
             label = "karmada-api" if kind == "karmada" else "kube-api"
@@ -579,13 +582,13 @@ class MultiSiteSandbox:
             )
         # a real cluster runs its own Velero: the simulated one only serves emulated clusters
         emulated = [site for site in self.sites if site not in self.external.sites]
-        argv = [sys.executable, "-m", "gotthard.sandbox.velero_sim"]
+        argv = [sys.executable, "-m", doubles.VELERO_SIM]
         for site in emulated:
             argv += ["--cluster", f"{site}={self.kubeconfig(site)}"]
         argv += ["--object-store", str(self.object_store)]
         store = f"file://{self.object_store}"
         if emulated:
-            services.append(Service("velero", "", "velero (simulated)", argv, "", store))
+            services.append(Service("velero", "", VELERO_KIND, argv, "", store))
         for site in self.sites:
             url = self.dr_url(site)
             argv = self._gotthard(site, "dr", "daemon")

@@ -22,7 +22,7 @@ from gotthard.cli import main
 from gotthard.monitoring import check as live
 from gotthard.monitoring import grafana
 from gotthard.sandbox.processes import process_start_time
-from gotthard.sandbox.sites import MultiSiteSandbox
+from gotthard.sandbox.sites import VELERO_KIND, MultiSiteSandbox
 from tests.support.monitoring import get_json, instant
 from tests.support.wait import wait_until
 
@@ -40,7 +40,7 @@ PER_SITE_KINDS = {
     "runbook-webhook",
     "dr-daemon",
 }
-SHARED_KINDS = {"karmada-api (emulated)", "velero (simulated)", "prometheus (global view)"}
+SHARED_KINDS = {"karmada-api (emulated)", VELERO_KIND, "prometheus (global view)"}
 
 
 def say(what: str) -> None:
@@ -154,7 +154,7 @@ def test_status_json_lists_every_process_with_site_and_url(
     # the table says the same in words
     assert cli("sandbox", "status", "--dir", str(two_sites.directory)) == 0
     table = capsys.readouterr().out
-    assert "velero (simulated)" in table and f"global view: {two_sites.global_url}" in table
+    assert VELERO_KIND in table and f"global view: {two_sites.global_url}" in table
 
 
 def test_each_env_sh_points_at_its_own_cluster(two_sites: MultiSiteSandbox) -> None:
