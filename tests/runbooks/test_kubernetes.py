@@ -1,4 +1,4 @@
-"""Kubernetes and DR actions against kmock 0.8's in-memory Kubernetes API over real HTTP,
+"""Kubernetes and DR actions against the emulated Kubernetes API (gotthard_testing) over real HTTP,
 driven through the webhook in enforce mode."""
 
 from __future__ import annotations
