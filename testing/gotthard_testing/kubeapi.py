@@ -183,7 +183,7 @@ def timestamp() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-_WRITES = frozenset({"POST", "PUT", "PATCH"})
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: The path of the health switch (not a Kubernetes path: no API group starts with ``_``).
 HEALTH_SWITCH = "/_emulator/health"
 _HEALTH_PATHS = frozenset({HEALTH_SWITCH, "/livez", "/readyz", "/metrics"})
@@ -280,8 +280,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
             _fail(*rejection(resource, name, causes, builtin))
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
-        """Writes: checked, prepared and applied under one lock (kmock's own only stores
-        a create, and serves deletes)."""
+        """Writes, under one lock: creates checked and prepared here, then stored by
+        kmock; updates done here; deletes kmock's."""
         method = str(request.method.value)
         if request.resource is None or method not in _WRITES:
             return await super()._handle(request)
@@ -293,6 +293,8 @@ class KubeEmulator(kmock.KubernetesEmulator):
         ):
             _fail(404, "NotFound", "the server could not find the requested resource")
         async with self._writes:
+            if method == "DELETE":
+                return await super()._handle(request)
             if method == "POST" and request.name is None:
                 self._prepare_create(request, resource)
                 return await super()._handle(request)

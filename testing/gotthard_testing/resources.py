@@ -19,7 +19,8 @@ the wrong type in a built-in kind is a 400 ``BadRequest`` instead (the server ca
 decode it). Unknown fields are accepted, as with the server's default field validation
 (``Warn``), but kept rather than dropped; with ``?fieldValidation=Strict`` they are a 400
 ``BadRequest`` (``strict decoding error: unknown field ...``). ``null`` values are dropped
-before validation, as the server prunes them.
+before validation (the server drops them too, except where a CRD's schema says
+``nullable``).
 
 **Status**, per kind, as kube-apiserver's registry strategies handle it
 (kubernetes/kubernetes ``pkg/registry/<group>/<resource>/strategy.go``: ``PrepareForCreate``
