@@ -93,8 +93,9 @@ def _guarded(action: Action) -> Callable[[argparse.Namespace, Config], int]:
                     return 2
                 multi = MultiSiteSandbox(args.dir, sites, external=external)
                 emulated = set(sites) - set(multi.external.sites) or not multi.external.karmada
-                if emulated and doubles.missing():
-                    print(f"error: {doubles.missing()}", file=sys.stderr)
+                missing = doubles.missing() if emulated else ""
+                if missing:  # the emulated APIs and the simulated Velero are not installed
+                    print(f"error: {missing}", file=sys.stderr)
                     return 2
                 return _up_sites(multi, args)
             multi = MultiSiteSandbox.load(args.dir)

@@ -72,7 +72,7 @@ import yaml
 from kmock._internal.dicts import patch_dict  # kmock is pinned: its own patch semantics
 from kubernetes import client
 
-from gotthard.sandbox.processes import write_private
+from gotthard.files import write_private_atomically
 from gotthard_testing.resources import (
     CONFIGMAPS,
     CRD_DIR,
@@ -544,7 +544,7 @@ def write_kubeconfig(
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "current-context": name,
     }
-    write_private(path, yaml.safe_dump(doc))
+    write_private_atomically(path, yaml.safe_dump(doc))
     return path
 
 

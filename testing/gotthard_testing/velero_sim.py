@@ -348,6 +348,7 @@ class SimulatedVelero:
         self.interval = interval
         self.outcome: Callable[[str, str], str] = lambda kind, name: "Completed"
         self._hooks: dict[tuple[str, str], list[Obj]] = {}
+        self._last_error = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -367,13 +368,29 @@ class SimulatedVelero:
     def _loop(self) -> None:
         synced = False
         while not self._stop.wait(self.interval):
-            with contextlib.suppress(Exception):  # injected faults: try again next tick
+            try:  # an API that fails (an injected fault): try again next tick
                 if not synced:  # the store's backups, once every API answers
                     self.sync()
                     synced = True
                 self.tick()
-            with contextlib.suppress(Exception):
+            except Exception as err:
+                self._report(err)
+            try:
                 self.deployments.tick()
+            except Exception as err:
+                self._report(err)
+
+    def _report(self, err: Exception) -> None:
+        """Say on stderr why a tick failed, once until the reason changes (a process's
+        log shows it; a fault injected by a test repeats)."""
+        why = f"{type(err).__name__}: {err}".splitlines()[0]
+        if isinstance(err, client.ApiException):
+            with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+                why = f"HTTP {err.status}: {json.loads(err.body)['message']}"
+        line = f"simulated Velero: tick failed: {why}"
+        if line != self._last_error:
+            self._last_error = line
+            print(line, file=sys.stderr, flush=True)
 
     def sync(self) -> None:
         """Create every stored backup in the clusters that lack it (backup sync); with a
