@@ -6,12 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: sandbox sandbox-down test lint generate bench system-deps venv image clean
 
-$(STAMP): pyproject.toml
+# the product with every role and the test tools, and the test doubles (testing/: the
+# emulated Kubernetes API and the simulated Velero, a distribution of their own)
+$(STAMP): pyproject.toml testing/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# the distribution was once named "gotthard" (an unrelated project's name on PyPI)
 	$(BIN)/python -m pip uninstall --quiet --yes gotthard 2>/dev/null || true
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test]' -e ./testing
 	touch $@
 
 venv: $(STAMP)

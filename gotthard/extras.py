@@ -35,9 +35,6 @@ MODULES: dict[str, str] = {
     "attr": "attrs",
     "pyslurm": "pyslurm",
     "psycopg": "psycopg",
-    "kmock": "kmock",
-    "aiohttp": "aiohttp",
-    "attrs": "attrs",
 }
 
 #: Extra -> the optional distributions it installs, most specific extra first: a hint
@@ -53,7 +50,6 @@ EXTRAS: dict[str, frozenset[str]] = {
     "runbooks": frozenset({"kubernetes"}),
     "pyslurm": frozenset({"pyslurm"}),
     "postgres": frozenset({"psycopg"}),
-    "sandbox": frozenset({"kmock", "aiohttp", "attrs", "kubernetes"}),
 }
 
 

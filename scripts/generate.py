@@ -33,23 +33,6 @@ from gotthard.exporters import families  # noqa: E402
 from gotthard.monitoring import rules, runbook_pages, thresholds_cli  # noqa: E402
 
 RUNBOOKS = "docs/runbooks"
-#: The CustomResourceDefinitions the emulated API servers serve (package data).
-CRDS = "gotthard/sandbox/crds"
-#: Fixture copy -> the package file it copies (the tests never read package data by
-#: a path of their own).
-COPIES: Mapping[str, str] = {
-    **{
-        f"tests/fixtures/dr/{name}": f"{CRDS}/{name}"
-        for name in (
-            "policy.karmada.io_propagationpolicies.yaml",
-            "velero.io_backups.yaml",
-            "velero.io_backupstoragelocations.yaml",
-            "velero.io_restores.yaml",
-            "velero.io_schedules.yaml",
-        )
-    },
-    "tests/fixtures/runbooks/velero.io_backups.yaml": f"{CRDS}/velero.io_backups.yaml",
-}
 
 
 class GenerateError(Exception):
@@ -127,8 +110,6 @@ def derived(root: Path = ROOT) -> dict[str, bytes]:
     for page, regions in REGIONS.items():
         text = (root / page).read_text(encoding="utf-8")
         files[page] = fill_regions(page, text, regions).encode()
-    for copy, source in COPIES.items():
-        files[copy] = (root / source).read_bytes()
     return files
 
 

@@ -5,13 +5,17 @@ smoke-runs the image; it is opt-in because it takes minutes):
   no wheel directory and no pip;
 * one image for every role: the entrypoint is ``gotthard``, the command picks the role;
 * a fixed non-root numeric user; the OCI labels; a base that is a build argument with a
-  local default (no registry is reachable on the development machines).
+  local default (no registry is reachable on the development machines);
+* no test double: the image installs the product's wheel with the ``all`` extra, which
+  pulls in none of the test doubles' libraries, and the build script builds wheels from
+  the product's sources only (never testing/) and checks the image for the doubles.
 """
 
 from __future__ import annotations
 
 import re
 import subprocess
+import tomllib
 
 from tests.support.cli import ROOT
 
@@ -63,6 +67,20 @@ def test_oci_labels_and_a_local_default_base() -> None:
     keys = set(re.findall(r"org\.opencontainers\.image\.([a-z.]+)=", label))
     assert {"title", "version", "revision", "created", "licenses", "base.name"} <= keys
     assert ("ARG", "BASE=localhost/gotthard-base:bookworm") in instructions()
+
+
+def test_the_image_installs_no_test_double() -> None:
+    build = dict(stages()[0])
+    assert build["ARG"] == "EXTRAS=all"
+    installs = " ".join(args for word, args in stages()[0] if word == "RUN")
+    assert "gotthard-sre" in installs and "testing" not in installs
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    everything = " ".join(project["optional-dependencies"]["all"])
+    assert "sandbox" not in everything and "kmock" not in everything
+    script = (ROOT / "scripts" / "build-image").read_text(encoding="utf-8")
+    copies = [line for line in script.splitlines() if line.startswith("cp -r ")]
+    assert copies == ['cp -r gotthard pyproject.toml README.md "$WORK/src/"']
+    assert '"gotthard_testing", "kmock", "aiohttp"' in script
 
 
 def test_the_build_script_parses() -> None:

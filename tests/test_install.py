@@ -4,6 +4,9 @@
   hint is computed from) say the same; ``test`` pulls in every role;
 * a command whose optional library is missing says which extra installs it and exits 2,
   with no traceback;
+* the test doubles are another distribution (``testing/``): the product's wheel holds no
+  emulator, simulator, CRD copy or ``gotthard_testing`` module, no extra installs their
+  libraries, and the two-site sandbox says what to install when they are missing;
 * the base wheel alone, in a fresh virtual environment (dependencies from PyPI), is a
   working node exporter: every collector's ``--once`` output equals the development
   install's, a site file with DR schedules still loads, ``gotthard dr`` and
@@ -18,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tomllib
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +32,15 @@ from gotthard import extras
 from tests.fakenvml import fakenvml
 from tests.support.cli import ROOT, gotthard, run, run_in_process
 from tests.support.golden import mask
-from tests.support.install import build_wheel, installed, make_venv, site_packages, tree_mb
+from tests.support.install import (
+    TESTING,
+    TESTING_SOURCES,
+    build_wheel,
+    installed,
+    make_venv,
+    site_packages,
+    tree_mb,
+)
 
 FIXTURES = ROOT / "tests" / "fixtures"
 LUSTRE = FIXTURES / "lustre" / "oss-2.15"
@@ -42,6 +54,8 @@ CONTROL_PLANE = {
     "grafanalib",
     "grpcio",
 }
+#: The libraries only the test doubles use.
+DOUBLES_LIBRARIES = {"kmock", "aiohttp"}
 #: Ceiling for the base install's site-packages (it measured about 17 MB; the full
 #: install is over ten times that).
 BASE_MB_CEILING = 30.0
@@ -99,6 +113,16 @@ def test_all_installs_every_role_and_test_installs_all() -> None:
     assert declared["all"] <= declared["test"]
 
 
+def test_no_extra_installs_the_test_doubles_libraries() -> None:
+    declared = declared_extras()
+    assert "sandbox" not in declared
+    for extra, names in declared.items():
+        assert names & (DOUBLES_LIBRARIES | {"gotthard-testing"}) == set(), extra
+    testing = tomllib.loads((TESTING / "pyproject.toml").read_text(encoding="utf-8"))
+    needs = {_name(r) for r in testing["project"]["dependencies"]}
+    assert DOUBLES_LIBRARIES | {extras.DISTRIBUTION, "kubernetes-validate"} <= needs
+
+
 def test_the_base_install_holds_no_control_plane_library() -> None:
     base = {_name(r) for r in pyproject()["dependencies"]}
     assert base == {"prometheus-client", "nvidia-ml-py", "pydantic", "pyyaml", "bcrypt"}
@@ -124,6 +148,87 @@ def test_the_suggested_extra(module: str, command: str | None, extra: str) -> No
 def test_a_library_that_is_not_optional_gets_no_hint() -> None:
     assert extras.missing_extra(ModuleNotFoundError("x", name="pydantic"), "dr") is None
     assert extras.extra_for("gotthard.nosuch") is None
+
+
+# --- the product's wheel and the test doubles' wheel -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """The files of the product's wheel and of the test doubles' wheel, built from this
+    tree (offline: no build isolation)."""
+    work = tmp_path_factory.mktemp("wheels")
+    product = build_wheel(work / "product")
+    doubles = build_wheel(
+        work / "testing",
+        project=TESTING,
+        sources=TESTING_SOURCES,
+        distribution="gotthard_testing",
+    )
+    return {
+        name: zipfile.ZipFile(path).namelist()
+        for name, path in (("product", product), ("testing", doubles))
+    }
+
+
+def test_the_product_wheel_holds_no_test_double(wheels: dict[str, list[str]]) -> None:
+    files = wheels["product"]
+    assert "gotthard/cli.py" in files and "gotthard/sandbox/doubles.py" in files
+    tops = {name.split("/")[0] for name in files}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"gotthard"}
+    doubles = [
+        name
+        for name in files
+        if "gotthard_testing" in name
+        or name.endswith(("/kubeapi.py", "/velero_sim.py", "/controllers.py"))
+        or "/crds/" in name
+        or re.search(r"(velero\.io|karmada\.io)_.*\.yaml$", name)
+    ]
+    assert doubles == []
+
+
+def test_the_testing_wheel_holds_the_doubles_and_the_crds(wheels: dict[str, list[str]]) -> None:
+    files = set(wheels["testing"])
+    crds = {path.name for path in (TESTING / "gotthard_testing" / "crds").glob("*.yaml")}
+    assert len(crds) == 5
+    expected = {
+        "gotthard_testing/__init__.py",
+        "gotthard_testing/kubeapi.py",
+        "gotthard_testing/velero_sim.py",
+        "gotthard_testing/controllers.py",
+        "gotthard_testing/resources.py",
+        "gotthard_testing/py.typed",
+        *(f"gotthard_testing/crds/{name}" for name in crds),
+    }
+    assert expected <= files
+    assert not any(name.startswith("gotthard/") for name in files)
+
+
+def test_the_crds_are_stored_once_in_the_tree() -> None:
+    """The emulator and the tests read the one copy under testing/."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.yaml"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    crds = [path for path in tracked if re.search(r"(velero|karmada)\.io_[a-z]+\.yaml$", path)]
+    assert sorted(crds) == sorted(
+        f"testing/gotthard_testing/crds/{path.name}"
+        for path in (TESTING / "gotthard_testing" / "crds").glob("*.yaml")
+    )
+
+
+def test_the_sites_sandbox_names_what_to_install_without_the_doubles(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``import gotthard_testing`` fails as where testing/ is not installed: ``sandbox up
+    --sites`` exits 2 with one line naming the install command, before it starts anything."""
+    monkeypatch.setitem(sys.modules, "gotthard_testing", None)
+    directory = tmp_path / "sandbox"
+    code = run_in_process("sandbox", "up", "--sites", "zurich,lugano", "--dir", str(directory))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "pip install -e ./testing" in err and "gotthard-testing" in err
+    assert not directory.exists()
 
 
 # --- the guard in gotthard.cli, in this process ----------------------------------------------

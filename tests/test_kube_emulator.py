@@ -3,14 +3,19 @@
 Each test drives the emulator with the official ``kubernetes`` client, as the code under
 test does, and checks what a real API server answers: 201 on create, 409 AlreadyExists,
 resourceVersion bumped on every write, PUT with optimistic concurrency (409 Conflict),
-label selectors on list, namespace deletion taking its objects along, and Leases. The
+label selectors on list, namespace deletion taking its objects along, and Leases. It is
+strict where a real API server is: an invalid object is a 422 ``Invalid`` naming the
+field (built-in kinds against Kubernetes' OpenAPI schemas, custom resources against
+their CRD's), and ``status`` is written only where the kind lets it be (the ``/status``
+subresource; on create only for Nodes; anywhere for a CRD without the subresource). The
 health switch makes it look down to monitoring while its API keeps answering, and the
-standalone process (``python -m gotthard.sandbox.kubeapi``) serves one as the sandbox does.
+standalone process (``python -m gotthard_testing.kubeapi``) serves one as the sandbox does.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import stat
@@ -19,19 +24,23 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client, config
 
 from gotthard.sandbox import free_ports
 from tests.support.kube import (
+    CRD_DIR,
     DEPLOYMENTS,
     KUBEAPI,
     LEASES,
+    NODES,
     PODS,
     EmulatorThread,
     assert_stops_cleanly,
     assert_usage_error,
+    crd_resources,
     deployment_manifest,
     label_selector,
     pod_manifest,
@@ -159,7 +168,7 @@ def test_namespaces_are_selected_by_label_and_deleting_one_deletes_its_objects(
 
     core.create_namespaced_pod("app", pod_manifest("web"))
     core.create_namespaced_pod("keep", pod_manifest("web", "keep"))
-    deployment = {"metadata": {"name": "d", "namespace": "app"}, "spec": {"replicas": 1}}
+    deployment = deployment_manifest("d", "app")
     custom.create_namespaced_custom_object("apps", "v1", "app", "deployments", deployment)
     core.delete_namespace("app")
     assert core.list_namespaced_pod("app").items == []
@@ -205,6 +214,245 @@ def test_writes_with_an_injected_delay_keep_their_order(k8s: EmulatorThread) -> 
         thread.get(5)
     assert info.value.status == 409
     assert leases.read_namespaced_lease("l", "gotthard").spec.holder_identity == "fast"
+
+
+# -- a strict API server: validation ----------------------------------------------------------
+
+
+def send(url: str, method: str, body: object) -> tuple[int, dict[str, Any]]:
+    """Status and JSON answer of a raw request: the ``kubernetes`` client checks bodies of
+    the built-in kinds itself (pydantic) and would not send an invalid one."""
+    code, text = http(url, method, body)
+    return code, json.loads(text)
+
+
+def causes(body: dict[str, object]) -> list[tuple[str, str]]:
+    """(field, reason) of each cause of a Status."""
+    listed = body["details"]["causes"]  # type: ignore[index]
+    return [(c["field"], c["reason"]) for c in listed]  # type: ignore[union-attr]
+
+
+def without(body: dict[str, Any], field: str) -> dict[str, Any]:
+    """*body* without *field* (``spec.containers[0].name``)."""
+    *path, last = [int(p) if p.isdigit() else p for p in re.split(r"[.\[\]]+", field) if p]
+    inner: Any = body
+    for key in path:
+        inner = inner[key]
+    del inner[last]
+    return body
+
+
+DEPLOYMENTS_PATH = "/apis/apps/v1/namespaces/app/deployments"
+
+
+def test_a_deployment_without_a_pod_template_is_invalid(k8s: EmulatorThread) -> None:
+    apps = client.AppsV1Api(k8s.api())
+    body = without(deployment_manifest("web"), "spec.template")
+    code, status = send(f"{k8s.url}{DEPLOYMENTS_PATH}", "POST", body)
+    assert code == 422 and status["kind"] == "Status" and status["reason"] == "Invalid"
+    assert causes(status) == [("spec.template", "FieldValueRequired")]
+    assert status["message"] == 'Deployment.apps "web" is invalid: spec.template: Required value'
+    assert status["details"]["name"] == "web" and status["details"]["kind"] == "Deployment"
+    assert apps.list_namespaced_deployment("app").items == []
+
+
+def _mismatched_labels(body: dict[str, Any]) -> dict[str, Any]:
+    body["spec"]["template"]["metadata"]["labels"] = {"app": "other"}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("resource", "body", "field", "reason"),
+    [
+        *(
+            (resource, without(manifest("web"), field), field, "FieldValueRequired")
+            for resource, manifest, field in [
+                ("pods", pod_manifest, "spec.containers"),
+                ("pods", pod_manifest, "spec.containers[0].name"),
+                ("pods", pod_manifest, "spec.containers[0].image"),
+                ("pods", pod_manifest, "metadata.name"),
+                ("deployments", deployment_manifest, "spec.selector"),
+            ]
+        ),
+        (
+            "deployments",
+            _mismatched_labels(deployment_manifest("web")),
+            "spec.template.metadata.labels",
+            "FieldValueInvalid",
+        ),
+    ],
+    ids=["no-containers", "no-container-name", "no-image", "no-name", "no-selector", "selector"],
+)
+def test_invalid_built_in_objects_are_refused_naming_the_field(
+    k8s: EmulatorThread, resource: str, body: dict[str, object], field: str, reason: str
+) -> None:
+    path = "/api/v1/namespaces/app/pods" if resource == "pods" else DEPLOYMENTS_PATH
+    code, status = send(f"{k8s.url}{path}", "POST", body)
+    assert (code, status["reason"]) == (422, "Invalid")
+    assert (field, reason) in causes(status)
+    assert f"{field}: " in status["message"]
+
+
+def test_a_value_of_the_wrong_type_in_a_built_in_kind_is_a_bad_request(k8s: EmulatorThread) -> None:
+    body = {"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": "15"}}
+    path = "/apis/coordination.k8s.io/v1/namespaces/gotthard/leases"
+    code, status = send(f"{k8s.url}{path}", "POST", body)
+    assert (code, status["reason"]) == (400, "BadRequest")
+    assert "spec.leaseDurationSeconds" in status["message"]
+
+
+def test_replace_and_patch_are_validated_and_leave_the_object_as_it_was(
+    k8s: EmulatorThread,
+) -> None:
+    apps = client.AppsV1Api(k8s.api())
+    created = apps.create_namespaced_deployment("app", deployment_manifest("web"))
+    patch = {"spec": {"template": None}}
+    code, status = api_error(lambda: apps.patch_namespaced_deployment("web", "app", patch))
+    assert code == 422 and causes(status) == [("spec.template", "FieldValueRequired")]
+    body = without(deployment_manifest("web"), "spec.selector")
+    code, status = send(f"{k8s.url}{DEPLOYMENTS_PATH}/web", "PUT", body)
+    assert code == 422 and ("spec.selector", "FieldValueRequired") in causes(status)
+    read = apps.read_namespaced_deployment("web", "app")
+    assert read.spec.template.spec.containers[0].image == "busybox"
+    assert read.metadata.resource_version == created.metadata.resource_version
+
+
+def test_unknown_fields_are_kept_by_default_and_refused_with_strict_field_validation(
+    k8s: EmulatorThread,
+) -> None:
+    body = pod_manifest("web")
+    body["spec"]["containerz"] = []
+    pods = f"{k8s.url}/api/v1/namespaces/app/pods"
+    code, status = send(f"{pods}?fieldValidation=Strict", "POST", body)
+    assert (code, status["reason"]) == (400, "BadRequest")
+    assert status["message"] == 'strict decoding error: unknown field "spec.containerz"'
+    code, created = send(pods, "POST", body)
+    assert code == 201 and created["spec"]["containerz"] == []
+
+
+@pytest.fixture
+def velero_k8s(kube_emulator: Callable[..., EmulatorThread]) -> EmulatorThread:
+    crds = [
+        CRD_DIR / f"velero.io_{plural}.yaml" for plural in ("backups", "backupstoragelocations")
+    ]
+    return kube_emulator(*crd_resources(*crds))
+
+
+def velero_object(
+    kind: str, name: str, spec: dict[str, object], **more: object
+) -> dict[str, object]:
+    meta = {"name": name, "namespace": "velero"}
+    return {"apiVersion": "velero.io/v1", "kind": kind, "metadata": meta, "spec": spec, **more}
+
+
+@pytest.mark.parametrize(
+    ("plural", "body", "field", "reason"),
+    [
+        (
+            "backups",
+            velero_object("Backup", "b", {"includedNamespaces": "prod"}),
+            "spec.includedNamespaces",
+            "FieldValueTypeInvalid",
+        ),
+        (
+            "backups",
+            velero_object("Backup", "b", {}, status={"phase": "Done"}),
+            "status.phase",
+            "FieldValueNotSupported",
+        ),
+        (
+            "backupstoragelocations",
+            velero_object("BackupStorageLocation", "l", {"objectStorage": {"bucket": "b"}}),
+            "spec.provider",
+            "FieldValueRequired",
+        ),
+    ],
+    ids=["type", "enum", "required"],
+)
+def test_custom_resources_are_validated_against_their_crd(
+    velero_k8s: EmulatorThread, plural: str, body: dict[str, object], field: str, reason: str
+) -> None:
+    custom = client.CustomObjectsApi(velero_k8s.api())
+    code, status = api_error(
+        lambda: custom.create_namespaced_custom_object("velero.io", "v1", "velero", plural, body)
+    )
+    assert (code, status["reason"]) == (422, "Invalid")
+    assert causes(status) == [(field, reason)]
+    assert status["details"]["group"] == "velero.io"
+
+
+# -- a strict API server: status ----------------------------------------------------------------
+
+
+def test_status_given_on_create_or_update_is_dropped_and_only_status_writes_it(
+    k8s: EmulatorThread,
+) -> None:
+    apps, core = client.AppsV1Api(k8s.api()), client.CoreV1Api(k8s.api())
+    body = {**deployment_manifest("web", replicas=2), "status": {"readyReplicas": 2}}
+    created = apps.create_namespaced_deployment("app", body)
+    assert created.status is None or created.status.ready_replicas is None
+    assert created.metadata.generation == 1
+    pod = core.create_namespaced_pod("app", {**pod_manifest("p"), "status": {"phase": "Running"}})
+    assert pod.status.phase == "Pending"  # as podStrategy.PrepareForCreate sets it
+
+    patched = apps.patch_namespaced_deployment(
+        "web", "app", {"spec": {"replicas": 3}, "status": {"readyReplicas": 3}}
+    )
+    assert patched.spec.replicas == 3 and patched.metadata.generation == 2
+    assert patched.status is None or patched.status.ready_replicas is None
+    replaced = apps.read_namespaced_deployment("web", "app")
+    replaced.status = client.V1DeploymentStatus(ready_replicas=3)
+    replaced = apps.replace_namespaced_deployment("web", "app", replaced)
+    assert replaced.status is None or replaced.status.ready_replicas is None
+
+    # /status writes status, and nothing else: the spec stays, generation too
+    change = {"spec": {"replicas": 9}, "status": {"readyReplicas": 3, "replicas": 3}}
+    written = apps.patch_namespaced_deployment_status("web", "app", change)
+    assert written.status.ready_replicas == 3 and written.spec.replicas == 3
+    assert written.metadata.generation == 2
+    assert int(written.metadata.resource_version) > int(replaced.metadata.resource_version)
+    labelled = apps.patch_namespaced_deployment("web", "app", {"metadata": {"labels": {"a": "b"}}})
+    assert labelled.status.ready_replicas == 3 and labelled.metadata.generation == 2
+
+
+def test_a_node_keeps_the_status_it_is_created_with(
+    kube_emulator: Callable[..., EmulatorThread],
+) -> None:
+    core = client.CoreV1Api(kube_emulator(NODES).api())
+    ready = {"conditions": [{"type": "Ready", "status": "True"}]}
+    node = {"metadata": {"name": "nid001"}, "status": ready}
+    assert core.create_node(node).status.conditions[0].status == "True"
+    core.patch_node("nid001", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+    assert core.read_node("nid001").status.conditions[0].status == "True"
+    core.patch_node_status(
+        "nid001", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    )
+    assert core.read_node("nid001").status.conditions[0].status == "False"
+
+
+def test_a_crd_without_the_status_subresource_has_status_as_a_plain_field(
+    velero_k8s: EmulatorThread,
+) -> None:
+    """Velero's CRDs declare no status subresource: create and patch write status, and
+    ``/status`` does not exist."""
+    custom = client.CustomObjectsApi(velero_k8s.api())
+    args = ("velero.io", "v1", "velero", "backups")
+    body = velero_object("Backup", "b", {}, status={"phase": "New"})
+    assert custom.create_namespaced_custom_object(*args, body)["status"] == {"phase": "New"}
+    patched = custom.patch_namespaced_custom_object(*args, "b", {"status": {"phase": "InProgress"}})
+    assert patched["status"] == {"phase": "InProgress"}
+    code, _ = api_error(
+        lambda: custom.patch_namespaced_custom_object_status(*args, "b", {"status": {}})
+    )
+    assert code == 404
+
+
+def test_a_namespace_starts_active_and_needs_a_name(k8s: EmulatorThread) -> None:
+    core = client.CoreV1Api(k8s.api())
+    body = {"metadata": {"name": "app"}, "status": {"phase": "Terminating"}}
+    assert core.create_namespace(body).status.phase == "Active"
+    code, status = api_error(lambda: core.create_namespace({"metadata": {}}))
+    assert code == 422 and causes(status) == [("metadata.name", "FieldValueRequired")]
 
 
 # -- the health switch, /metrics and the standalone process ------------------------------------

@@ -376,9 +376,10 @@ def _ready(obj: Mapping[str, Any], plural: str) -> bool:
     return True
 
 
-def verify(
-    ctx: Context, site: str, scratch: str, checks: list[ResourceCheck], probe: str
+def _check_objects(
+    ctx: Context, site: str, scratch: str, checks: list[ResourceCheck]
 ) -> list[dict[str, Any]]:
+    """One look at the restored objects: enough of each, and ready where required."""
     results: list[dict[str, Any]] = []
     api = ctx.api(site)
     for check in checks:
@@ -392,6 +393,28 @@ def verify(
                 "detail": f"{len(objs)} found (min {check.min_count}), {len(ready)} ready",
             }
         )
+    return results
+
+
+def verify(
+    ctx: Context,
+    site: str,
+    scratch: str,
+    checks: list[ResourceCheck],
+    probe: str,
+    wait_seconds: float = 0.0,
+) -> list[dict[str, Any]]:
+    """The drill's checks of the restored *scratch* namespace at *site*. A restore that
+    Velero reports Completed has created the objects; their controllers still have to
+    make them ready: the object checks are repeated until they all pass or
+    *wait_seconds* have gone by (the last look is the result). Then the HTTP probe."""
+    deadline = ctx.clock() + wait_seconds
+    while True:
+        results = _check_objects(ctx, site, scratch, checks)
+        left = deadline - ctx.clock()
+        if all(r["ok"] for r in results) or left <= 0:
+            break
+        time.sleep(min(ctx.settings.poll_interval_seconds, left))
     if probe:
         url = probe.replace("$namespace", scratch)
         try:
@@ -532,7 +555,14 @@ def run_drill(
             phase.update(ok=restored.usable, detail=f"{report.restore}: {restored.detail}")
         if restored.usable:
             with _phase(ctx, report, "verify") as phase:
-                checks = verify(ctx, target, report.scratch_namespace, spec.checks, spec.http_probe)
+                checks = verify(
+                    ctx,
+                    target,
+                    report.scratch_namespace,
+                    spec.checks,
+                    spec.http_probe,
+                    ctx.settings.restore_timeout_seconds,
+                )
                 report.checks += checks
                 failed = [c["name"] for c in checks if not c["ok"]]
                 passed = [c["name"] for c in checks if c["ok"]]

@@ -23,8 +23,9 @@ a global view (:mod:`.sites`; docs/sandbox.md).
 Modules: :mod:`.processes` (generic process bookkeeping), :mod:`.layout` (paths, ports,
 URLs), :mod:`.slurm` (munge and Slurm), :mod:`.sites_config` (the site file a sandbox
 writes), :mod:`.rendered` (render it, start what was rendered), :mod:`.core`
-(:class:`Sandbox`), :mod:`.sites` (:class:`~.sites.MultiSiteSandbox`), :mod:`.kubeapi`
-(the emulated API server), :mod:`.velero_sim` (the simulated Velero) and :mod:`.cli`.
+(:class:`Sandbox`), :mod:`.sites` (:class:`~.sites.MultiSiteSandbox`), :mod:`.doubles`
+(which test doubles it runs: the emulated API servers and the simulated Velero of the
+``gotthard-testing`` distribution, not of this one) and :mod:`.cli`.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gotthard.config import Config
+from gotthard.sandbox import doubles
 from gotthard.sandbox.core import Sandbox
 from gotthard.sandbox.external import read_site_file
 from gotthard.sandbox.processes import SandboxError
@@ -90,7 +91,13 @@ def _guarded(action: Action) -> Callable[[argparse.Namespace, Config], int]:
                 except ValueError as exc:  # a bad list, or an unusable site file
                     print(f"error: {exc}", file=sys.stderr)
                     return 2
-                return _up_sites(MultiSiteSandbox(args.dir, sites, external=external), args)
+                multi = MultiSiteSandbox(args.dir, sites, external=external)
+                emulated = set(sites) - set(multi.external.sites) or not multi.external.karmada
+                missing = doubles.missing() if emulated else ""
+                if missing:  # the emulated APIs and the simulated Velero are not installed
+                    print(f"error: {missing}", file=sys.stderr)
+                    return 2
+                return _up_sites(multi, args)
             multi = MultiSiteSandbox.load(args.dir)
             if multi is not None:
                 return _MULTI[action](multi, args)

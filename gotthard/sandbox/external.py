@@ -206,7 +206,7 @@ def seed(kube: ExternalKube, namespaces: Sequence[str], deployments: Mapping[str
             body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
             _create(where, f"namespace {namespace}", core.create_namespace, body)
         for namespace, name in deployments.items():
-            body = _pause_deployment(namespace, name)
+            body = pause_deployment(namespace, name)
             what = f"deployment {namespace}/{name}"
             _create(where, what, apps.create_namespaced_deployment, namespace, body)
 
@@ -224,7 +224,8 @@ def _create(where: str, what: str, create: Any, *args: Any) -> None:
         raise SandboxError(f"{where}: cannot create {what}: {exc}") from None
 
 
-def _pause_deployment(namespace: str, name: str) -> dict[str, Any]:
+def pause_deployment(namespace: str, name: str) -> dict[str, Any]:
+    """A valid one-replica ``pause`` Deployment (its status is the cluster's to write)."""
     labels = {"app": name}
     return {
         "apiVersion": "apps/v1",

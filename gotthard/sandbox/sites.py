@@ -23,8 +23,9 @@ lists (:mod:`.rendered`).
 exactly what ``up`` started, also after ``up`` died halfway. Each site has its own
 ``env.sh`` (SLURM_CONF, PATH, GOTTHARD_CONFIG, KUBECONFIG).
 
-The emulated API servers (:mod:`gotthard.sandbox.kubeapi`) and the simulated Velero
-(:mod:`gotthard.sandbox.velero_sim`) are NOT Kubernetes and NOT Velero; ``status`` says so.
+The emulated API servers and the simulated Velero with the clusters' simulated Deployment
+controller (:mod:`gotthard.sandbox.doubles`: the ``gotthard-testing`` distribution) are NOT
+Kubernetes and NOT Velero; ``status`` says so.
 With ``external`` (a site file's kubeconfigs, :mod:`gotthard.sandbox.external`) a site's
 Kubernetes or the Karmada API is a real one: no emulated API server (nor simulated Velero)
 runs for it, everything of the sandbox points at it, and ``down`` never touches it.
@@ -45,6 +46,7 @@ from typing import Any
 from gotthard.deploy import local
 from gotthard.deploy.local import Process
 from gotthard.deploy.roles import DR, RUNBOOKS, SLURM_EXPORTER
+from gotthard.sandbox import doubles
 from gotthard.sandbox import processes as procs
 from gotthard.sandbox import rendered, sites_config, slurm
 from gotthard.sandbox.core import Sandbox, check_ports, printer
@@ -69,9 +71,8 @@ MANIFEST = "sites.json"
 RUNBOOKS_MODES = ("dry-run", "enforce")
 #: The ``state`` in ``status`` of an API the sandbox does not run (a site file's).
 EXTERNAL = "external"
-#: The test doubles the sandbox starts (``python -m MODULE``): not shipped, not rendered.
-KUBEAPI_MODULE = "gotthard.sandbox.kubeapi"
-VELERO_MODULE = "gotthard.sandbox.velero_sim"
+#: The ``kind`` in ``status`` of the simulated Velero and Deployment controller process.
+VELERO_KIND = "velero, deployments (simulated)"
 
 
 def all_running(rows: Sequence[Mapping[str, Any]]) -> bool:
@@ -491,7 +492,7 @@ class MultiSiteSandbox:
             apis.append(("", "karmada", self.ports["karmada"], top.karmada_kubeconfig))
         found = []
         for site, kind, port, kubeconfig in apis:
-            argv = [sys.executable, "-m", KUBEAPI_MODULE, "--listen", f"127.0.0.1:{port}"]
+            argv = [sys.executable, "-m", doubles.KUBEAPI, "--listen", f"127.0.0.1:{port}"]
             argv += ["--kind", kind, "--name", site or "karmada", "--kubeconfig", str(kubeconfig)]
             label = "karmada-api" if kind == "karmada" else "kube-api"
             name = f"{site}-{label}" if site else label
@@ -504,12 +505,12 @@ class MultiSiteSandbox:
         emulated = [site for site in self.sites if site not in self.external.sites]
         if not emulated:
             return []
-        argv = [sys.executable, "-m", VELERO_MODULE]
+        argv = [sys.executable, "-m", doubles.VELERO_SIM]
         for site in emulated:
             argv += ["--cluster", f"{site}={self.kubeconfig(site)}"]
         argv += ["--object-store", str(self.object_store)]
         store = f"file://{self.object_store}"
-        return [Process("velero", "", "", "velero (simulated)", argv, "", store)]
+        return [Process("velero", "", "", VELERO_KIND, argv, "", store)]
 
 
 # --------------------------------------------------------------------------- helpers

@@ -404,7 +404,7 @@ def seed_clusters(top: Topology) -> None:
             _create(f"{base}/api/v1/namespaces", _namespace(namespace))
         for namespace in apps:
             url = f"{base}/apis/apps/v1/namespaces/{namespace}/deployments"
-            _create(url, _deployment(namespace, APP_DEPLOYMENT[namespace]))
+            _create(url, external.pause_deployment(namespace, APP_DEPLOYMENT[namespace]))
         # the compute node, for the webhook's cordon (where the emulator serves Nodes)
         node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE_NAME}}
         _create(f"{base}/api/v1/nodes", node, unserved_ok=True)
@@ -418,16 +418,6 @@ def seed_clusters(top: Topology) -> None:
 
 def _namespace(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
-def _deployment(namespace: str, name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}},
-        "status": {"replicas": 1, "readyReplicas": 1},
-    }
 
 
 def _create(url: str, body: Mapping[str, Any], *, unserved_ok: bool = False) -> None:

@@ -3,7 +3,7 @@ taken in Zurich restored in Lugano, through ``gotthard dr drill`` run in this pr
 
 Two emulated API servers stand for the two sites' clusters; one simulated Velero drives
 both with one shared object store, so a Completed Backup in Zurich appears in Lugano as
-Velero's backup sync would make it appear (:mod:`gotthard.sandbox.velero_sim`).
+Velero's backup sync would make it appear (:mod:`gotthard_testing.velero_sim`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client
 
 from gotthard.dr import ops
-from gotthard.sandbox.velero_sim import SimulatedVelero
+from gotthard_testing.velero_sim import SimulatedVelero
 from tests.support.cli import run_in_process
 from tests.support.kube import EmulatorThread, sandbox_resources
 

@@ -2,7 +2,7 @@
 (checked against Velero's CRD schemas), and how a failing hook ends a backup.
 
 The objects go through the emulated API server; the simulated Velero
-(:mod:`gotthard.sandbox.velero_sim`) "runs" the hooks against the emulated Pods and logs
+(:mod:`gotthard_testing.velero_sim`) "runs" the hooks against the emulated Pods and logs
 them. It is not Velero: nothing is executed, a hook fails where Velero's would (no such
 container, pod not Running).
 """
@@ -16,20 +16,25 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 from kubernetes import client
 
 from gotthard import config
 from gotthard.dr import api, ops
 from gotthard.dr import velero as v
 from gotthard.dr.settings import DrConfig
-from gotthard.sandbox.velero_sim import SimulatedVelero
-from tests.support.kube import EmulatorThread, sandbox_resources
+from gotthard_testing.resources import CRD_DIR, crd_resources, crd_validator
+from gotthard_testing.velero_sim import SimulatedVelero
+from tests.support.kube import (
+    EmulatorThread,
+    create_pod,
+    deployment_manifest,
+    pod_manifest,
+    sandbox_resources,
+)
 
 from .conftest import make_settings
 from .test_velero_drill import samples
 
-CRDS = Path(__file__).resolve().parent.parent / "fixtures" / "dr"
 SLOT = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
 
 #: ``[[dr.schedules.hooks]]`` of the tests: freeze the database pods' file system.
@@ -88,24 +93,12 @@ READY: dict[str, Any] = {
 
 
 def velero_validator(kind: str) -> jsonschema.Draft202012Validator:
-    """The openAPIV3Schema of Velero's CRD for *kind*, strict as the API server's pruning
-    is: a field the schema does not name (a misspelled key) is an error here, since the
-    API server would silently drop it."""
-    crd = yaml.safe_load((CRDS / f"velero.io_{kind.lower()}s.yaml").read_text())
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-
-    def close(node: Any) -> None:
-        if isinstance(node, dict):
-            if "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields"):
-                node.setdefault("additionalProperties", False)
-            for value in node.values():
-                close(value)
-        elif isinstance(node, list):
-            for value in node:
-                close(value)
-
-    close(schema["properties"]["spec"])
-    return jsonschema.Draft202012Validator(schema)
+    """The openAPIV3Schema of Velero's CRD for *kind*, strict (``fieldValidation=Strict``):
+    a field the schema does not name (a misspelled key) is an error here, since the API
+    server would silently drop it."""
+    (resource,) = crd_resources(CRD_DIR / f"velero.io_{kind.lower()}s.yaml")
+    validator: jsonschema.Draft202012Validator = crd_validator(resource, strict=True)
+    return validator
 
 
 def assert_valid(kind: str, obj: dict[str, Any]) -> None:
@@ -117,30 +110,12 @@ def seed_app(k8s: EmulatorThread, namespace: str = "prod", *, db_container: str 
     """A Deployment ``web`` (2 replicas) and two database Pods (``app=db``) in *namespace*;
     ``db-1``'s container is *db_container* (another name makes the hooks fail there)."""
     api = k8s.api()
-    client.CustomObjectsApi(api).create_namespaced_custom_object(
-        "apps",
-        "v1",
-        namespace,
-        "deployments",
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": {"name": "web", "namespace": namespace},
-            "spec": {"replicas": 2},
-        },
+    client.AppsV1Api(api).create_namespaced_deployment(
+        namespace, deployment_manifest("web", namespace, 2)
     )
-    core = client.CoreV1Api(api)
     for name, container in (("db-0", "db"), ("db-1", db_container)):
-        core.create_namespaced_pod(
-            namespace,
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": name, "namespace": namespace, "labels": {"app": "db"}},
-                "spec": {"containers": [{"name": container, "image": "postgres:16"}]},
-                "status": {"phase": "Running"},
-            },
-        )
+        pod = pod_manifest(name, namespace, (container,), "postgres:16", app="db")
+        create_pod(api, pod, "Running")
 
 
 @pytest.fixture

@@ -24,15 +24,11 @@ from gotthard.dr.placement import (
     save_state,
 )
 from gotthard.dr.settings import DrConfig
+from gotthard_testing.resources import CRD_DIR
 
 from .conftest import GOOD, make_settings
 
-CRD = (
-    Path(__file__).resolve().parents[1]
-    / "fixtures"
-    / "dr"
-    / "policy.karmada.io_propagationpolicies.yaml"
-)
+CRD = CRD_DIR / "policy.karmada.io_propagationpolicies.yaml"
 INTERVAL = 60.0
 BAD = dict(GOOD, slurm_up=False)
 

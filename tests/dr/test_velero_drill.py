@@ -1,9 +1,11 @@
-"""Backups, drills and API faults against the emulated API and the simulated Velero."""
+"""Backups, drills and API faults against the emulated API and the simulated Velero, and
+drills that meet a slow restore (the simulated Deployment controller's ready delay)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
@@ -12,26 +14,18 @@ from prometheus_client.parser import text_string_to_metric_families
 from gotthard.dr import api, ops
 from gotthard.dr import velero as v
 from gotthard.dr.daemon import last_slot
-from tests.support.kube import EmulatorThread
+from tests.support.kube import EmulatorThread, deployment_manifest
+
+from .conftest import make_settings
+from .emulator import SimulatedVeleroController
 
 SLOT = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
 
 
 def seed_prod(k8s: EmulatorThread) -> None:
-    custom = client.CustomObjectsApi(k8s.api())
+    apps = client.AppsV1Api(k8s.api())
     for name in ("web", "worker"):
-        custom.create_namespaced_custom_object(
-            "apps",
-            "v1",
-            "prod",
-            "deployments",
-            {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "metadata": {"name": name, "namespace": "prod"},
-                "spec": {"replicas": 2},
-            },
-        )
+        apps.create_namespaced_deployment("prod", deployment_manifest(name, "prod", 2))
 
 
 def samples(ctx: ops.Context) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -90,8 +84,6 @@ def test_unusable_backup_phases(k8s, velero, settings, phase) -> None:
 
 
 def test_stuck_backup_times_out(k8s, velero, tmp_path) -> None:
-    from .conftest import make_settings
-
     settings = make_settings(tmp_path, backup_timeout_seconds=0.3)
     velero.outcome = lambda kind, name: "stuck"
     ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
@@ -187,3 +179,55 @@ def test_last_slot() -> None:
     assert last_slot("0 2 * * *", "UTC", now) == SLOT
     assert last_slot("*/15 * * * *", "UTC", now) == dt.datetime(2026, 3, 1, 2, 30, tzinfo=dt.UTC)
     assert last_slot("0 4 * * 0", "UTC", now).weekday() == 6
+
+
+# -- a slow restore: the restored Deployments turn ready only after a while ----------------
+
+
+@pytest.fixture
+def slow_velero(k8s, request) -> Iterator[SimulatedVeleroController]:
+    """The simulated Velero whose Deployment controller makes restored Deployments ready
+    ``request.param`` seconds after they appear."""
+    ctl = SimulatedVeleroController(k8s.api(), ready_delay=request.param).start()
+    yield ctl
+    ctl.stop()
+
+
+@pytest.mark.parametrize("slow_velero", [1.0], indirect=True)
+def test_a_drill_waits_for_a_slow_restore_to_become_ready(k8s, slow_velero, settings) -> None:
+    seed_prod(k8s)
+    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
+    ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+    report = ops.run_drill(ctx, settings.drills[0])
+    assert report.verified, report.error
+    restore, verify = report.phases[1:3]
+    assert verify["ok"] and verify["detail"] == "passed: deployments.apps/v1"
+    # the Deployments appeared during the restore and were ready a second later at the
+    # earliest: the drill waited for them
+    assert restore["duration_seconds"] + verify["duration_seconds"] >= 1.0
+    assert report.checks[-1]["detail"] == "2 found (min 1), 2 ready"
+
+
+@pytest.mark.parametrize("slow_velero", [3600.0], indirect=True)
+def test_a_restore_not_ready_within_the_restore_timeout_fails_the_verify_phase(
+    k8s, slow_velero, tmp_path
+) -> None:
+    settings = make_settings(tmp_path, restore_timeout_seconds=1.5)
+    seed_prod(k8s)
+    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
+    ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+    report = ops.run_drill(ctx, settings.drills[0])
+    assert not report.verified and report.rto_seconds is None
+    assert [(p["name"], p["ok"]) for p in report.phases] == [
+        ("backup", True),
+        ("restore", True),
+        ("verify", False),
+        ("cleanup", True),
+    ]
+    verify = report.phases[2]
+    assert verify["detail"] == "failed: deployments.apps/v1"
+    assert verify["duration_seconds"] >= 1.5
+    assert report.error == "deployments.apps/v1: 2 found (min 1), 0 ready"
+    assert report.cleaned
+    labels = (("namespace", "prod"), ("site", "zurich"))
+    assert samples(ctx)[("gotthard_dr_drill_last_success", labels)] == 0

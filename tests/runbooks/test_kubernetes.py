@@ -1,4 +1,4 @@
-"""Kubernetes and DR actions against kmock 0.8's in-memory Kubernetes API over real HTTP,
+"""Kubernetes and DR actions against the emulated Kubernetes API (gotthard_testing) over real HTTP,
 driven through the webhook in enforce mode."""
 
 from __future__ import annotations
@@ -12,20 +12,19 @@ from kubernetes import client
 
 from gotthard.runbooks.actions import CORDON_ANNOTATION, DrActions, KubernetesActions
 from tests.runbooks.conftest import (
-    FIXTURES,
     RepairFeed,
     Running,
     alert_payload,
     settings_for,
     with_repair_query,
 )
-from tests.support.kube import NODES, EmulatorThread, crd_resources
+from tests.support.kube import CRD_DIR, NODES, EmulatorThread, crd_resources
 
 
 @pytest.fixture
 def kube(kube_emulator: Callable[..., EmulatorThread]) -> EmulatorThread:
     """Nodes gpu01 and gpu02, and Velero Backups."""
-    emulator = kube_emulator(NODES, *crd_resources(FIXTURES / "velero.io_backups.yaml"))
+    emulator = kube_emulator(NODES, *crd_resources(CRD_DIR / "velero.io_backups.yaml"))
     core = client.CoreV1Api(emulator.api())
     for name in ("gpu01", "gpu02"):
         core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})

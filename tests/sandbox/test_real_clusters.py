@@ -17,10 +17,10 @@ import yaml
 from kubernetes import client
 
 from gotthard.cli import main
-from gotthard.sandbox import kubeapi
 from gotthard.sandbox.external import EXTERNAL_API_UP, read_site_file
-from gotthard.sandbox.kubeapi import EmulatorThread, sandbox_resources
-from gotthard.sandbox.sites import MultiSiteSandbox
+from gotthard.sandbox.sites import VELERO_KIND, MultiSiteSandbox
+from gotthard_testing import kubeapi
+from gotthard_testing.kubeapi import EmulatorThread, sandbox_resources
 from tests.support.wait import wait_until
 
 SITES = ("zurich", "lugano")
@@ -85,7 +85,7 @@ def test_a_kubeconfig_in_the_site_file_makes_lugano_a_real_cluster(
             table = capsys.readouterr().out.splitlines()
             assert f"lugano   kube-api (external)        external       - {real.url}" in table
             # the simulated Velero serves Zurich only: a real cluster runs its own Velero
-            velero = cmdline(rows[("", "velero (simulated)")]["pid"])
+            velero = cmdline(rows[("", VELERO_KIND)]["pid"])
             assert any(arg.startswith("zurich=") for arg in velero)
             assert not any(arg.startswith("lugano=") for arg in velero)
             # every site's configuration reaches Lugano through the site file's kubeconfig

@@ -33,6 +33,7 @@ from gotthard.kube import client_for
 from gotthard.sandbox.sites import MultiSiteSandbox
 from gotthard.site import KubeAccess
 from tests.support.cli import gotthard
+from tests.support.kube import deployment_manifest
 from tests.support.monitoring import get_json, instant
 from tests.support.wait import wait_until
 
@@ -206,19 +207,12 @@ def deployments(api: client.ApiClient, namespace: str) -> list[str]:
 
 
 def add_zurich_only_deployment(api: client.ApiClient, namespace: str) -> None:
-    """A ready Deployment that exists in Zurich only: found in Lugano's scratch namespace,
-    it can only have come through the object store."""
-    body = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "worker", "namespace": namespace, "labels": {"app": "worker"}},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "worker"}}},
-        "status": {"replicas": 2, "readyReplicas": 2},
-    }
+    """A Deployment that exists in Zurich only (the simulated Deployment controller makes
+    it ready): found in Lugano's scratch namespace, it can only have come through the
+    object store."""
+    body = deployment_manifest("worker", namespace, 2)
     try:
-        client.CustomObjectsApi(api).create_namespaced_custom_object(
-            "apps", "v1", namespace, "deployments", body
-        )
+        client.AppsV1Api(api).create_namespaced_deployment(namespace, body)
     except client.ApiException as err:
         assert err.status == 409, err
 

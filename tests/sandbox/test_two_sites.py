@@ -27,7 +27,7 @@ from gotthard.monitoring import deliver
 from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.dashboards import check as live
 from gotthard.sandbox.processes import process_start_time
-from gotthard.sandbox.sites import MultiSiteSandbox
+from gotthard.sandbox.sites import VELERO_KIND, MultiSiteSandbox
 from tests.support.cli import gotthard
 from tests.support.monitoring import get_json, instant
 from tests.support.wait import wait_until
@@ -47,7 +47,7 @@ PER_SITE_KINDS = {
     "runbooks",
     "dr",
 }
-SHARED_KINDS = {"karmada-api (emulated)", "velero (simulated)", "global-prometheus"}
+SHARED_KINDS = {"karmada-api (emulated)", VELERO_KIND, "global-prometheus"}
 #: What each site's Prometheus scrapes: job label -> what it is.
 JOBS = {
     "gotthard-slurm-exporter-{site}-{site}": "the Slurm exporter",
@@ -178,7 +178,7 @@ def test_status_json_lists_every_process_with_site_and_url(
     # the table says the same in words
     assert cli("sandbox", "status", "--dir", str(two_sites.directory)) == 0
     table = capsys.readouterr().out
-    assert "velero (simulated)" in table and f"global view: {two_sites.global_url}" in table
+    assert VELERO_KIND in table and f"global view: {two_sites.global_url}" in table
 
 
 def test_the_sandbox_runs_what_deploy_render_writes_for_its_site_file(

@@ -5,7 +5,7 @@ backup taken in Zurich is synced into Lugano and restores there into the mapped
 namespace; backup hooks run around the backup in spec order, and fail the way Velero
 reports them (``PartiallyFailed``, ``status.hookStatus``); a restore's post hook runs on
 the restored pod. The last test runs the parts as the sandbox does: two
-``gotthard.sandbox.kubeapi`` processes and one ``gotthard.sandbox.velero_sim`` process.
+``gotthard_testing.kubeapi`` processes and one ``gotthard_testing.velero_sim`` process.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ import pytest
 from kubernetes import client
 
 from gotthard.kube import client_for
-from gotthard.sandbox.kubeapi import sandbox_resources
-from gotthard.sandbox.velero_sim import SimulatedVelero
 from gotthard.site import KubeAccess
+from gotthard_testing.kubeapi import sandbox_resources
+from gotthard_testing.velero_sim import SimulatedVelero
 from tests.support.kube import (
     EmulatorThread,
     assert_stops_cleanly,
     assert_usage_error,
+    create_pod,
     deployment_manifest,
     pod_manifest,
     start_kubeapi,
@@ -35,7 +36,7 @@ from tests.support.monitoring import Processes
 from tests.support.wait import wait_until
 
 VELERO = ("velero.io", "v1", "velero")
-VELERO_SIM = (sys.executable, "-m", "gotthard.sandbox.velero_sim")
+VELERO_SIM = (sys.executable, "-m", "gotthard_testing.velero_sim")
 #: The application's pods: the database (two containers) and a web pod no hook selects.
 DB_LABELS = {"matchLabels": {"app": "db"}}
 
@@ -68,11 +69,10 @@ def sites(tmp_path: Path) -> Iterator[Sites]:
 
 
 def seed(api: client.ApiClient, namespace: str = "prod", db_phase: str = "Running") -> None:
-    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    apps = client.AppsV1Api(api)
     apps.create_namespaced_deployment(namespace, deployment_manifest("web", namespace, 2))
-    db = pod_manifest("db-0", namespace, ("mariadb", "sidecar"), db_phase, app="db")
-    core.create_namespaced_pod(namespace, db)
-    core.create_namespaced_pod(namespace, pod_manifest("web-0", namespace, phase="Running"))
+    create_pod(api, pod_manifest("db-0", namespace, ("mariadb", "sidecar"), app="db"), db_phase)
+    create_pod(api, pod_manifest("web-0", namespace), "Running")
 
 
 def exec_hook(command: str, container: str = "mariadb", on_error: str = "") -> dict[str, Any]:
@@ -260,6 +260,36 @@ def test_a_restore_post_hook_runs_on_the_restored_pod(sites: Sites) -> None:
     assert entry["ok"] and entry["command"] == ["/bin/sh", "-c", "warm"]
 
 
+def ready_replicas(api: client.ApiClient, namespace: str, name: str) -> int:
+    status = client.AppsV1Api(api).read_namespaced_deployment(name, namespace).status
+    return (status.ready_replicas or 0) if status else 0
+
+
+def test_restored_deployments_turn_ready_after_the_ready_delay(sites: Sites) -> None:
+    """The simulated Deployment controller reports a seeded Deployment ready at once and a
+    restored one only *ready_delay* after it appeared (its clock here is the test's)."""
+    now = [0.0]
+    controller = sites.velero.deployments
+    controller.clock, controller.ready_delay = (lambda: now[0]), 30.0
+    zurich, lugano = sites.api["zurich"], sites.api["lugano"]
+    seed(zurich)
+    wait_until(lambda: ready_replicas(zurich, "prod", "web") == 2, 10, "web ready in Zurich")
+    backup(sites, "nightly")
+    wait_until(lambda: get(lugano, "backups", "nightly"), 5, "the backup sync")
+    create(lugano, "Restore", "slow", {"backupName": "nightly", "namespaceMapping": {"prod": "dr"}})
+    assert finished(lugano, "restores", "slow")["status"]["phase"] == "Completed"
+    restored = client.AppsV1Api(lugano).read_namespaced_deployment("web", "dr")
+    assert restored.metadata.labels["velero.io/restore-name"] == "slow"
+    assert restored.metadata.labels["velero.io/backup-name"] == "nightly"
+    # a Deployment created after the restore is ready: the controller has passed over
+    # the restored one since, and left it unready while its clock stood still
+    client.AppsV1Api(lugano).create_namespaced_deployment("dr", deployment_manifest("probe", "dr"))
+    wait_until(lambda: ready_replicas(lugano, "dr", "probe") == 1, 10, "probe ready")
+    assert ready_replicas(lugano, "dr", "web") == 0
+    now[0] = 30.0
+    wait_until(lambda: ready_replicas(lugano, "dr", "web") == 2, 10, "restored web ready")
+
+
 def test_the_standalone_processes_restore_a_zurich_backup_in_lugano(tmp_path: Path) -> None:
     store = tmp_path / "store"
     with Processes(tmp_path / "logs") as procs:
@@ -294,8 +324,9 @@ def test_the_standalone_processes_restore_a_zurich_backup_in_lugano(tmp_path: Pa
         ["--cluster", "zurich", "--object-store", "STORE"],
         ["--cluster", "zurich=MISSING", "--object-store", "STORE"],
         ["--object-store", "STORE"],
+        ["--cluster", "zurich=MISSING", "--object-store", "STORE", "--ready-delay", "-1"],
     ],
-    ids=["no-kubeconfig", "missing-kubeconfig", "no-cluster"],
+    ids=["no-kubeconfig", "missing-kubeconfig", "no-cluster", "negative-delay"],
 )
 def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, args: list[str]) -> None:
     places = {"STORE": str(tmp_path / "store"), "MISSING": str(tmp_path / "missing")}

@@ -1,6 +1,7 @@
 """Helpers shared by the whole test tree.
 
-* :mod:`tests.support.kube`: one in-memory Kubernetes API (kmock) over real HTTP;
+* :mod:`tests.support.kube`: the emulated Kubernetes API (``gotthard_testing``, testing/)
+  over real HTTP, its fixture and the recording of the API calls;
 * :mod:`tests.support.cli`: ``gotthard`` in a child process or in this process;
 * :mod:`tests.support.golden`: golden-file assertions (``GOTTHARD_UPDATE_GOLDEN=1`` rewrites);
 * :mod:`tests.support.monitoring`: real Prometheus and Alertmanager processes, webhook

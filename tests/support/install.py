@@ -1,10 +1,11 @@
 """Building the distribution and installing it into fresh virtual environments.
 
-Used by tests/test_install.py and benchmarks/install_size.py. The wheel is built from a
+Used by tests/test_install.py and benchmarks/install_size.py. A wheel is built from a
 copy of the sources (setuptools writes ``build/`` and ``*.egg-info`` next to the project
-it builds; the working tree stays untouched). Virtual environments are made without pip:
-this interpreter's pip installs into them (``pip --python``), so a site-packages holds
-exactly the distribution and its dependencies.
+it builds; the working tree stays untouched), without build isolation: offline, with the
+setuptools and wheel of this environment (the ``test`` extra installs them). Virtual
+environments are made without pip: this interpreter's pip installs into them (``pip
+--python``), so a site-packages holds exactly the distribution and its dependencies.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from pathlib import Path
 
 from tests.support.cli import ROOT
 
-#: What the wheel is built from.
+#: What the product's wheel is built from.
 SOURCES = ("gotthard", "pyproject.toml", "README.md")
+#: The test doubles' distribution (its own project) and what its wheel is built from.
+TESTING = ROOT / "testing"
+TESTING_SOURCES = ("gotthard_testing", "pyproject.toml", "README.md")
 
 
 class InstallError(RuntimeError):
@@ -30,21 +34,27 @@ def _run(argv: list[str], timeout: float) -> None:
         raise InstallError(f"{' '.join(argv)} exited {result.returncode}:\n{result.stderr}")
 
 
-def build_wheel(work: Path, timeout: float = 180.0) -> Path:
-    """Build the project's wheel (no dependencies) under *work*; its path."""
+def build_wheel(
+    work: Path,
+    timeout: float = 180.0,
+    project: Path = ROOT,
+    sources: tuple[str, ...] = SOURCES,
+    distribution: str = "gotthard_sre",
+) -> Path:
+    """Build the wheel of *project* (default: the product; no dependencies) from its
+    *sources* under *work*; its path."""
     src = work / "src"
-    for name in SOURCES:
-        path = ROOT / name
+    for name in sources:
+        path = project / name
         if path.is_dir():
             shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             src.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, src / name)
     out = work / "wheels"
-    _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)], timeout
-    )
-    (wheel,) = out.glob("gotthard_sre-*.whl")
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+    _run([*pip, "-w", str(out), str(src)], timeout)
+    (wheel,) = out.glob(f"{distribution}-*.whl")
     return wheel
 
 

@@ -1,8 +1,9 @@
-"""The tests' side of the emulated Kubernetes API (:mod:`gotthard.sandbox.kubeapi`): the
-``kube_emulator`` fixture, and the recording of every API call an emulator serves.
+"""The tests' side of the emulated Kubernetes API (:mod:`gotthard_testing.kubeapi`, of the
+``gotthard-testing`` distribution in ``testing/``): the ``kube_emulator`` fixture, helpers
+that create objects as a real cluster holds them, and the recording of every API call an
+emulator serves.
 
-The emulator itself lives with the sandbox (which runs it in place of real clusters);
-its public names are re-exported here so the tests import them from one place.
+The emulator's public names are re-exported here so the tests import them from one place.
 
 Every API call an emulator serves is recorded as an :class:`ApiCall` (verb, API group,
 resource, namespace, which code made it, in which test file), so that the deployment's
@@ -13,9 +14,9 @@ loads this plugin. Calls are kept, without repeats, in :data:`RECORDED` and, whe
 its calls to its parent that way). The ``kubernetes`` client of this process names the
 module that made each call in the ``X-Gotthard-Caller`` header (the first frame outside
 the client and ``gotthard.kube``): ``gotthard.dr.lease`` for the DR daemon's code,
-``tests.dr.test_cli`` for a test seeding objects. The sandbox's simulated parts (the
-simulated Velero) are harness too, not code a deployment runs: they are named
-``harness:MODULE``.
+``tests.dr.test_cli`` for a test seeding objects. The test doubles' own calls (the
+simulated Velero and Deployment controller) are harness, not code a deployment runs:
+they are named ``harness:MODULE``.
 A call without that header came from another process (a ``gotthard`` child) and is
 attributed by its test file.
 """
@@ -38,13 +39,16 @@ import aiohttp.web
 import pytest
 from kubernetes import client
 
-from gotthard.sandbox import free_ports, kubeapi
-from gotthard.sandbox.kubeapi import (
+from gotthard.sandbox import free_ports
+from gotthard_testing import kubeapi
+from gotthard_testing.kubeapi import (
     CONFIGMAPS,
+    CRD_DIR,
     DEPLOYMENTS,
     LEASES,
     NODES,
     PODS,
+    SECRETS,
     SERVICES,
     STORAGE_CLASSES,
     EmulatorThread,
@@ -63,12 +67,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIGMAPS",
+    "CRD_DIR",
     "DEPLOYMENTS",
     "KUBEAPI",
     "LEASES",
     "NODES",
     "PODS",
     "RECORDED",
+    "SECRETS",
     "SERVICES",
     "STORAGE_CLASSES",
     "ApiCall",
@@ -79,6 +85,7 @@ __all__ = [
     "assert_stops_cleanly",
     "assert_usage_error",
     "crd_resources",
+    "create_pod",
     "deployment_manifest",
     "kube_emulator",
     "label_selector",
@@ -164,8 +171,8 @@ def record(raw: aiohttp.web.BaseRequest) -> None:
 
 #: Modules skipped when looking for the caller of an API call.
 _PLUMBING = ("kubernetes.", "urllib3.", "pydantic.", "gotthard.kube", __name__)
-#: Modules of the sandbox that stand in for other software (test harness, not Gotthard).
-_HARNESS = ("gotthard.sandbox.velero_sim",)
+#: The test doubles that stand in for other software (test harness, not Gotthard).
+_HARNESS = ("gotthard_testing.",)
 
 
 def _caller() -> str:
@@ -206,26 +213,37 @@ def pod_manifest(
     name: str,
     namespace: str = "app",
     containers: tuple[str, ...] = ("c",),
-    phase: str = "",
+    image: str = "busybox",
     **labels: str,
 ) -> dict[str, Any]:
-    """A Pod with *containers* (busybox) and *labels*; with *phase*, its status too (the
-    emulator keeps what it is given: no kubelet sets it)."""
-    body: dict[str, Any] = {
+    """A Pod with *containers* (of *image*) and *labels*."""
+    return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {"containers": [{"name": c, "image": "busybox"} for c in containers]},
+        "spec": {"containers": [{"name": c, "image": image} for c in containers]},
     }
+
+
+def create_pod(api: client.ApiClient, body: dict[str, Any], phase: str = "") -> None:
+    """Create the Pod *body*; with *phase*, then report it in that phase through
+    ``/status``, as its kubelet would (the API server starts every Pod Pending)."""
+    meta = body["metadata"]
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(meta["namespace"], body)
     if phase:
-        body["status"] = {"phase": phase}
-    return body
+        core.patch_namespaced_pod_status(
+            meta["name"], meta["namespace"], {"status": {"phase": phase}}
+        )
 
 
-def deployment_manifest(name: str, namespace: str = "app", replicas: int = 1) -> dict[str, Any]:
-    """A valid Deployment (selector and pod template) of *replicas* busybox pods."""
+def deployment_manifest(
+    name: str, namespace: str = "app", replicas: int = 1, image: str = "busybox"
+) -> dict[str, Any]:
+    """A valid Deployment (selector and pod template) of *replicas* pods of *image*."""
     labels = {"app": name}
-    template = {"metadata": {"labels": labels}, "spec": pod_manifest(name)["spec"]}
+    pod = pod_manifest(name, image=image)
+    template = {"metadata": {"labels": labels}, "spec": pod["spec"]}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -234,8 +252,8 @@ def deployment_manifest(name: str, namespace: str = "app", replicas: int = 1) ->
     }
 
 
-#: ``python -m gotthard.sandbox.kubeapi`` with this interpreter.
-KUBEAPI = (sys.executable, "-m", "gotthard.sandbox.kubeapi")
+#: ``python -m gotthard_testing.kubeapi`` with this interpreter.
+KUBEAPI = (sys.executable, "-m", "gotthard_testing.kubeapi")
 
 
 def start_kubeapi(

@@ -1,8 +1,9 @@
-"""A simulated Velero for the emulated clusters (:mod:`gotthard.sandbox.kubeapi`).
+"""A simulated Velero for the emulated clusters (:mod:`gotthard_testing.kubeapi`).
 
 NOT Velero: a loop that moves the Backups and Restores of one or more clusters through
-Velero's phases, so that the code driving Velero sees what Velero would produce. Its
-parts, each modelled on the Velero controller that does the real work:
+Velero's phases, so that the code driving Velero sees what Velero would produce. It
+writes them as Velero does, by patching the objects (Velero's CRDs have no ``/status``
+subresource). Its parts, each modelled on the Velero controller that does the real work:
 
 * phases: New -> InProgress -> the terminal phase chosen by :attr:`SimulatedVelero.outcome`
   (``Completed`` by default; ``PartiallyFailed``, ``Failed``, ``FailedValidation``, or
@@ -15,9 +16,11 @@ parts, each modelled on the Velero controller that does the real work:
   that lack them, and each gets an Available BackupStorageLocation ``default`` for the
   directory. Without a directory the store is kept in memory (and no location made);
 * restores: the backed-up objects of the restored namespaces are created in the mapped
-  namespace (Deployments Ready, Pods Running: no kubelet runs them). A Restore of a
-  backup the store does not hold (its phase was set by someone else) copies what its
-  source namespace holds now on the restoring cluster;
+  namespace, labelled ``velero.io/backup-name`` and ``velero.io/restore-name`` as Velero
+  labels them; the API server drops their status, and the restored Pods are then
+  reported Running through ``/status`` (no kubelet runs them). A Restore of a backup the
+  store does not hold (its phase was set by someone else) copies what its source
+  namespace holds now on the restoring cluster;
 * hooks, only for Pods, as Velero runs them (``spec.hooks.resources[]``: ``pre`` and
   ``post`` exec hooks of a Backup, ``postHooks`` exec hooks of a Restore; namespaces,
   label selector, container, command, onError). Nothing is executed: a hook "runs" when
@@ -28,10 +31,14 @@ parts, each modelled on the Velero controller that does the real work:
   with a store directory also ``hooks/<kind>-<name>.jsonl``). Pod annotation hooks and
   init restore hooks are not simulated.
 
+The same loop runs the clusters' simulated Deployment controller
+(:class:`~gotthard_testing.controllers.DeploymentController`): every Deployment turns
+Ready through ``/status``, a restored one *ready_delay* seconds after it appeared.
+
 Standalone, over the kubeconfigs of the emulated API servers::
 
-    python -m gotthard.sandbox.velero_sim --cluster zurich=KUBECONFIG \\
-        --cluster lugano=KUBECONFIG --object-store DIR
+    python -m gotthard_testing.velero_sim --cluster zurich=KUBECONFIG \\
+        --cluster lugano=KUBECONFIG --object-store DIR [--ready-delay SECONDS]
 """
 
 from __future__ import annotations
@@ -50,7 +57,9 @@ from typing import Any, Self
 from kubernetes import client
 
 from gotthard.kube import KubeError, client_for
-from gotthard.sandbox.kubeapi import (
+from gotthard.site import KubeAccess
+from gotthard_testing.controllers import RESTORE_LABEL, DeploymentController
+from gotthard_testing.kubeapi import (
     CONFIGMAPS,
     DEPLOYMENTS,
     PODS,
@@ -59,16 +68,18 @@ from gotthard.sandbox.kubeapi import (
     UsageParser,
     timestamp,
 )
-from gotthard.sandbox.kubeapi import label_selector as parse_selector
-from gotthard.site import KubeAccess
+from gotthard_testing.selectors import label_selector as parse_selector
+from gotthard_testing.selectors import labels_of, selector_string
 
-__all__ = ["BACKED_UP", "ObjectStore", "SimulatedVelero", "main", "selector_string"]
+__all__ = ["BACKED_UP", "BACKUP_LABEL", "ObjectStore", "SimulatedVelero", "main"]
 
 #: What a backup holds of each included namespace (the resources a drill verifies).
 BACKED_UP: tuple[Resource, ...] = (DEPLOYMENTS, PODS, SERVICES, CONFIGMAPS)
 #: Velero's phases after which a backup is in the object store.
 _STORED_PHASES = frozenset({"Completed", "PartiallyFailed"})
 _GROUP = ("velero.io", "v1")
+#: The label Velero puts on every object it restores (its value: the Backup's name).
+BACKUP_LABEL = "velero.io/backup-name"
 
 Obj = dict[str, Any]
 
@@ -78,22 +89,6 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 # -- label selectors and namespaces ---------------------------------------------------------
-
-
-def selector_string(selector: Mapping[str, Any] | None) -> str:
-    """A ``metav1.LabelSelector`` (``matchLabels``, ``matchExpressions``) as the string
-    form the API's ``labelSelector`` takes (``""``: everything)."""
-    if not selector:
-        return ""
-    terms = [f"{key}={value}" for key, value in (selector.get("matchLabels") or {}).items()]
-    for expr in selector.get("matchExpressions") or []:
-        key, op, values = expr["key"], expr["operator"], ",".join(expr.get("values") or [])
-        terms.append(
-            {"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})"}.get(
-                op, key if op == "Exists" else f"!{key}"
-            )
-        )
-    return ",".join(terms)
 
 
 def _in_namespaces(namespace: str, spec: Mapping[str, Any]) -> bool:
@@ -191,8 +186,14 @@ class _Cluster:
         return self.custom.list_namespaced_custom_object(*_GROUP, self.ns, plural)["items"]
 
     def set_status(self, plural: str, name: str, status: Obj) -> None:
+        """Patch the object's status (Velero's CRDs have no ``/status`` subresource)."""
         body = {"status": status}
-        self.custom.patch_namespaced_custom_object_status(*_GROUP, self.ns, plural, name, body)
+        self.custom.patch_namespaced_custom_object(*_GROUP, self.ns, plural, name, body)
+
+    def set_pod_phase(self, namespace: str, name: str, phase: str) -> None:
+        """Report a Pod in *phase* through ``/status``, as its kubelet would."""
+        body = {"status": {"phase": phase}}
+        self.core.patch_namespaced_pod_status(name, namespace, body, _preload_content=False)
 
     def create_velero(self, plural: str, body: Obj) -> None:
         create = self.custom.create_namespaced_custom_object
@@ -314,17 +315,12 @@ def _stored_copy(obj: Obj) -> Obj:
     return {**obj, "metadata": meta}
 
 
-def _restored(obj: Obj, namespace: str) -> Obj:
-    """A stored object as the restore creates it in *namespace*: Deployments Ready and
-    Pods Running (nothing schedules them here)."""
-    body = dict(obj)
-    body["metadata"] = {**_meta(obj), "namespace": namespace}
-    if body.get("kind") == "Deployment":
-        body["status"] = {"readyReplicas": (body.get("spec") or {}).get("replicas", 1)}
-    elif body.get("kind") == "Pod":
-        body["status"] = {"phase": "Running"}
-    else:
-        body.pop("status", None)
+def _restored(obj: Obj, namespace: str, backup: str, restore: str) -> Obj:
+    """A stored object as the restore creates it in *namespace*: labelled with its backup
+    and restore, as Velero labels it, and without status (the server's to set)."""
+    body = {k: v for k, v in obj.items() if k != "status"}
+    labels = {**labels_of(obj), BACKUP_LABEL: backup, RESTORE_LABEL: restore}
+    body["metadata"] = {**_meta(obj), "namespace": namespace, "labels": labels}
     return body
 
 
@@ -342,13 +338,17 @@ class SimulatedVelero:
         object_store: Path | None = None,
         namespace: str = "velero",
         interval: float = 0.02,
+        ready_delay: float = 0.0,
     ) -> None:
         self.clusters = {name: _Cluster(api, namespace) for name, api in clusters.items()}
+        #: The clusters' simulated Deployment controller, run by the same loop.
+        self.deployments = DeploymentController(clusters, ready_delay)
         self.store = ObjectStore(object_store)
         self.ns = namespace
         self.interval = interval
         self.outcome: Callable[[str, str], str] = lambda kind, name: "Completed"
         self._hooks: dict[tuple[str, str], list[Obj]] = {}
+        self._last_error = ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -368,11 +368,29 @@ class SimulatedVelero:
     def _loop(self) -> None:
         synced = False
         while not self._stop.wait(self.interval):
-            with contextlib.suppress(Exception):  # injected faults: try again next tick
+            try:  # an API that fails (an injected fault): try again next tick
                 if not synced:  # the store's backups, once every API answers
                     self.sync()
                     synced = True
                 self.tick()
+            except Exception as err:
+                self._report(err)
+            try:
+                self.deployments.tick()
+            except Exception as err:
+                self._report(err)
+
+    def _report(self, err: Exception) -> None:
+        """Say on stderr why a tick failed, once until the reason changes (a process's
+        log shows it; a fault injected by a test repeats)."""
+        why = f"{type(err).__name__}: {err}".splitlines()[0]
+        if isinstance(err, client.ApiException):
+            with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
+                why = f"HTTP {err.status}: {json.loads(err.body)['message']}"
+        line = f"simulated Velero: tick failed: {why}"
+        if line != self._last_error:
+            self._last_error = line
+            print(line, file=sys.stderr, flush=True)
 
     def sync(self) -> None:
         """Create every stored backup in the clusters that lack it (backup sync); with a
@@ -490,14 +508,18 @@ class SimulatedVelero:
         else:
             objects = stored[1]
         restored: list[Obj] = []
+        backup, name = str(spec.get("backupName", "")), str(_meta(restore)["name"])
         for obj in objects:
             source = str(_meta(obj).get("namespace", ""))
             if not _in_namespaces(source, spec):
                 continue
             target = mapping.get(source, source)
             cluster.ensure_namespace(target)
-            body = _restored(obj, target)
+            body = _restored(obj, target, backup, name)
             cluster.create(resource_of(obj), target, body)
+            if body["kind"] == "Pod":
+                cluster.set_pod_phase(target, _meta(body)["name"], "Running")
+                body["status"] = {"phase": "Running"}
             restored.append(body)
         hooks = (spec.get("hooks") or {}).get("resources") or []
         log: list[Obj] = []
@@ -516,18 +538,38 @@ def _cluster(value: str) -> tuple[str, Path]:
     return name, Path(path)
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {value!r}")
+    return seconds
+
+
 def main(
-    argv: Sequence[str] | None = None, prog: str = "python -m gotthard.sandbox.velero_sim"
+    argv: Sequence[str] | None = None, prog: str = "python -m gotthard_testing.velero_sim"
 ) -> int:
     """Run the simulation until SIGTERM/SIGINT: 0; 2 for bad arguments or an unreadable
     kubeconfig (one line on stderr)."""
-    parser = UsageParser(prog=prog, description="A simulated Velero (not Velero).")
+    parser = UsageParser(
+        prog=prog,
+        description="A simulated Velero and Deployment controller (not Velero, not Kubernetes).",
+    )
     parser.add_argument(
         "--cluster", type=_cluster, action="append", required=True, metavar="NAME=KUBECONFIG"
     )
     parser.add_argument("--object-store", type=Path, required=True, metavar="DIR")
     parser.add_argument("--namespace", default="velero")
-    parser.add_argument("--interval", type=float, default=0.1, metavar="SECONDS")
+    parser.add_argument("--interval", type=_seconds, default=0.1, metavar="SECONDS")
+    parser.add_argument(
+        "--ready-delay",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="restored Deployments turn ready this long after they appear (default: at once)",
+    )
     args = parser.parse_args(argv)
     clusters: dict[str, client.ApiClient] = {}
     for name, path in args.cluster:
@@ -541,12 +583,15 @@ def main(
     except OSError as err:
         print(f"{prog}: error: object store {args.object_store}: {err.strerror}", file=sys.stderr)
         return 2
-    velero = SimulatedVelero(clusters, args.object_store, args.namespace, args.interval)
+    velero = SimulatedVelero(
+        clusters, args.object_store, args.namespace, args.interval, args.ready_delay
+    )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     velero.start()
-    print(f"simulated Velero over {', '.join(clusters)}, store {args.object_store}", flush=True)
+    about = f"{', '.join(clusters)}, store {args.object_store}, ready delay {args.ready_delay}s"
+    print(f"simulated Velero and Deployment controller over {about}", flush=True)
     stop.wait()
     velero.stop()
     return 0

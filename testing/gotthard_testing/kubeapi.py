@@ -1,15 +1,20 @@
 """An emulated Kubernetes API server: kmock's ``KubernetesEmulator`` served over real HTTP.
 
-NOT a kube-apiserver: an in-memory Kubernetes API that the sandbox runs in place of the
-real clusters (one per site, and one as the Karmada API) and that the tests share. Code
-talks to it with the official ``kubernetes`` client, through an ``ApiClient`` or a
+NOT a kube-apiserver: an in-memory Kubernetes API that the two-site sandbox runs in place
+of the real clusters (one per site, and one as the Karmada API) and that the tests share.
+Code talks to it with the official ``kubernetes`` client, through an ``ApiClient`` or a
 kubeconfig file. :class:`KubeEmulator` adds what kmock 0.8 lacks and Gotthard depends on,
 so that the code meets the API server's behaviour, not the emulator's:
 
 * CREATE answers 201 (kmock: 200, which kubernetes>=35 does not deserialise) and an
   existing name answers 409 with a Status of reason ``AlreadyExists``;
+* every write is validated and refused as the API server refuses it (422 ``Invalid`` with
+  ``details.causes``; :mod:`gotthard_testing.resources` says against what), and ``status``
+  is written only where the real server lets it be written (per kind: the ``/status``
+  subresource, or create and update; also there);
 * every object carries ``metadata.resourceVersion`` (one counter per emulator, bumped on
-  every write, like etcd's revision), ``uid`` and ``creationTimestamp``;
+  every write, like etcd's revision), ``uid``, ``creationTimestamp`` and ``generation``
+  (1 on create, bumped when anything but metadata and status changes);
 * PUT (replace) is served; a PUT, or a merge patch carrying ``metadata.resourceVersion``,
   whose resourceVersion is not the stored one answers 409 with reason ``Conflict``;
 * LIST honours ``labelSelector`` (``=``, ``==``, ``!=``, ``in``, ``notin``, ``key``,
@@ -19,7 +24,6 @@ so that the code meets the API server's behaviour, not the emulator's:
   deletes every object in it at once (a real API server finalizes asynchronously);
 * writes are serialised by one lock, so a version check and its write are atomic.
 
-The Lease API (``coordination.k8s.io/v1`` leases, :data:`LEASES`) gets all of the above.
 Watches stream what kmock streams; they are not filtered by label selectors.
 
 Faults (an HTTP error status and/or a slow answer) can be queued per method and path
@@ -29,21 +33,19 @@ down to monitoring while its API keeps answering: ``PUT /_emulator/health`` with
 ``/readyz`` and ``/metrics`` into 503s. ``/metrics`` serves
 ``apiserver_emulated_objects{resource,version}`` per registered resource.
 
-Only the registered resources exist; :func:`crd_resources` reads them from CRD manifests
-and :func:`sandbox_resources` names those of an emulated cluster or Karmada API (the
-Velero and Karmada CRDs ship in ``gotthard/sandbox/crds/``). Every request is handed to
-the callables in :data:`REQUEST_HOOKS` first (the tests record API calls that way).
+Only the registered resources exist; :func:`~gotthard_testing.resources.crd_resources`
+reads them from CRD manifests and :func:`sandbox_resources` names those of an emulated
+cluster or Karmada API (the CRDs are in ``gotthard_testing/crds/``). Every request is
+handed to the callables in :data:`REQUEST_HOOKS` first (the tests record API calls that
+way).
 
 Standalone, one process per API server::
 
-    python -m gotthard.sandbox.kubeapi --listen 127.0.0.1:PORT --kind kubernetes \\
+    python -m gotthard_testing.kubeapi --listen 127.0.0.1:PORT --kind kubernetes \\
         --name zurich --kubeconfig zurich.kubeconfig
 
 writes a kubeconfig for it (mode 0600) and serves until SIGTERM or SIGINT; it is ready
 when ``GET /readyz`` answers 200.
-
-This module imports kmock, aiohttp and kubernetes (the ``sandbox`` extra); nothing
-imports it at ``import gotthard.sandbox``.
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import copy
 import datetime as dt
 import json
-import re
 import signal
 import sys
 import threading
@@ -61,15 +63,35 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, NoReturn, Self
 
 import aiohttp.web
 import attrs
 import kmock
 import yaml
+from kmock._internal.dicts import patch_dict  # kmock is pinned: its own patch semantics
 from kubernetes import client
 
-from gotthard.sandbox.processes import write_private
+from gotthard.files import write_private_atomically
+from gotthard_testing.resources import (
+    CONFIGMAPS,
+    CRD_DIR,
+    DEPLOYMENTS,
+    LEASES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    SECRETS,
+    SERVICES,
+    STATUS_SUBRESOURCE,
+    STORAGE_CLASSES,
+    Resource,
+    crd_resources,
+    rejection,
+    validate,
+    without_nulls,
+)
+from gotthard_testing.selectors import label_selector, labels_of
 
 __all__ = [
     "CONFIGMAPS",
@@ -80,6 +102,7 @@ __all__ = [
     "NODES",
     "PODS",
     "REQUEST_HOOKS",
+    "SECRETS",
     "SERVICES",
     "STORAGE_CLASSES",
     "EmulatorThread",
@@ -95,51 +118,13 @@ __all__ = [
     "write_kubeconfig",
 ]
 
-VERBS = frozenset({"get", "list", "watch", "create", "patch", "delete"})
+VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 
 #: Called with every request before it is served (observers: their result is ignored).
 REQUEST_HOOKS: list[Callable[[aiohttp.web.BaseRequest], None]] = []
 
-#: The CRD manifests shipped with the sandbox: Velero's ``velero.io_*``, Karmada's
-#: ``policy.karmada.io_*``.
-CRD_DIR = Path(__file__).resolve().parent / "crds"
 #: What an emulated API server can stand for (``--kind``).
 KINDS = ("kubernetes", "karmada")
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A resource the emulator serves: ``key`` is ``GROUP/VERSION/PLURAL`` (``v1/PLURAL``
-    for the core group)."""
-
-    key: str
-    kind: str
-    namespaced: bool = True
-
-
-PODS = Resource("v1/pods", "Pod")
-SERVICES = Resource("v1/services", "Service")
-CONFIGMAPS = Resource("v1/configmaps", "ConfigMap")
-NODES = Resource("v1/nodes", "Node", namespaced=False)
-STORAGE_CLASSES = Resource("storage.k8s.io/v1/storageclasses", "StorageClass", namespaced=False)
-DEPLOYMENTS = Resource("apps/v1/deployments", "Deployment")
-LEASES = Resource("coordination.k8s.io/v1/leases", "Lease")
-
-
-def crd_resources(*paths: Path) -> list[Resource]:
-    """One :class:`Resource` per served version of each CRD manifest in *paths*."""
-    found = []
-    for path in paths:
-        spec = yaml.safe_load(path.read_text())["spec"]
-        for version in spec["versions"]:
-            found.append(
-                Resource(
-                    f"{spec['group']}/{version['name']}/{spec['names']['plural']}",
-                    spec["names"]["kind"],
-                    spec["scope"] == "Namespaced",
-                )
-            )
-    return found
 
 
 def sandbox_resources(kind: str) -> list[Resource]:
@@ -175,63 +160,22 @@ class Fault:
         )
 
 
-def _status(code: int, reason: str = "", message: str = "") -> aiohttp.web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
-    body.update(code=code, reason=reason, message=message)
+def _status(
+    code: int, reason: str = "", message: str = "", details: Mapping[str, Any] | None = None
+) -> aiohttp.web.Response:
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}}
+    body.update(status="Failure", code=code, reason=reason, message=message)
+    if details:
+        body["details"] = dict(details)
     return aiohttp.web.json_response(body, status=code)
 
 
-# -- label selectors -------------------------------------------------------------------
-
-_SELECTOR_TERM = re.compile(
-    r"\s*(?P<neg>!)?\s*(?P<key>[A-Za-z0-9][A-Za-z0-9_./-]*)\s*"
-    r"(?:(?P<op>==|=|!=)\s*(?P<value>[A-Za-z0-9_.-]*)"
-    r"|\s+(?P<setop>in|notin)\s*\((?P<values>[^)]*)\))?\s*$"
-)
-LabelPredicate = Callable[[Mapping[str, str]], bool]
-
-
-def _selector_terms(selector: str) -> list[str]:
-    """*selector* split at the commas outside ``( )``."""
-    terms, depth, start = [], 0, 0
-    for i, char in enumerate(selector):
-        depth += {"(": 1, ")": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            terms.append(selector[start:i])
-            start = i + 1
-    terms.append(selector[start:])
-    return [term for term in terms if term.strip()]
-
-
-def _term_predicate(term: str) -> LabelPredicate:
-    match = _SELECTOR_TERM.match(term)
-    if match is None or (match["neg"] and (match["op"] or match["setop"])):
-        raise ValueError(f"unable to parse requirement: {term.strip()!r}")
-    key, value = match["key"], match["value"]
-    if match["op"] in ("=", "=="):
-        return lambda labels: labels.get(key) == value
-    if match["op"] == "!=":
-        return lambda labels: labels.get(key) != value
-    if match["setop"]:
-        values = {v.strip() for v in match["values"].split(",") if v.strip()}
-        if match["setop"] == "in":
-            return lambda labels: labels.get(key) in values
-        return lambda labels: labels.get(key) not in values
-    if match["neg"]:
-        return lambda labels: key not in labels
-    return lambda labels: key in labels
-
-
-def label_selector(selector: str) -> LabelPredicate:
-    """The predicate of a Kubernetes equality- and set-based label *selector* (all its
-    terms, ANDed). ``!=`` and ``notin`` match objects without the key, as the API does.
-    Raises ValueError for a malformed selector."""
-    predicates = [_term_predicate(term) for term in _selector_terms(selector)]
-    return lambda labels: all(predicate(labels) for predicate in predicates)
-
-
-def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
-    return (obj.get("metadata") or {}).get("labels") or {}
+def _fail(
+    code: int, reason: str, message: str, details: Mapping[str, Any] | None = None
+) -> NoReturn:
+    """Answer the request with a Status of *code* and *reason* (raised through kmock)."""
+    details = dict(details or {"causes": []})  # kmock shows a traceback for no details
+    raise kmock.KubernetesError(status=code, reason=reason, message=message, details=details)
 
 
 def timestamp() -> str:
@@ -243,6 +187,22 @@ _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: The path of the health switch (not a Kubernetes path: no API group starts with ``_``).
 HEALTH_SWITCH = "/_emulator/health"
 _HEALTH_PATHS = frozenset({HEALTH_SWITCH, "/livez", "/readyz", "/metrics"})
+#: Metadata the API server owns: an update cannot change them.
+_SERVER_FIELDS = ("name", "namespace", "uid", "creationTimestamp", "generation")
+
+
+def _typed(resource: Resource, body: dict[str, Any]) -> None:
+    """Fill in *body*'s apiVersion and kind from the endpoint, as the server decodes a
+    body without them; 400 when they name another kind."""
+    for key, wanted in (("apiVersion", resource.api_version), ("kind", resource.kind)):
+        given = body.setdefault(key, wanted)
+        if given != wanted:
+            _fail(400, "BadRequest", f"the {key} in the data ({given}) does not match {wanted!r}")
+
+
+def _content(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What a change of bumps ``metadata.generation``: all but metadata and status."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
 @attrs.define(kw_only=True)
@@ -256,7 +216,21 @@ class KubeEmulator(kmock.KubernetesEmulator):
     healthy: bool = True
     #: The last resourceVersion handed out (one counter for all objects).
     revision: int = 0
+    #: The registered resources and their rules, by (group, version, plural).
+    served: dict[tuple[str, str, str], Resource] = attrs.field(factory=dict)
     _writes: asyncio.Lock = attrs.field(factory=asyncio.Lock, init=False)
+
+    def register(self, *resources: Resource) -> None:
+        """Serve *resources* (all verbs, their rules)."""
+        for resource in resources:
+            self.resources[resource.key] = kmock.ResourceInfo(
+                kind=resource.kind,
+                namespaced=resource.namespaced,
+                verbs=set(VERBS),
+                subresources={"status"} if resource.has_status_subresource else set(),
+            )
+            group, _, version = resource.api_version.rpartition("/")
+            self.served[(group, version, resource.plural)] = resource
 
     def _next_version(self) -> str:
         self.revision += 1
@@ -268,6 +242,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
             resourceVersion=self._next_version(),
             uid=str(uuid.uuid4()),
             creationTimestamp=timestamp(),
+            generation=1,
         )
 
     # -- objects of registered resources ------------------------------------------------
@@ -285,64 +260,109 @@ class KubeEmulator(kmock.KubernetesEmulator):
         current = (stored.raw.get("metadata") or {}).get("resourceVersion")
         if wanted and str(wanted) != str(current):
             plural = request.resource.plural if request.resource else ""
-            raise kmock.KubernetesError(
-                status=409,
-                reason="Conflict",
-                message=(
-                    f'Operation cannot be fulfilled on {plural} "{request.name}": the object '
-                    "has been modified; please apply your changes to the latest version and "
-                    "try again"
-                ),
-                details={"name": request.name, "kind": plural},
+            _fail(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {plural} "{request.name}": the object '
+                "has been modified; please apply your changes to the latest version and "
+                "try again",
+                {"name": request.name, "kind": plural},
             )
+
+    @staticmethod
+    def _check(resource: Resource, obj: Mapping[str, Any], request: kmock.Request) -> None:
+        """Refuse *obj* as the API server would (422 Invalid, or 400)."""
+        strict = request.params.get("fieldValidation") == "Strict"
+        causes = validate(resource, obj, strict)
+        if causes:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            builtin = resource.schema is None
+            _fail(*rejection(resource, name, causes, builtin))
 
     async def _handle(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
-        """Writes: checked and applied under one lock; PUT served here (kmock has none)."""
-        if request.resource is None or str(request.method.value) not in _WRITES:
+        """Writes, under one lock: creates checked and prepared here, then stored by
+        kmock; updates done here; deletes kmock's."""
+        method = str(request.method.value)
+        if request.resource is None or method not in _WRITES:
             return await super()._handle(request)
+        resource = self.served.get(_resource_key(request.resource))
+        if resource is None:
+            return await super()._handle(request)  # kmock's 404 for an unknown resource
+        if request.subresource and not (
+            request.subresource == "status" and resource.has_status_subresource
+        ):
+            _fail(404, "NotFound", "the server could not find the requested resource")
         async with self._writes:
-            if request.method.value == "PUT":
-                return await self._replace(request)
-            data = request.data if isinstance(request.data, dict) else None
-            if request.action == kmock.action.CREATE and data is not None:
-                meta = data.setdefault("metadata", {})
-                namespace = request.namespace or meta.get("namespace")
-                if self._stored(request, namespace, meta.get("name")) is not None:
-                    plural = request.resource.plural
-                    raise kmock.KubernetesError(
-                        status=409,
-                        reason="AlreadyExists",
-                        message=f'{plural} "{meta.get("name")}" already exists',
-                        details={"name": meta.get("name"), "kind": plural},
-                    )
-                self._stamp(meta)
-                if namespace:
-                    meta["namespace"] = namespace
-            elif request.action == kmock.action.UPDATE and data is not None:
-                stored = self._stored(request, request.namespace, request.name)
-                if stored is not None:
-                    self._check_version(request, stored, data.get("metadata"))
-                    data.setdefault("metadata", {})["resourceVersion"] = self._next_version()
-            return await super()._handle(request)
+            if method == "DELETE":
+                return await super()._handle(request)
+            if method == "POST" and request.name is None:
+                self._prepare_create(request, resource)
+                return await super()._handle(request)
+            if method in ("PUT", "PATCH") and request.name is not None:
+                return await self._update(request, resource)
+        _fail(405, "MethodNotAllowed", f"{method} is not allowed on {request.url.path}")
 
-    async def _replace(self, request: kmock.Request) -> aiohttp.web.StreamResponse:
-        """PUT: replace the object (or, on ``/status``, its status) after the version check."""
-        stored = self._stored(request, request.namespace, request.name)
-        if stored is None or not isinstance(request.data, dict):
-            raise kmock.KubernetesError(
-                status=404, reason="NotFound", message=f'"{request.name}" not found'
+    def _prepare_create(self, request: kmock.Request, resource: Resource) -> None:
+        """The object as the server stores it (in ``request.data``, which kmock then
+        stores): typed, status as the kind allows, validated, stamped; 409 if it exists."""
+        if not isinstance(request.data, dict):
+            _fail(400, "BadRequest", "the body of a create must be a JSON object")
+        body = without_nulls(request.data)
+        _typed(resource, body)
+        meta = body.setdefault("metadata", {})
+        namespace = request.namespace or meta.get("namespace")
+        if request.namespace and meta.get("namespace", request.namespace) != request.namespace:
+            message = "the namespace of the provided object does not match the namespace "
+            _fail(400, "BadRequest", message + "sent on the request")
+        if resource.status == STATUS_SUBRESOURCE:
+            body.pop("status", None)
+            if resource.initial_status is not None:
+                body["status"] = copy.deepcopy(dict(resource.initial_status))
+        self._check(resource, body, request)
+        if self._stored(request, namespace, meta.get("name")) is not None:
+            plural = resource.plural
+            _fail(
+                409,
+                "AlreadyExists",
+                f'{plural} "{meta.get("name")}" already exists',
+                {"name": meta.get("name"), "kind": plural},
             )
+        self._stamp(meta)
+        if namespace and resource.namespaced:
+            meta["namespace"] = namespace
+        request.data.clear()
+        request.data.update(body)
+
+    async def _update(self, request: kmock.Request, resource: Resource) -> aiohttp.web.Response:
+        """PUT (replace) and PATCH (merge or JSON patch), of the object or of its
+        ``/status``: the new object after the version check, with what the kind lets
+        this write change, validated."""
+        stored = self._stored(request, request.namespace, request.name)
+        if stored is None:
+            _fail(404, "NotFound", f'{resource.plural} "{request.name}" not found')
         body = request.data
-        self._check_version(request, stored, body.get("metadata"))
-        old = stored.raw
+        if request.method.value == "PUT" and not isinstance(body, dict):
+            _fail(400, "BadRequest", "the body of a replace must be a JSON object")
+        if isinstance(body, dict):
+            self._check_version(request, stored, body.get("metadata"))
+        old = copy.deepcopy(stored.raw)
+        try:
+            given = body if request.method.value == "PUT" else patch_dict(old, body)
+        except (TypeError, ValueError, LookupError) as err:  # a patch that does not apply
+            _fail(422, "Invalid", f"the patch does not apply: {err}")
+        new = without_nulls(copy.deepcopy(dict(given)))
         if request.subresource == "status":
-            new = {**old, "status": body.get("status")}
-        else:
-            new = {**body, "status": body.get("status", old.get("status"))}
-        kept = {k: v for k, v in (old.get("metadata") or {}).items() if k in _SERVER_FIELDS}
-        new["metadata"] = {**(body.get("metadata") or {}), **kept}
-        new["metadata"]["resourceVersion"] = self._next_version()
+            new = {**old, "status": new.get("status")}
+        elif resource.has_status_subresource:
+            new["status"] = old.get("status")
+        _typed(resource, new)
+        server = {k: v for k, v in (old.get("metadata") or {}).items() if k in _SERVER_FIELDS}
+        new["metadata"] = {**(new.get("metadata") or {}), **server}
+        if _content(new) != _content(old):
+            new["metadata"]["generation"] = int(server.get("generation") or 1) + 1
         new = {k: v for k, v in new.items() if v is not None}
+        self._check(resource, new, request)
+        new["metadata"]["resourceVersion"] = self._next_version()
         stored.create(new)
         await self._buses[request.resource].put({"type": "MODIFIED", "object": new})
         return aiohttp.web.json_response(new)
@@ -432,15 +452,7 @@ class KubeEmulator(kmock.KubernetesEmulator):
     ) -> aiohttp.web.Response:
         """Core Namespaces: POST and GET on the collection, GET and DELETE on one."""
         if name is None and raw.method == "POST":
-            obj = json.loads(await raw.read())
-            key = obj["metadata"]["name"]
-            if key in self.namespaces:
-                return _status(409, "AlreadyExists", f'namespaces "{key}" already exists')
-            async with self._writes:
-                self._stamp(obj["metadata"])
-            obj.update(apiVersion="v1", kind="Namespace", status={"phase": "Active"})
-            self.namespaces[key] = obj
-            return aiohttp.web.json_response(obj, status=201)
+            return await self._create_namespace(raw)
         if name is None and raw.method == "GET":
             try:
                 found = _select(list(self.namespaces.values()), raw.query.get("labelSelector", ""))
@@ -462,6 +474,28 @@ class KubeEmulator(kmock.KubernetesEmulator):
                 return aiohttp.web.json_response(self.namespaces.pop(name))
         return _status(405, "MethodNotAllowed")
 
+    async def _create_namespace(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.Response:
+        """A Namespace as the server creates it: validated, phase Active, stamped."""
+        try:
+            obj = without_nulls(json.loads(await raw.read()))
+        except ValueError:
+            return _status(400, "BadRequest", "the body is not JSON")
+        if not isinstance(obj, dict):
+            return _status(400, "BadRequest", "the body of a create must be a JSON object")
+        obj.update(apiVersion=obj.get("apiVersion", "v1"), kind=obj.get("kind", "Namespace"))
+        obj["status"] = dict(NAMESPACES.initial_status or {})
+        meta = obj.setdefault("metadata", {})
+        causes = validate(NAMESPACES, obj, raw.query.get("fieldValidation") == "Strict")
+        if causes:
+            return _status(*rejection(NAMESPACES, str(meta.get("name") or ""), causes, True))
+        key = meta["name"]
+        async with self._writes:
+            if key in self.namespaces:
+                return _status(409, "AlreadyExists", f'namespaces "{key}" already exists')
+            self._stamp(meta)
+            self.namespaces[key] = obj
+        return aiohttp.web.json_response(obj, status=201)
+
     async def _delete_contents(self, namespace: str) -> None:
         """Delete every object in *namespace* (the namespace's finalization)."""
         for (resource, obj_namespace, _), obj in list(self.objects.items()):
@@ -476,10 +510,6 @@ def _resource_key(resource: Any) -> tuple[str, str, str]:
     return (resource.group or "", resource.version or "", resource.plural or "")
 
 
-#: Metadata the API server owns: a PUT cannot change them.
-_SERVER_FIELDS = frozenset({"name", "namespace", "uid", "creationTimestamp"})
-
-
 def _select(items: list[dict[str, Any]], selector: str) -> list[dict[str, Any]]:
     """*items* matching the label *selector* (all of them for ``""``); 400 if malformed."""
     if not selector:
@@ -488,14 +518,7 @@ def _select(items: list[dict[str, Any]], selector: str) -> list[dict[str, Any]]:
         matches = label_selector(selector)
     except ValueError as err:
         raise kmock.KubernetesError(status=400, reason="BadRequest", message=str(err)) from None
-    return [item for item in items if matches(_labels(item))]
-
-
-def _register(emulator: KubeEmulator, resources: Sequence[Resource]) -> None:
-    for resource in resources:
-        emulator.resources[resource.key] = kmock.ResourceInfo(
-            kind=resource.kind, namespaced=resource.namespaced, verbs=set(VERBS)
-        )
+    return [item for item in items if matches(labels_of(item))]
 
 
 @contextlib.asynccontextmanager
@@ -521,7 +544,7 @@ def write_kubeconfig(
         "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
         "current-context": name,
     }
-    write_private(path, yaml.safe_dump(doc))
+    write_private_atomically(path, yaml.safe_dump(doc))
     return path
 
 
@@ -541,7 +564,7 @@ class EmulatorThread:
 
     def register(self, *resources: Resource) -> None:
         """Serve *resources* too (before or after :meth:`start`)."""
-        _register(self.emulator, resources)
+        self.emulator.register(*resources)
 
     def _run(self) -> None:
         try:
@@ -614,6 +637,17 @@ class EmulatorThread:
     def clear_faults(self) -> None:
         self.emulator.faults.clear()
 
+    def store_unchecked(self, resource: Resource, body: dict[str, Any]) -> None:
+        """Put *body* into the store as it is, past every check of the API: an object the
+        API server refuses (and this one does), which tests of code that must survive one
+        need, as a cluster can still hold objects that an older, laxer version stored."""
+
+        async def put() -> None:
+            meta = body["metadata"]
+            self.emulator.objects[(resource.key, meta.get("namespace"), meta["name"])] = body
+
+        asyncio.run_coroutine_threadsafe(put(), self.loop).result(10)
+
 
 # -- the standalone process ---------------------------------------------------------------
 
@@ -656,13 +690,13 @@ async def _serve(emulator: KubeEmulator, host: str, port: int, name: str, out: P
 
 
 def main(
-    argv: Sequence[str] | None = None, prog: str = "python -m gotthard.sandbox.kubeapi"
+    argv: Sequence[str] | None = None, prog: str = "python -m gotthard_testing.kubeapi"
 ) -> int:
     """Run one emulated API server until SIGTERM/SIGINT: 0; 2 for bad arguments, a port
     in use or an unwritable kubeconfig (one line on stderr)."""
     args = _parser(prog).parse_args(argv)
     (host, port), emulator = args.listen, KubeEmulator()
-    _register(emulator, sandbox_resources(args.kind))
+    emulator.register(*sandbox_resources(args.kind))
     try:
         asyncio.run(_serve(emulator, host, port, args.name, args.kubeconfig))
     except OSError as err:  # binding the port, or writing the kubeconfig (a file name)
