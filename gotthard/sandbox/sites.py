@@ -46,9 +46,8 @@ from typing import Any
 from gotthard.deploy import local
 from gotthard.deploy.local import Process
 from gotthard.deploy.roles import DR, RUNBOOKS, SLURM_EXPORTER
-from gotthard.sandbox import doubles
+from gotthard.sandbox import doubles, rendered, sites_config, slurm
 from gotthard.sandbox import processes as procs
-from gotthard.sandbox import rendered, sites_config, slurm
 from gotthard.sandbox.core import Sandbox, check_ports, printer
 from gotthard.sandbox.external import ExternalClusters
 from gotthard.sandbox.layout import local_url
