@@ -10,12 +10,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gotthard import command
 from gotthard.policies.engine import (
     Engine,
     PolicyError,
@@ -307,8 +307,8 @@ def run_kube_bench(
     if checks:
         cmd += ["--check", checks]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
+        proc = command.run(cmd, timeout=timeout, check=False)
+    except command.CommandError as err:
         raise PolicyError(f"kube-bench failed: {err}") from err
     if proc.returncode != 0 and not proc.stdout.strip():
         raise PolicyError(f"kube-bench exited {proc.returncode}: {proc.stderr.strip()[:500]}")
