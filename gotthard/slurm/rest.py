@@ -9,7 +9,7 @@ changed since then, slurmrestd answers ``304 Not Modified`` with an empty body (
 10 ms instead of seconds for a large queue) and the previous decoded listing, and what
 was mapped from it, is reused.
 
-The mapping from decoded JSON to the snapshot is :mod:`.rest_mapping`.
+The mapping from decoded JSON to the snapshot is :mod:`.rest_json` (the field table).
 """
 
 from __future__ import annotations
@@ -28,15 +28,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gotthard.exporters.slurm import snapshot
-from gotthard.exporters.slurm.rest_mapping import (
+from gotthard.slurm import snapshot
+from gotthard.slurm.rest_json import (
     RECORD_ERRORS,
     JsonDict,
-    _errors_text,
-    _num,
-    _release,
-    _str,
-    count_array_tasks,
+    errors_text,
     map_controllers,
     map_diag,
     map_job,
@@ -44,22 +40,9 @@ from gotthard.exporters.slurm.rest_mapping import (
     map_partition,
     map_ping,
     map_reservation,
+    release,
 )
-
-__all__ = [
-    "SUPPORTED_VERSIONS",
-    "RestBackend",
-    "count_array_tasks",
-    "jwt_user",
-    "map_controllers",
-    "map_diag",
-    "map_job",
-    "map_node",
-    "map_partition",
-    "map_ping",
-    "map_reservation",
-    "parse_url",
-]
+from gotthard.slurm.values import json_number, json_text
 
 #: OpenAPI versions this module maps, newest first.
 SUPPORTED_VERSIONS: tuple[str, ...] = (
@@ -317,7 +300,7 @@ class RestBackend:
             document = json.loads(response.body)
         except (ValueError, UnicodeDecodeError):
             document = None
-        errors = _errors_text(document) if isinstance(document, dict) else ""
+        errors = errors_text(document) if isinstance(document, dict) else ""
         if errors:
             message += f": {errors}"
         body = _snippet(response.body)
@@ -375,7 +358,7 @@ class RestBackend:
             if isinstance(servers, list):
                 for server in servers:
                     if isinstance(server, Mapping):
-                        match = _VERSION_IN_PATH.search(_str(server.get("url")))
+                        match = _VERSION_IN_PATH.search(json_text(server.get("url")))
                         if match:
                             offered.add(match.group(1))
             return sorted(offered, key=_version_key, reverse=True)
@@ -475,7 +458,7 @@ class RestBackend:
         document = self._decode(path, response)
         records = document.get(endpoint)
         if not isinstance(records, list):
-            errors = _errors_text(document)
+            errors = errors_text(document)
             raise snapshot.SlurmUnavailable(
                 f"slurmrestd {self.url}: GET {path} has no {endpoint!r} list"
                 + (f": {errors}" if errors else f": {_snippet(response.body)}")
@@ -510,10 +493,10 @@ class RestBackend:
                 errors += 1
             self._update_clock_offset(statistics.get("req_time"), diag_received)
         else:
-            errors_text = _errors_text(diag_document)
+            problems = errors_text(diag_document)
             raise snapshot.SlurmUnavailable(
                 f"slurmrestd {self.url}: GET {diag_path} has no statistics"
-                + (f": {errors_text}" if errors_text else "")
+                + (f": {problems}" if problems else "")
             )
 
         jobs, _ = self._listing(version, "jobs")
@@ -534,7 +517,7 @@ class RestBackend:
             probes=probes,
             errors=errors + job_errors + node_errors + partition_errors + reservation_errors,
             backend=self.name,
-            version=_release(diag_document),
+            version=release(diag_document),
             reservations=reservations,
             controllers=controllers,
         )
@@ -572,7 +555,7 @@ class RestBackend:
         return max(math.floor(since + self._clock_offset), 0)
 
     def _update_clock_offset(self, server_time: Any, local_time: float) -> None:
-        remote = _num(server_time)
+        remote = json_number(server_time)
         if remote is None or remote <= 0:
             self._clock_offset = None
             return
@@ -584,7 +567,9 @@ class RestBackend:
         key = ("jobs", options.per_user, options.job_info)
         if listing.mapped_key == key:
             return listing.mapped  # type: ignore[no-any-return]
-        jobs, errors = snapshot.map_each(listing.records, map_job, RECORD_ERRORS)
+        jobs, errors = snapshot.map_each(
+            listing.records, lambda record: map_job(record, options), RECORD_ERRORS
+        )
         tally = snapshot.JobTally(options)
         for job in jobs:
             tally.add(job)

@@ -18,10 +18,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from gotthard.exporters.families import MetricFamily, gauge
 from gotthard.exporters.runtime import CollectorRunner, Exporter
 from gotthard.exporters.settings import SlurmExporterConfig
-from gotthard.exporters.slurm.cli import parse_sdiag
 from gotthard.exporters.slurm.collector import SlurmCollector
 from gotthard.exporters.web import make_server
 from gotthard.sandbox import Sandbox
+from gotthard.slurm.text import parse_sdiag
 
 pytestmark = pytest.mark.slurm
 

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from gotthard.exporters.slurm import pyslurm_backend as backend
-from gotthard.exporters.slurm.pyslurm_backend import (
+from gotthard.slurm import pyslurm_backend as backend
+from gotthard.slurm.fields import RESERVATION_FLAG_NAMES
+from gotthard.slurm.pyslurm_backend import (
     ENTRY_POINTS,
     JOBS_LOAD,
     NODES_LOAD,
     PARTITIONS_LOAD,
-    RESERVATION_FLAG_NAMES,
     RESERVATIONS_LOAD,
     STATISTICS_ATTRIBUTES,
     STATISTICS_LOAD,

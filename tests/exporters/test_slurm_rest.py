@@ -21,20 +21,17 @@ import pytest
 
 from gotthard.exporters.families import render_text
 from gotthard.exporters.slurm.render import render
-from gotthard.exporters.slurm.rest import (
-    SUPPORTED_VERSIONS,
-    RestBackend,
-    count_array_tasks,
-    jwt_user,
+from gotthard.sandbox import Sandbox
+from gotthard.slurm.rest import SUPPORTED_VERSIONS, RestBackend, jwt_user, parse_url
+from gotthard.slurm.rest_json import (
     map_diag,
     map_job,
     map_node,
     map_partition,
     map_ping,
     map_reservation,
-    parse_url,
 )
-from gotthard.exporters.slurm.snapshot import (
+from gotthard.slurm.snapshot import (
     JobGroup,
     JobRecord,
     JobTally,
@@ -46,9 +43,8 @@ from gotthard.exporters.slurm.snapshot import (
     RunningJob,
     SlurmSnapshot,
     SlurmUnavailable,
-    gpus_from_tres,
 )
-from gotthard.sandbox import Sandbox
+from gotthard.slurm.values import count_array_tasks, gpus_from_tres
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurm-22.05"
 LISTINGS = ("jobs", "nodes", "partitions")

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from gotthard.exporters.families import MetricFamily, counter, gauge
-from gotthard.exporters.slurm.snapshot import (
+from gotthard.slurm.snapshot import (
     JOB_EVENTS,
     JOB_STATES,
     Node,
