@@ -460,6 +460,13 @@ class TextReader:
 # --- building records from the fields -------------------------------------------------------
 
 
+#: Node fields taken as they are read; the state gives two (base and flags), and a node's
+#: idle and other CPUs are counted as sinfo counts them.
+_NODE_AS_READ = tuple(
+    field.name for field in NODE_FIELDS if field.name not in ("state", "cpus_idle", "cpus_other")
+)
+
+
 def node_from(found: Mapping[str, Any]) -> Node:
     """A :class:`Node` from its fields. CPUs neither idle nor allocated are "other", as
     sinfo's ``CPUS(A/I/O/T)`` counts them, where the backend does not say."""
@@ -471,27 +478,15 @@ def node_from(found: Mapping[str, Any]) -> Node:
         found["cpus_other"],
     )
     if other is None:
-        idle, other = cpus_idle_other(
-            state,
-            flags,
-            total=total,
-            alloc=alloc,
-            idle=max(total - alloc, 0) if idle is None else idle,
-        )
+        if idle is None:
+            idle = max(total - alloc, 0)
+        idle, other = cpus_idle_other(state, flags, total=total, alloc=alloc, idle=idle)
     return Node(
-        name=found["name"],
         state=state,
         flags=flags,
-        partitions=found["partitions"],
-        cpus_alloc=alloc,
         cpus_idle=idle,
         cpus_other=other,
-        cpus_total=total,
-        memory_total_bytes=found["memory_total_bytes"],
-        memory_alloc_bytes=found["memory_alloc_bytes"],
-        gpus_total=found["gpus_total"],
-        gpus_alloc=found["gpus_alloc"],
-        reason=found["reason"],
+        **{name: found[name] for name in _NODE_AS_READ},
     )
 
 

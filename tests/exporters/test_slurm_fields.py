@@ -31,7 +31,7 @@ from gotthard.slurm.fields import (
 )
 from gotthard.slurm.rest_json import map_job, map_node, map_partition
 from gotthard.slurm.snapshot import JobRecord, Node, PollOptions
-from gotthard.slurm.text import parse_sinfo_nodes, parse_sinfo_partitions
+from gotthard.slurm.text import NODE_COLUMNS, parse_sinfo_nodes, parse_sinfo_partitions
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurm-22.05"
 MIB = 1024 * 1024
@@ -50,6 +50,16 @@ def wrapped(number: int) -> dict[str, Any]:
 
 def pyslurm_node(**values: Any) -> Any:
     return SimpleNamespace(**values)
+
+
+def sinfo_rows(partitions: tuple[str, ...], **cells: str) -> str:
+    """What ``sinfo -N -O`` prints for one node (a row per partition), in the columns the
+    reader asks for; a column the test does not give is a KeyError."""
+    return "".join(
+        "".join({**cells, "Partition": partition}[column] + "|" for column in NODE_COLUMNS.columns)
+        + "\n"
+        for partition in partitions
+    )
 
 
 def test_every_node_attribute_has_a_row_or_is_derived() -> None:
@@ -134,9 +144,16 @@ PYSLURM_NODE001: dict[str, Any] = {
 
 
 def test_the_recorded_node_reads_the_same_from_every_source() -> None:
-    sinfo = (
-        "node001|debug*|allocated|2/0/0/2|20000|2000|gpu:2|gpu:1|none|\n"
-        "node001|gpu|allocated|2/0/0/2|20000|2000|gpu:2|gpu:1|none|\n"
+    sinfo = sinfo_rows(
+        ("debug*", "gpu"),
+        NodeList="node001",
+        StateComplete="allocated",
+        CPUsState="2/0/0/2",
+        Memory="20000",
+        AllocMem="2000",
+        Gres="gpu:2",
+        GresUsed="gpu:1",
+        Reason="none",
     )
     (record,) = recorded("nodes")
     v40 = {
@@ -172,9 +189,16 @@ def test_a_drained_node_reads_the_same_from_every_source() -> None:
         gpus_alloc=2,
         reason="gpu lost: XID 79",
     )
-    sinfo = (
-        "n7|gpu|mixed+drain|16/0/48/64|512000|65536|gpu:a100:4(S:0-1)|gpu:a100:2(IDX:0-1)|"
-        "gpu lost: XID 79|\n"
+    sinfo = sinfo_rows(
+        ("gpu",),
+        NodeList="n7",
+        StateComplete="mixed+drain",
+        CPUsState="16/0/48/64",
+        Memory="512000",
+        AllocMem="65536",
+        Gres="gpu:a100:4(S:0-1)",
+        GresUsed="gpu:a100:2(IDX:0-1)",
+        Reason="gpu lost: XID 79",
     )
     v38 = {
         "name": "n7",
