@@ -144,7 +144,7 @@ def generate(directory: Path, jobs: int, nodes: int, seed: int = 7, distinct: bo
                 row[column] += value
             node_lines.append(
                 f"{name}|{partition}{star}|{state}|{alloc}/{idle}/{other}/{total}|515000|"
-                f"{alloc * 4000}|{gres}|{used}|{reason}|"
+                f"{alloc * 4000}|{gres}|{used}|{alloc / 32:.2f}|{reason}|"
             )
     (directory / "sinfo-nodes.txt").write_text("\n".join(node_lines) + "\n")
     (directory / "sinfo-partitions.txt").write_text(

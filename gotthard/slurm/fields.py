@@ -208,6 +208,7 @@ NODE_FIELDS = (
     Field("memory_alloc_bytes", v.MEBIBYTES, "AllocMem", ("alloc_memory",), "allocated_memory"),
     Field("gpus_total", v.GPUS, "Gres", ("gres",), "configured_gres"),
     Field("gpus_alloc", v.GPUS, "GresUsed", ("gres_used",), "allocated_gres"),
+    Field("cpu_load", v.LOAD, "CPUsLoad", ("cpu_load",), "cpu_load"),
     Field("reason", v.TEXT, "Reason", ("reason",), "reason"),
 )  # fmt: skip
 

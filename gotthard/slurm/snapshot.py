@@ -70,6 +70,8 @@ class Node(NamedTuple):
     gpus_total: int = 0
     gpus_alloc: int = 0
     reason: str = ""
+    #: The OS load average slurmd last reported (1.0: one busy CPU); None if it has none.
+    cpu_load: float | None = None
 
     @property
     def full_state(self) -> str:

@@ -99,6 +99,7 @@ def test_recorded_drained_node_with_running_jobs_is_draining() -> None:
     assert node.memory_total_bytes == 22900 * 1024 * 1024
     assert (node.gpus_alloc, node.gpus_total) == (2, 2)
     assert node.reason == "gpu lost: XID 79"
+    assert node.cpu_load == 11.62
 
 
 def test_partitions_with_default_marker() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gotthard.exporters.slurm.render import render
 from gotthard.slurm.fields import (
     CONTROLLER_FIELDS,
     JOB_FIELDS,
@@ -30,7 +31,7 @@ from gotthard.slurm.fields import (
     partition_from,
 )
 from gotthard.slurm.rest_json import map_job, map_node, map_partition
-from gotthard.slurm.snapshot import JobRecord, Node, PollOptions
+from gotthard.slurm.snapshot import JobRecord, Node, PollOptions, SlurmSnapshot
 from gotthard.slurm.text import NODE_COLUMNS, parse_sinfo_nodes, parse_sinfo_partitions
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurm-22.05"
@@ -124,6 +125,7 @@ RECORDED_NODE = Node(
     memory_alloc_bytes=2000 * MIB,
     gpus_total=2,
     gpus_alloc=1,
+    cpu_load=0.16,
 )
 
 
@@ -140,6 +142,7 @@ PYSLURM_NODE001: dict[str, Any] = {
     "configured_gres": {"gpu": 2},
     "allocated_gres": {"gpu": 1},
     "reason": None,
+    "cpu_load": 0.16,
 }
 
 
@@ -153,6 +156,7 @@ def test_the_recorded_node_reads_the_same_from_every_source() -> None:
         AllocMem="2000",
         Gres="gpu:2",
         GresUsed="gpu:1",
+        CPUsLoad="0.16",
         Reason="none",
     )
     (record,) = recorded("nodes")
@@ -188,6 +192,7 @@ def test_a_drained_node_reads_the_same_from_every_source() -> None:
         gpus_total=4,
         gpus_alloc=2,
         reason="gpu lost: XID 79",
+        cpu_load=3.5,
     )
     sinfo = sinfo_rows(
         ("gpu",),
@@ -198,6 +203,7 @@ def test_a_drained_node_reads_the_same_from_every_source() -> None:
         AllocMem="65536",
         Gres="gpu:a100:4(S:0-1)",
         GresUsed="gpu:a100:2(IDX:0-1)",
+        CPUsLoad="3.50",
         Reason="gpu lost: XID 79",
     )
     v38 = {
@@ -213,8 +219,9 @@ def test_a_drained_node_reads_the_same_from_every_source() -> None:
         "gres": "gpu:a100:4(S:0-1)",
         "gres_used": "gpu:a100:2(IDX:0-1)",
         "reason": "gpu lost: XID 79",
+        "cpu_load": 350,  # hundredths
     }
-    v40 = {**v38, "state": ["MIXED", "DRAIN"], "cpus": wrapped(64)}
+    v40 = {**v38, "state": ["MIXED", "DRAIN"], "cpus": wrapped(64), "cpu_load": wrapped(350)}
     del v40["state_flags"]
     pyslurm = pyslurm_node(
         name="n7",
@@ -228,6 +235,7 @@ def test_a_drained_node_reads_the_same_from_every_source() -> None:
         configured_gres={"gpu:a100": 4},
         allocated_gres={"gpu": 2, "gpu:a100": 2},
         reason="gpu lost: XID 79",
+        cpu_load=3.5,
     )
     assert parse_sinfo_nodes(sinfo).nodes == (expected,)
     assert map_node(v38) == expected
@@ -288,3 +296,28 @@ def test_a_job_reads_the_same_from_slurmrestd_and_pyslurm() -> None:
     )
     assert map_job(v40, EVERY_USER) == expected
     assert job_from(RecordReader(JOB_FIELDS, "pyslurm").values(pyslurm), EVERY_USER) == expected
+
+
+def test_a_node_without_a_load_gets_no_load_series() -> None:
+    """sinfo prints N/A, slurmrestd NO_VAL (v0.0.38) or an unset number (v0.0.39+) for a
+    node that has reported no load: no slurm_node_cpu_load series, not a made-up 0."""
+    (record,) = recorded("nodes")
+    cells = dict(
+        NodeList="node001",
+        StateComplete="idle",
+        CPUsState="0/2/0/2",
+        Memory="20000",
+        AllocMem="0",
+        Gres="gpu:2",
+        GresUsed="gpu:0",
+        Reason="none",
+    )
+    nodes = [
+        *parse_sinfo_nodes(sinfo_rows(("debug*",), **cells, CPUsLoad="N/A")).nodes,
+        map_node({**record, "cpu_load": 4294967294}),
+        map_node({**record, "cpu_load": {"set": False, "infinite": False, "number": 0}}),
+    ]
+    assert [node.cpu_load for node in nodes] == [None, None, None]
+    snapshot = SlurmSnapshot(up=True, nodes=(nodes[0],))
+    families = {family.name: family for family in render(snapshot, PollOptions())}
+    assert families["slurm_node_cpu_load"].samples == []

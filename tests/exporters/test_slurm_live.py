@@ -121,6 +121,8 @@ def test_exported_jobs_nodes_and_partitions_match_squeue_and_sinfo(sandbox: Sand
     assert total(found, "slurm_node_cpus", node=node, state="total") == node_total == cpus
     assert total(found, "slurm_node_gpus", node=node, state="total") == 2
     assert total(found, "slurm_node_gpus", node=node, state="alloc") == 1
+    ((labels, load),) = found["slurm_node_cpu_load"]
+    assert labels["node"] == node and load >= 0  # the OS load slurmd reported
     assert total(found, "slurm_partition_gpus", partition="gpu", state="idle") == 1
     assert total(found, "slurm_partition_cpus", partition="debug", state="alloc") == 2
     sinfo_state = sandbox.run_command(["sinfo", "-h", "-N", "-p", "debug", "-o", "%T"]).stdout

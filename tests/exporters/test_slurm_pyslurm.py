@@ -178,6 +178,7 @@ NODE_DEFAULTS: dict[str, Any] = {
     "configured_gres": {},
     "allocated_gres": {},
     "reason": None,
+    "cpu_load": 0.0,
 }
 PARTITION_DEFAULTS: dict[str, Any] = {
     "name": "debug",
@@ -558,10 +559,12 @@ def test_mixed_node_with_gpus_and_memory_in_bytes() -> None:
                 allocated_memory=64000,
                 configured_gres={"gpu:a100": 4},
                 allocated_gres={"gpu": 2, "gpu:a100": 2},
+                cpu_load=15.5,  # pyslurm divides slurmctld's hundredths by 100
             )
         ]
     )
     (node,) = fake.poll().nodes
+    assert node.cpu_load == 15.5
     assert node.state == "mixed"
     assert node.flags == ()
     assert node.effective_state == "mixed"

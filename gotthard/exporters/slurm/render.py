@@ -136,6 +136,11 @@ def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
     node_gpus = gauge(
         "slurm_node_gpus", "Node GPUs (GRES) by state (alloc, total).", "node", "state"
     )
+    node_load = gauge(
+        "slurm_node_cpu_load",
+        "CPU load average of the node as slurmd last reported it (1 is one busy CPU).",
+        "node",
+    )
     counts: dict[tuple[str, str], int] = defaultdict(int)
     flag_counts: dict[tuple[str, str], int] = defaultdict(int)
     all_nodes = snapshot.nodes
@@ -150,11 +155,12 @@ def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
     node_cpus.samples = _per_node(all_nodes, _CPU_COLUMNS)
     node_memory.samples = _per_node(all_nodes, _MEMORY_COLUMNS)
     node_gpus.samples = _per_node([n for n in all_nodes if n.gpus_total], _GPU_COLUMNS)
+    node_load.samples = [((n.name,), n.cpu_load) for n in all_nodes if n.cpu_load is not None]
     for key, count in sorted(counts.items()):
         nodes.add(key, count)
     for key, count in sorted(flag_counts.items()):
         flags.add(key, count)
-    return [nodes, flags, info, node_cpus, node_memory, node_gpus]
+    return [nodes, flags, info, node_cpus, node_memory, node_gpus, node_load]
 
 
 #: (state label, Node attribute) of the per-node families.
