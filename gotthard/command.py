@@ -1,7 +1,7 @@
 """The one runner of external commands (shared plumbing): Slurm's client commands,
 ``scontrol update``, ``lctl``/``lnetctl``, ``kube-bench`` and the sandbox's one-shot
-commands all run through :func:`run` (or :func:`start` and :meth:`Running.wait`, to run
-several at once).
+commands all run through :func:`run` (or :class:`Running` and :meth:`Running.wait`, to
+run several at once).
 
 * argv lists only: never a shell, so no alert label or user text is ever interpreted;
 * no stdin (``/dev/null``), an explicit environment when one is given;
@@ -107,7 +107,8 @@ def _kill_group(process: subprocess.Popen[bytes]) -> None:
 
 
 class Running:
-    """A started command; :meth:`wait` collects it."""
+    """A command started (see the module docstring); :meth:`wait` collects it.
+    :class:`CommandError` if it cannot start."""
 
     def __init__(
         self,
@@ -203,18 +204,6 @@ class Running:
         return Completed(self.argv, returncode, text_out, text_err, time.monotonic() - self.started)
 
 
-def start(
-    argv: Sequence[str],
-    *,
-    timeout: float,
-    env: Mapping[str, str] | None = None,
-    cwd: str | os.PathLike[str] | None = None,
-    max_output: int = MAX_OUTPUT,
-) -> Running:
-    """Start *argv* (see the module docstring); :class:`CommandError` if it cannot start."""
-    return Running(argv, timeout=timeout, env=env, cwd=cwd, max_output=max_output)
-
-
 def run(
     argv: Sequence[str],
     *,
@@ -225,5 +214,5 @@ def run(
     max_output: int = MAX_OUTPUT,
 ) -> Completed:
     """Run *argv* to its end. With *check*, a non-zero exit is a :class:`CommandError`."""
-    done = start(argv, timeout=timeout, env=env, cwd=cwd, max_output=max_output).wait()
+    done = Running(argv, timeout=timeout, env=env, cwd=cwd, max_output=max_output).wait()
     return done.check() if check else done

@@ -113,5 +113,5 @@ def test_several_commands_run_at_once(tmp_path: Path) -> None:
         tmp_path, f'while [ ! -e "{flag}" ]; do sleep 0.05; done; echo seen\n', "waiter"
     )
     setter = _script(tmp_path, f'touch "{flag}"; echo set\n', "setter")
-    running = [command.start([waiter], timeout=30), command.start([setter], timeout=30)]
+    running = [command.Running([waiter], timeout=30), command.Running([setter], timeout=30)]
     assert [run.wait().stdout for run in running] == ["seen\n", "set\n"]

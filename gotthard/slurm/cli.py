@@ -108,7 +108,7 @@ class CliBackend:
 
     def _start(self, argv: Sequence[str]) -> command.Running | command.CommandError:
         try:
-            return command.start(argv, timeout=self.timeout, env=self.env)
+            return command.Running(argv, timeout=self.timeout, env=self.env)
         except command.CommandError as err:
             return err
 

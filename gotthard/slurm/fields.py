@@ -362,13 +362,18 @@ def _json_lookup(record: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
-def _rest_getter(field: Field, context: Mapping[str, Any]) -> Callable[[Any], Any]:
-    source, decode = field.rest, field.kind.json
+def _getter(field: Field, backend: Backend, context: Mapping[str, Any]) -> Callable[[Any], Any]:
+    """How *backend* reads *field* from one of its records."""
+    source = field.rest if backend == "rest" else field.pyslurm
+    decode = field.kind.json if backend == "rest" else field.kind.obj
     if source is None:
         return _unread
     if isinstance(source, Derived):
         function = source.function
         return lambda record: decode(function(record, context))
+    if isinstance(source, str):  # a pyslurm attribute
+        attribute = source
+        return lambda record: decode(getattr(record, attribute))
     if field.required:
         key = source[0]
         return lambda record: decode(record[key])
@@ -387,16 +392,6 @@ def _rest_getter(field: Field, context: Mapping[str, Any]) -> Callable[[Any], An
     return read
 
 
-def _pyslurm_getter(field: Field, context: Mapping[str, Any]) -> Callable[[Any], Any]:
-    source, decode = field.pyslurm, field.kind.obj
-    if source is None:
-        return _unread
-    if isinstance(source, Derived):
-        function = source.function
-        return lambda record: decode(function(record, context))
-    return lambda record: decode(getattr(record, source))
-
-
 class RecordReader:
     """Reads a table's fields from one per-record backend's records: slurmrestd's decoded
     JSON objects (``rest``) or pyslurm's objects (``pyslurm``). A required field that is
@@ -408,8 +403,7 @@ class RecordReader:
         backend: Backend,
         context: Mapping[str, Any] | None = None,
     ) -> None:
-        make = _rest_getter if backend == "rest" else _pyslurm_getter
-        getters = [(field, make(field, context or {})) for field in fields]
+        getters = [(field, _getter(field, backend, context or {})) for field in fields]
         self._eager = tuple((field.name, get) for field, get in getters if not field.lazy)
         self._lazy = {field.name: get for field, get in getters if field.lazy}
         self._required = tuple(field.name for field in fields if field.required)

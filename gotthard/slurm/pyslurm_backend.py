@@ -52,20 +52,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from gotthard.slurm import snapshot
-from gotthard.slurm.fields import (
-    JOB_FIELDS,
-    NODE_FIELDS,
-    PARTITION_FIELDS,
-    RESERVATION_FIELDS,
-    SCHEDULER_COUNTERS,
-    RecordReader,
-    job_from,
-    node_from,
-    partition_from,
-    pyslurm_attributes,
-    reservation_from,
-)
+from gotthard.slurm import fields, snapshot
 from gotthard.slurm.values import obj_int, obj_text
 
 #: The pyslurm series this backend is written and contract-tested against.
@@ -100,16 +87,16 @@ COLLECTION_METHOD = "values"
 # --- attributes read on each object, by pyslurm class ----------------------------------
 
 #: ``pyslurm.Job``
-JOB_ATTRIBUTES = pyslurm_attributes(JOB_FIELDS)
+JOB_ATTRIBUTES = fields.pyslurm_attributes(fields.JOB_FIELDS)
 #: ``pyslurm.Node``
-NODE_ATTRIBUTES = pyslurm_attributes(NODE_FIELDS)
+NODE_ATTRIBUTES = fields.pyslurm_attributes(fields.NODE_FIELDS)
 #: ``pyslurm.Partition``
-PARTITION_ATTRIBUTES = pyslurm_attributes(PARTITION_FIELDS)
+PARTITION_ATTRIBUTES = fields.pyslurm_attributes(fields.PARTITION_FIELDS)
 #: ``pyslurm.Reservation``
-RESERVATION_ATTRIBUTES = pyslurm_attributes(RESERVATION_FIELDS)
+RESERVATION_ATTRIBUTES = fields.pyslurm_attributes(fields.RESERVATION_FIELDS)
 #: ``pyslurm.slurmctld.Statistics``: the scheduler counters, then the RPC tables
 STATISTICS_ATTRIBUTES = (
-    *(counter.pyslurm_attribute for counter in SCHEDULER_COUNTERS),
+    *(counter.pyslurm_attribute for counter in fields.SCHEDULER_COUNTERS),
     "rpcs_by_type",
     "rpcs_by_user",
 )
@@ -122,10 +109,10 @@ TRES_ATTRIBUTES = ("gres",)
 #: ``pyslurm.slurmctld.Config``
 CONFIG_ATTRIBUTES = ("version",)
 
-_JOBS = RecordReader(JOB_FIELDS, "pyslurm")
-_NODES = RecordReader(NODE_FIELDS, "pyslurm")
-_PARTITIONS = RecordReader(PARTITION_FIELDS, "pyslurm")
-_RESERVATIONS = RecordReader(RESERVATION_FIELDS, "pyslurm")
+_JOBS = fields.RecordReader(fields.JOB_FIELDS, "pyslurm")
+_NODES = fields.RecordReader(fields.NODE_FIELDS, "pyslurm")
+_PARTITIONS = fields.RecordReader(fields.PARTITION_FIELDS, "pyslurm")
+_RESERVATIONS = fields.RecordReader(fields.RESERVATION_FIELDS, "pyslurm")
 
 
 class PyslurmBackend:
@@ -168,16 +155,17 @@ class PyslurmBackend:
             errors += 1
 
         records, job_errors = snapshot.map_each(
-            _values(jobs), lambda job: job_from(_JOBS.values(job), options)
+            _values(jobs), lambda job: fields.job_from(_JOBS.values(job), options)
         )
         tally = snapshot.JobTally(options)
         for record in records:
             tally.add(record)
         node_list, node_errors = snapshot.map_each(
-            _values(nodes), lambda node: node_from(_NODES.values(node))
+            _values(nodes), lambda node: fields.node_from(_NODES.values(node))
         )
         partition_list, partition_errors = snapshot.map_each(
-            _values(partitions), lambda partition: partition_from(_PARTITIONS.values(partition))
+            _values(partitions),
+            lambda partition: fields.partition_from(_PARTITIONS.values(partition)),
         )
         errors += job_errors + node_errors + partition_errors
         scheduler: snapshot.SchedulerStats | None = None
@@ -195,7 +183,8 @@ class PyslurmBackend:
             errors += 1
         else:
             mapped, reservation_errors = snapshot.map_each(
-                _values(loaded), lambda record: reservation_from(_RESERVATIONS.values(record))
+                _values(loaded),
+                lambda record: fields.reservation_from(_RESERVATIONS.values(record)),
             )
             reservations = tuple(sorted(mapped, key=lambda r: r.name))
             errors += reservation_errors
@@ -274,7 +263,7 @@ def _map_statistics(stats: Any) -> snapshot.SchedulerStats:
     return snapshot.SchedulerStats.from_counters(
         {
             counter.field: obj_int(getattr(stats, counter.pyslurm_attribute))
-            for counter in SCHEDULER_COUNTERS
+            for counter in fields.SCHEDULER_COUNTERS
         },
         rpc_by_type=_rpc_stats(stats.rpcs_by_type),
         rpc_by_user=_rpc_stats(stats.rpcs_by_user),

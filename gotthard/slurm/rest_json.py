@@ -12,33 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gotthard.slurm import snapshot
-from gotthard.slurm.fields import (
-    CONTROLLER_FIELDS,
-    JOB_FIELDS,
-    NODE_FIELDS,
-    PARTITION_FIELDS,
-    RESERVATION_FIELDS,
-    SCHEDULER_COUNTERS,
-    RecordReader,
-    controller_from,
-    job_from,
-    node_from,
-    partition_from,
-    reservation_from,
-    rest_controller_up,
-    rest_ping_answer,
-)
+from gotthard.slurm import fields, snapshot
 from gotthard.slurm.values import json_int, json_number, json_text
 
 JsonDict = dict[str, Any]
 #: What reading a decoded record that lacks a field or has one of the wrong type raises.
 RECORD_ERRORS = (KeyError, TypeError, ValueError, AttributeError)
 
-_JOBS = RecordReader(JOB_FIELDS, "rest")
-_NODES = RecordReader(NODE_FIELDS, "rest")
-_PARTITIONS = RecordReader(PARTITION_FIELDS, "rest")
-_CONTROLLERS = RecordReader(CONTROLLER_FIELDS, "rest")
+_JOBS = fields.RecordReader(fields.JOB_FIELDS, "rest")
+_NODES = fields.RecordReader(fields.NODE_FIELDS, "rest")
+_PARTITIONS = fields.RecordReader(fields.PARTITION_FIELDS, "rest")
+_CONTROLLERS = fields.RecordReader(fields.CONTROLLER_FIELDS, "rest")
 _EVERY_USER = snapshot.PollOptions(per_user=True)
 
 
@@ -86,24 +70,25 @@ def map_job(
 ) -> snapshot.JobRecord:
     """Map one element of ``/jobs``' ``jobs`` list; raises on a record it cannot read.
     The user is read when *options* need it (default: every user)."""
-    return job_from(_JOBS.values(record), options or _EVERY_USER)
+    return fields.job_from(_JOBS.values(record), options or _EVERY_USER)
 
 
 def map_node(record: Mapping[str, Any]) -> snapshot.Node:
     """Map one element of ``/nodes``' ``nodes`` list."""
-    return node_from(_NODES.values(record))
+    return fields.node_from(_NODES.values(record))
 
 
 def map_partition(record: Mapping[str, Any]) -> snapshot.Partition:
     """Map one element of ``/partitions``' ``partitions`` list. v0.0.40+ do not say which
     partition is the default: ``is_default`` stays False unless a field says otherwise."""
-    return partition_from(_PARTITIONS.values(record))
+    return fields.partition_from(_PARTITIONS.values(record))
 
 
 def map_reservation(record: Mapping[str, Any], now: float) -> snapshot.Reservation:
     """Map one element of ``/reservations``' ``reservations`` list; it is ``active``
     between its start and end time (*now*: the controller's clock)."""
-    return reservation_from(RecordReader(RESERVATION_FIELDS, "rest", {"now": now}).values(record))
+    reader = fields.RecordReader(fields.RESERVATION_FIELDS, "rest", {"now": now})
+    return fields.reservation_from(reader.values(record))
 
 
 def _rpc_stats(entries: Any, key: str, fallback_key: str) -> dict[str, tuple[int, float]]:
@@ -127,7 +112,7 @@ def map_diag(statistics: Mapping[str, Any]) -> snapshot.SchedulerStats | None:
     A counter the object lacks is left unset (no series); ``{}`` maps to None.
     """
     counters = {}
-    for counter in SCHEDULER_COUNTERS:
+    for counter in fields.SCHEDULER_COUNTERS:
         number = json_number(statistics.get(counter.rest_key))
         if number is not None:
             counters[counter.field] = number
@@ -157,7 +142,7 @@ def map_controllers(document: Mapping[str, Any]) -> tuple[tuple[snapshot.Control
         except RECORD_ERRORS:  # not an entry, or one without its host
             errors += 1
             continue
-        controllers.append(controller_from(found, len(controllers)))
+        controllers.append(fields.controller_from(found, len(controllers)))
     return tuple(controllers), errors
 
 
@@ -167,10 +152,11 @@ def map_ping(document: Mapping[str, Any]) -> tuple[bool, str]:
     if not isinstance(pings, list) or not pings:
         return False, errors_text(document) or "no controller in the ping response"
     entries = [entry for entry in pings if isinstance(entry, Mapping)]
-    if any(rest_controller_up(entry, {}) for entry in entries):
+    if any(fields.rest_controller_up(entry, {}) for entry in entries):
         return True, ""
     down = [
-        f"{json_text(entry.get('hostname')) or '?'}: {rest_ping_answer(entry) or 'not responding'}"
+        f"{json_text(entry.get('hostname')) or '?'}: "
+        f"{fields.rest_ping_answer(entry) or 'not responding'}"
         for entry in entries
     ]
     return False, "; ".join(down) or "no controller responds"

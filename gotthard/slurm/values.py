@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gotthard.slurm_state import normalize, normalize_words
@@ -315,271 +316,124 @@ def job_state_words(words: Iterable[str]) -> str:
 # --- kinds -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
 class Kind:
-    """One kind of value and how each source spells it; a subclass reads each form.
+    """One kind of value: how to read it from each source. Each function raises ValueError
+    (or TypeError, AttributeError) on a value it cannot read: the backend counts the
+    record as an error."""
 
-    A method raises ValueError (or TypeError, AttributeError) on a value it cannot read:
-    the backend counts the record as an error.
-    """
+    #: A cell of a command's narrow output (``sinfo -O``, ``squeue -O``, ``scontrol``).
+    text: Callable[[str], Any]
+    #: A decoded slurmrestd value (any OpenAPI version), None when absent.
+    json: Callable[[Any], Any]
+    #: A pyslurm attribute's value.
+    obj: Callable[[Any], Any]
 
-    __slots__ = ()
 
-    def text(self, cell: str) -> Any:
-        """A cell of a command's narrow output (``sinfo -O``, ``squeue -O``, ``scontrol``)."""
-        raise NotImplementedError
+def _scaled(read: Callable[[Any], int | None], scale: int) -> Callable[[Any], int]:
+    return lambda value: (read(value) or 0) * scale
 
-    def json(self, value: Any) -> Any:
-        """A decoded slurmrestd value (any OpenAPI version), None when absent."""
-        raise NotImplementedError
 
-    def obj(self, value: Any) -> Any:
-        """A pyslurm attribute's value."""
-        raise NotImplementedError
-
-
-class Text(Kind):
-    """A name or label; ``(null)``, ``N/A`` and ``none`` are empty."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> str:
-        return text_or_empty(cell)
-
-    def json(self, value: Any) -> str:
-        return json_text(value)
-
-    def obj(self, value: Any) -> str:
-        return obj_text(value)
-
-
-class Verbatim(Text):
-    """Text kept as printed (a pending reason: ``None`` is Slurm's own code)."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> str:
-        return cell.strip()
-
-
-class PartitionName(Text):
-    """A partition name; sinfo marks the default partition with ``*``."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> str:
-        return text_or_empty(cell).rstrip("*")
-
-
-class DefaultMark(Kind):
-    """Whether a partition is the default (sinfo's ``*`` after its name)."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> bool:
-        return cell.strip().endswith("*")
-
-    def json(self, value: Any) -> bool:
-        return value is True
-
-    def obj(self, value: Any) -> bool:
-        return bool(value)
-
-
-class Names(Kind):
-    """A list of names (a node's partitions); sinfo prints one per row."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> tuple[str, ...]:
-        name = text_or_empty(cell).rstrip("*")
-        return (name,) if name else ()
-
-    def json(self, value: Any) -> tuple[str, ...]:
-        return tuple(json_names(value))
-
-    def obj(self, value: Any) -> tuple[str, ...]:
-        return tuple(value or ())
-
-
-class Count(Kind):
-    """A whole number; unset, ``N/A``, NO_VAL and INFINITE are 0."""
-
-    __slots__ = ("scale",)
-
-    def __init__(self, scale: int = 1) -> None:
-        self.scale = scale
-
-    def text(self, cell: str) -> int:
-        return text_int(cell) * self.scale
-
-    def json(self, value: Any) -> int:
-        return (json_count(value) or 0) * self.scale
-
-    def obj(self, value: Any) -> int:
-        return obj_int(value) * self.scale
-
-
-class OptionalCount(Kind):
-    """A whole number that may be unknown (None), as a partition's controller totals."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> int | None:
-        return None if cell.strip() in NULLS else text_int(cell)
-
-    def json(self, value: Any) -> int | None:
-        return json_count(value)
-
-    def obj(self, value: Any) -> int | None:
-        return None if value is None else int(value)
-
-
-class JobId(Kind):
-    """A job id: squeue's text (``4_0``), slurmrestd's number, pyslurm's int."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> str:
-        return cell.strip()
-
-    def json(self, value: Any) -> str:
-        number = json_number(value)
-        if number is None or number < 0:
-            raise ValueError(f"not a job id: {value!r}")
-        return str(int(number))
-
-    def obj(self, value: Any) -> str:
-        return obj_text(value)
-
-
-class Gpus(Kind):
-    """A GPU count from a GRES/TRES string (text, JSON) or pyslurm's dicts."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> int:
-        return gpus_from_tres(cell)
-
-    def json(self, value: Any) -> int:
-        if isinstance(value, int):  # what a derived source counted already
-            return value
-        return gpus_from_tres(json_text(value))
-
-    def obj(self, value: Any) -> int:
-        return gpu_count(value)
-
-
-class Load(Kind):
-    """A CPU load: sinfo prints ``0.16``, slurmrestd hundredths (``16``), pyslurm ``0.16``;
-    None when the node has not reported one."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> float | None:
-        cell = cell.strip()
-        return None if cell in NULLS else float(cell)
-
-    def json(self, value: Any) -> float | None:
-        number = json_count(value)
-        return None if number is None else number / 100.0
-
-    def obj(self, value: Any) -> float | None:
-        return None if value is None else float(value)
-
-
-class NodeState(Kind):
-    """A node's ``(base, flags)`` (see :mod:`gotthard.slurm_state`); ``unknown`` if unset."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> tuple[str, tuple[str, ...]]:
-        return normalize(cell)
-
-    def json(self, value: Any) -> tuple[str, tuple[str, ...]]:
-        words = json_names(value)
-        return normalize_words(words) if words else ("unknown", ())
-
-    def obj(self, value: Any) -> tuple[str, tuple[str, ...]]:
-        text = obj_text(value)
-        return normalize(text) if text.strip() else ("unknown", ())
-
-
-class JobState(Kind):
-    """A job's state, lower-case (``running``, ``completing``)."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> str:
-        return cell.strip().lower()
-
-    def json(self, value: Any) -> str:
-        return job_state_words(json_names(value))
-
-    def obj(self, value: Any) -> str:
-        return obj_text(value).lower() or "unknown"
-
-
-class Availability(Kind):
-    """A partition's or reservation's state, lower-case (``up``, ``active``)."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> str:
-        return cell.strip().lower() or "unknown"
-
-    def json(self, value: Any) -> str:
-        states = json_names(value)
-        return states[0].lower() if states else "unknown"
-
-    def obj(self, value: Any) -> str:
-        if isinstance(value, bool):  # pyslurm's Reservation.is_active
-            return "active" if value else "inactive"
-        return obj_text(value).lower() or "unknown"
-
-
-class ReservationFlags(Kind):
-    """A reservation's flags as the label shows them (:func:`reservation_flags`)."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> str:
-        return reservation_flags(text_or_empty(cell).split(","))
-
-    def json(self, value: Any) -> str:
-        return reservation_flags(json_names(value))
-
-    def obj(self, value: Any) -> str:
-        return reservation_flags(value)
-
-
-class Up(Kind):
-    """Whether a controller answered: scontrol's ``UP``, slurmrestd's answer."""
-
-    __slots__ = ()
-
-    def text(self, cell: str) -> bool:
-        return cell.strip().upper() == "UP"
-
-    def json(self, value: Any) -> bool:
-        return value is True
-
-    def obj(self, value: Any) -> bool:
-        return bool(value)
-
-
-TEXT = Text()
-VERBATIM = Verbatim()
-PARTITION = PartitionName()
-DEFAULT = DefaultMark()
-NAMES = Names()
-COUNT = Count()
-MEBIBYTES = Count(MIB)
-OPTIONAL_COUNT = OptionalCount()
-JOB_ID = JobId()
-GPUS = Gpus()
-LOAD = Load()
-NODE_STATE = NodeState()
-JOB_STATE = JobState()
-AVAILABILITY = Availability()
-FLAGS = ReservationFlags()
-UP = Up()
+def _names_text(cell: str) -> tuple[str, ...]:
+    # sinfo prints a node once per partition, the default one marked with "*"
+    name = text_or_empty(cell).rstrip("*")
+    return (name,) if name else ()
+
+
+def _json_job_id(value: Any) -> str:
+    number = json_number(value)
+    if number is None or number < 0:
+        raise ValueError(f"not a job id: {value!r}")
+    return str(int(number))
+
+
+def _json_gpus(value: Any) -> int:
+    if isinstance(value, int):  # what a derived source counted already
+        return value
+    return gpus_from_tres(json_text(value))
+
+
+def _text_load(cell: str) -> float | None:
+    cell = cell.strip()
+    return None if cell in NULLS else float(cell)
+
+
+def _json_load(value: Any) -> float | None:
+    number = json_count(value)  # slurmrestd's hundredths
+    return None if number is None else number / 100.0
+
+
+def _obj_load(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _json_node_state(value: Any) -> tuple[str, tuple[str, ...]]:
+    words = json_names(value)
+    return normalize_words(words) if words else ("unknown", ())
+
+
+def _obj_node_state(value: Any) -> tuple[str, tuple[str, ...]]:
+    text = obj_text(value)
+    return normalize(text) if text.strip() else ("unknown", ())
+
+
+def _json_state(value: Any) -> str:
+    states = json_names(value)
+    return states[0].lower() if states else "unknown"
+
+
+def _obj_state(value: Any) -> str:
+    if isinstance(value, bool):  # pyslurm's Reservation.is_active
+        return "active" if value else "inactive"
+    return obj_text(value).lower() or "unknown"
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _text_optional_int(cell: str) -> int | None:
+    return None if cell.strip() in NULLS else text_int(cell)
+
+
+#: A name or label; ``(null)``, ``N/A`` and ``none`` are empty.
+TEXT = Kind(text_or_empty, json_text, obj_text)
+#: Text kept as printed (a pending reason: ``None`` is Slurm's own code).
+VERBATIM = Kind(str.strip, json_text, obj_text)
+#: A partition's name; sinfo marks the default partition with ``*``.
+PARTITION = Kind(lambda cell: text_or_empty(cell).rstrip("*"), json_text, obj_text)
+#: Whether a partition is the default (sinfo's ``*`` after its name).
+DEFAULT = Kind(lambda cell: cell.strip().endswith("*"), lambda value: value is True, bool)
+#: A list of names (a node's partitions).
+NAMES = Kind(_names_text, lambda value: tuple(json_names(value)), lambda v: tuple(v or ()))
+#: A whole number; unset, ``N/A``, NO_VAL and INFINITE are 0.
+COUNT = Kind(text_int, _scaled(json_count, 1), obj_int)
+#: Mebibytes, as Slurm counts memory, kept in bytes.
+MEBIBYTES = Kind(_scaled(text_int, MIB), _scaled(json_count, MIB), _scaled(obj_int, MIB))
+#: A whole number that may be unknown (None), as a partition's controller totals.
+OPTIONAL_COUNT = Kind(_text_optional_int, json_count, _optional_int)
+#: A job id: squeue's text (``4_0``), slurmrestd's number, pyslurm's int.
+JOB_ID = Kind(str.strip, _json_job_id, obj_text)
+#: A GPU count from a GRES/TRES string (text, JSON) or pyslurm's dicts.
+GPUS = Kind(gpus_from_tres, _json_gpus, gpu_count)
+#: A CPU load: sinfo prints ``0.16``, slurmrestd hundredths (``16``), pyslurm ``0.16``;
+#: None when the node has not reported one.
+LOAD = Kind(_text_load, _json_load, _obj_load)
+#: A node's ``(base, flags)`` (see :mod:`gotthard.slurm_state`); ``unknown`` if unset.
+NODE_STATE = Kind(normalize, _json_node_state, _obj_node_state)
+#: A job's state, lower-case (``running``, ``completing``).
+JOB_STATE = Kind(
+    lambda cell: cell.strip().lower(),
+    lambda value: job_state_words(json_names(value)),
+    lambda value: obj_text(value).lower() or "unknown",
+)
+#: A partition's or reservation's state, lower-case (``up``, ``active``).
+AVAILABILITY = Kind(lambda cell: cell.strip().lower() or "unknown", _json_state, _obj_state)
+#: A reservation's flags as the label shows them (:func:`reservation_flags`).
+FLAGS = Kind(
+    lambda cell: reservation_flags(text_or_empty(cell).split(",")),
+    lambda value: reservation_flags(json_names(value)),
+    reservation_flags,
+)
+#: Whether a controller answered: scontrol's ``UP``, slurmrestd's answer.
+UP = Kind(lambda cell: cell.strip().upper() == "UP", lambda value: value is True, bool)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -33,6 +32,7 @@ from gotthard.slurm.fields import (
 from gotthard.slurm.rest_json import map_job, map_node, map_partition
 from gotthard.slurm.snapshot import JobRecord, Node, PollOptions, SlurmSnapshot
 from gotthard.slurm.text import NODE_COLUMNS, parse_sinfo_nodes, parse_sinfo_partitions
+from tests.exporters.test_slurm_pyslurm import fake_job, fake_node, fake_partition
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurm-22.05"
 MIB = 1024 * 1024
@@ -47,10 +47,6 @@ def recorded(endpoint: str) -> list[dict[str, Any]]:
 
 def wrapped(number: int) -> dict[str, Any]:
     return {"set": True, "infinite": False, "number": number}
-
-
-def pyslurm_node(**values: Any) -> Any:
-    return SimpleNamespace(**values)
 
 
 def sinfo_rows(partitions: tuple[str, ...], **cells: str) -> str:
@@ -105,9 +101,7 @@ def test_a_column_without_the_part_asked_for_is_an_error() -> None:
 
 def test_a_record_without_a_required_field_is_an_error() -> None:
     with pytest.raises(ValueError, match="name"):
-        RecordReader(NODE_FIELDS, "pyslurm").values(
-            pyslurm_node(**{**PYSLURM_NODE001, "name": None})
-        )
+        RecordReader(NODE_FIELDS, "pyslurm").values(fake_node(**{**PYSLURM_NODE001, "name": None}))
     with pytest.raises(KeyError):
         RecordReader(NODE_FIELDS, "rest").values({"state": "idle"})
 
@@ -129,7 +123,8 @@ RECORDED_NODE = Node(
 )
 
 
-#: The same node as pyslurm 25.11's ``Node`` describes it.
+#: The same node as pyslurm 25.11's ``Node`` describes it (a strict fake: see
+#: test_slurm_pyslurm.py).
 PYSLURM_NODE001: dict[str, Any] = {
     "name": "node001",
     "state": "ALLOCATED",
@@ -169,7 +164,7 @@ def test_the_recorded_node_reads_the_same_from_every_source() -> None:
         "idle_cpus": 0,
     }
     del v40["state_flags"]
-    pyslurm = pyslurm_node(**PYSLURM_NODE001)
+    pyslurm = fake_node(**PYSLURM_NODE001)
     from_sinfo = parse_sinfo_nodes(sinfo)
     assert from_sinfo.errors == 0
     assert from_sinfo.nodes == (RECORDED_NODE,)
@@ -184,13 +179,13 @@ def test_a_drained_node_reads_the_same_from_every_source() -> None:
         state="mixed",
         flags=("drain",),
         partitions=("gpu",),
-        cpus_alloc=16,
-        cpus_other=48,  # like sinfo: a drained node's free CPUs are not idle
-        cpus_total=64,
-        memory_total_bytes=512000 * MIB,
-        memory_alloc_bytes=65536 * MIB,
-        gpus_total=4,
-        gpus_alloc=2,
+        cpus_alloc=32,
+        cpus_other=96,  # like sinfo: a drained node's free CPUs are not idle
+        cpus_total=128,
+        memory_total_bytes=1024000 * MIB,
+        memory_alloc_bytes=131072 * MIB,
+        gpus_total=8,
+        gpus_alloc=4,
         reason="gpu lost: XID 79",
         cpu_load=3.5,
     )
@@ -198,11 +193,11 @@ def test_a_drained_node_reads_the_same_from_every_source() -> None:
         ("gpu",),
         NodeList="n7",
         StateComplete="mixed+drain",
-        CPUsState="16/0/48/64",
-        Memory="512000",
-        AllocMem="65536",
-        Gres="gpu:a100:4(S:0-1)",
-        GresUsed="gpu:a100:2(IDX:0-1)",
+        CPUsState="32/0/96/128",
+        Memory="1024000",
+        AllocMem="131072",
+        Gres="gpu:h100:8(S:0-1)",
+        GresUsed="gpu:h100:4(IDX:0-3)",
         CPUsLoad="3.50",
         Reason="gpu lost: XID 79",
     )
@@ -211,29 +206,29 @@ def test_a_drained_node_reads_the_same_from_every_source() -> None:
         "state": "mixed",
         "state_flags": ["DRAIN"],
         "partitions": ["gpu"],
-        "cpus": 64,
-        "alloc_cpus": 16,
-        "idle_cpus": 48,
-        "real_memory": 512000,
-        "alloc_memory": 65536,
-        "gres": "gpu:a100:4(S:0-1)",
-        "gres_used": "gpu:a100:2(IDX:0-1)",
+        "cpus": 128,
+        "alloc_cpus": 32,
+        "idle_cpus": 96,
+        "real_memory": 1024000,
+        "alloc_memory": 131072,
+        "gres": "gpu:h100:8(S:0-1)",
+        "gres_used": "gpu:h100:4(IDX:0-3)",
         "reason": "gpu lost: XID 79",
         "cpu_load": 350,  # hundredths
     }
-    v40 = {**v38, "state": ["MIXED", "DRAIN"], "cpus": wrapped(64), "cpu_load": wrapped(350)}
+    v40 = {**v38, "state": ["MIXED", "DRAIN"], "cpus": wrapped(128), "cpu_load": wrapped(350)}
     del v40["state_flags"]
-    pyslurm = pyslurm_node(
+    pyslurm = fake_node(
         name="n7",
         state="MIXED+DRAIN",
         partitions=["gpu"],
-        total_cpus=64,
-        allocated_cpus=16,
-        idle_cpus=48,
-        real_memory=512000,
-        allocated_memory=65536,
-        configured_gres={"gpu:a100": 4},
-        allocated_gres={"gpu": 2, "gpu:a100": 2},
+        total_cpus=128,
+        allocated_cpus=32,
+        idle_cpus=96,
+        real_memory=1024000,
+        allocated_memory=131072,
+        configured_gres={"gpu:h100": 8},
+        allocated_gres={"gpu": 4, "gpu:h100": 4},
         reason="gpu lost: XID 79",
         cpu_load=3.5,
     )
@@ -249,9 +244,7 @@ def test_a_partition_reads_the_same_from_every_source() -> None:
     debug = next(r for r in recorded("partitions") if r["name"] == "debug")
     v40 = {"name": "debug", "partition": {"state": ["UP"], "default": True}}
     v40 |= {"nodes": {"total": 1}, "cpus": {"total": 2}}
-    pyslurm = SimpleNamespace(
-        name="debug", state="UP", is_default=True, total_cpus=2, total_nodes=1
-    )
+    pyslurm = fake_partition(name="debug", state="UP", is_default=True, total_cpus=2)
     from_pyslurm = partition_from(RecordReader(PARTITION_FIELDS, "pyslurm").values(pyslurm))
     assert from_sinfo == map_partition(debug) == map_partition(v40) == from_pyslurm
 
@@ -274,25 +267,16 @@ def test_a_job_reads_the_same_from_slurmrestd_and_pyslurm() -> None:
         "tasks": wrapped(2),
         "tres_per_node": "gres/gpu:4",
     }
-    pyslurm = SimpleNamespace(
+    pyslurm = fake_job(
         id=23,
         array_id=20,
         array_task_id=3,
-        array_tasks_waiting=None,
-        state="RUNNING",
-        state_reason="None",
         partition="gpu",
         account="ml",
-        user_name="alice",
         cpus=16,
         num_nodes=2,
         ntasks=2,
-        sockets_per_node=None,
-        gpus={},
-        tres_per_job=None,
         gres_per_node={"gres/gpu": 4},
-        tres_per_task=None,
-        tres_per_socket=None,
     )
     assert map_job(v40, EVERY_USER) == expected
     assert job_from(RecordReader(JOB_FIELDS, "pyslurm").values(pyslurm), EVERY_USER) == expected
