@@ -280,10 +280,11 @@ def start_slurm_daemon(
     )
 
 
-def read_node(layout: SandboxLayout) -> Node | None:
+def read_node(layout: SandboxLayout, reader: CliBackend | None = None) -> Node | None:
     """The sandbox's node as the shared Slurm reader sees it (the exporter's sinfo columns
     and parser); None when sinfo does not answer or does not list it."""
-    reader = CliBackend(paths={"sinfo": find_binary("sinfo")}, env=layout.env, timeout=10.0)
+    if reader is None:
+        reader = CliBackend(paths={"sinfo": find_binary("sinfo")}, env=layout.env, timeout=10.0)
     try:
         nodes = reader.nodes([layout.node_name])
     except SlurmUnavailable:
@@ -302,6 +303,7 @@ def wait_node_usable(layout: SandboxLayout, procs: ProcessTable, timeout: float)
     deadline = time.monotonic() + timeout
     resumed = False
     node: Node | None = None
+    reader = CliBackend(paths={"sinfo": find_binary("sinfo")}, env=layout.env, timeout=10.0)
     while time.monotonic() < deadline:
         for name in ("slurmctld", "slurmd"):
             record = procs.get(name)
@@ -310,7 +312,7 @@ def wait_node_usable(layout: SandboxLayout, procs: ProcessTable, timeout: float)
                     f"{name} died during start-up; last lines of {record.log}:\n"
                     f"{tail(Path(record.log))}"
                 )
-        node = read_node(layout)
+        node = read_node(layout, reader)
         if node is not None:
             if not node.unavailable:
                 return
