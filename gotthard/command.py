@@ -146,8 +146,7 @@ class Running:
         *max_output* bytes of output) its process group is killed and
         :class:`CommandError` raised."""
         process = self._process
-        stdout: list[bytes] = []
-        size = 0
+        stdout = bytearray()  # grown in place: no list of chunks and joined copy at once
         stderr = bytearray()
         failure = ""
         timed_out = False
@@ -166,12 +165,11 @@ class Running:
                         if not chunk:
                             selector.unregister(key.fileobj)
                         elif key.fileobj is process.stdout:
-                            size += len(chunk)
-                            stdout.append(chunk)
+                            stdout += chunk
                         else:
                             stderr += chunk
                             del stderr[:-STDERR_TAIL]
-                    if size > self.max_output:
+                    if len(stdout) > self.max_output:
                         failure = f"printed more than {self.max_output} bytes"
             finally:
                 if failure or timed_out or selector.get_map():
@@ -189,7 +187,8 @@ class Running:
                 _kill_group(process)
         if timed_out:
             failure = f"timed out after {self.timeout:g}s"
-        text_out = b"".join(stdout).decode("utf-8", "replace")
+        text_out = stdout.decode("utf-8", "replace")
+        del stdout
         text_err = stderr.decode("utf-8", "replace")
         if returncode is None:
             with contextlib.suppress(subprocess.TimeoutExpired):  # else Popen reaps it later
