@@ -32,7 +32,8 @@ from pathlib import Path
 MAX_OUTPUT = 256 * 1024 * 1024
 #: Standard error kept: its last 64 KiB.
 STDERR_TAIL = 64 * 1024
-_CHUNK = 1 << 16
+#: Bytes read at a time (as subprocess reads; larger reads cost a poll more resident memory).
+_CHUNK = 1 << 15
 #: After a kill, how long the pipes may stay open before they are abandoned.
 _DRAIN_SECONDS = 2.0
 _SUBCOMMAND = re.compile(r"[a-z][a-z_]*")
