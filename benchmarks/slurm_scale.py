@@ -122,6 +122,8 @@ def generate(directory: Path, jobs: int, nodes: int, seed: int = 7, distinct: bo
         )
     (directory / "squeue.txt").write_text("\n".join(lines) + "\n")
     node_lines = []
+    # per partition: nodes, then CPUs allocated, idle, other, total (sinfo's partition view)
+    sums = {partition: [0, 0, 0, 0, 0] for partition in PARTITIONS}
     for index in range(1, nodes + 1):
         name = f"nid{index:05d}"
         state = rng.choice(NODE_STATES)
@@ -137,13 +139,19 @@ def generate(directory: Path, jobs: int, nodes: int, seed: int = 7, distinct: bo
             (PARTITIONS[index % 3], "large") if index % 2 else (PARTITIONS[index % 8],)
         ):
             star = "*" if partition == "normal" else ""
+            row = sums[partition]
+            for column, value in enumerate((1, alloc, idle, other, total)):
+                row[column] += value
             node_lines.append(
                 f"{name}|{partition}{star}|{state}|{alloc}/{idle}/{other}/{total}|515000|"
-                f"{alloc * 4000}|{gres}|{used}|{reason}|"
+                f"{alloc * 4000}|{gres}|{used}|{alloc / 32:.2f}|{reason}|"
             )
     (directory / "sinfo-nodes.txt").write_text("\n".join(node_lines) + "\n")
     (directory / "sinfo-partitions.txt").write_text(
-        "\n".join(f"{p}{'*' if p == 'normal' else ''}|up" for p in PARTITIONS) + "\n"
+        "".join(
+            f"{p}{'*' if p == 'normal' else ''}|up|{n}|{a}/{i}/{o}/{t}|\n"
+            for p, (n, a, i, o, t) in sums.items()
+        )
     )
     rpc = "\n".join(
         f"\tREQUEST_{name:<34}( {2000 + i}) count:{1000 * (i + 1)} ave_time:{100 + i} "
@@ -166,9 +174,9 @@ def generate(directory: Path, jobs: int, nodes: int, seed: int = 7, distinct: bo
 def measure(directory: Path) -> dict[str, float | int]:
     """Time baseline, parse and render on the files in *directory* (this process)."""
     from gotthard.exporters.families import render_text
-    from gotthard.exporters.slurm.cli import CommandOutput, assemble
     from gotthard.exporters.slurm.render import render
-    from gotthard.exporters.slurm.snapshot import PollOptions
+    from gotthard.slurm.cli import CommandOutput, assemble
+    from gotthard.slurm.snapshot import PollOptions
 
     names = {
         "squeue": "squeue.txt",

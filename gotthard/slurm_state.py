@@ -123,21 +123,6 @@ UNAVAILABLE_FLAGS = frozenset(
         "invalid_reg",
     }
 )
-#: Values of :func:`effective_state` (the ``state`` label of ``slurm_nodes``) that only
-#: unavailable nodes have, for PromQL regexes. A node can also be unavailable behind an
-#: effective state outside this set (``idle`` with ``not_responding``, ``allocated`` with
-#: ``reboot_requested``): those flags are exported by ``slurm_node_flags``.
-UNAVAILABLE_EFFECTIVE_STATES = (
-    "down",
-    "drained",
-    "draining",
-    "error",
-    "fail",
-    "failing",
-    "maint",
-    "unknown",
-)
-
 _WORD = re.compile(r"[a-z][a-z0-9_]*")
 
 
@@ -232,6 +217,60 @@ def is_unavailable(base: str, flags: Iterable[str]) -> bool:
     :data:`UNAVAILABLE_FLAGS`; a node may still run the jobs it has.
     """
     return base in UNAVAILABLE_BASES or not UNAVAILABLE_FLAGS.isdisjoint(flags)
+
+
+#: Flags an operator (or a runbook) sets to take a node out of service on purpose: such a
+#: node is unavailable, not failed.
+OPERATOR_FLAGS = frozenset({"drain", "maint"})
+
+
+def _effective_states(flags: Iterable[str]) -> dict[str, set[bool]]:
+    """Every effective state a node with any base state and at most one of *flags* has,
+    and whether such nodes are unavailable. One flag is enough: the effective state
+    follows one flag (the one of highest precedence), availability any one of them."""
+    seen: dict[str, set[bool]] = {}
+    for base in sorted(set(BASE_STATES.values())):
+        for combo in ((), *((flag,) for flag in sorted(flags))):
+            seen.setdefault(effective_state(base, combo), set()).add(is_unavailable(base, combo))
+    return seen
+
+
+_ALL_FLAGS = {"drain", "fail", *NODE_FLAG_STATES, *UNAVAILABLE_FLAGS}
+
+#: Values of :func:`effective_state` (the ``state`` label of ``slurm_nodes``) that only
+#: unavailable nodes have, for PromQL regexes. A node can also be unavailable behind an
+#: effective state outside this set (``idle`` with ``not_responding``, ``allocated`` with
+#: ``reboot_requested``): those flags are exported by ``slurm_node_flags``.
+UNAVAILABLE_EFFECTIVE_STATES = tuple(
+    sorted(state for state, seen in _effective_states(_ALL_FLAGS).items() if seen == {True})
+)
+#: Of those, the states of a node that failed: ones a node also reaches without an
+#: operator's drain or maintenance (down, fail, error, ...). These page; drains do not.
+FAILED_EFFECTIVE_STATES = tuple(
+    state
+    for reachable in [_effective_states(_ALL_FLAGS - OPERATOR_FLAGS)]
+    for state in UNAVAILABLE_EFFECTIVE_STATES
+    if state in reachable
+)
+
+
+def full_state_pattern(*, bases: Iterable[str] = (), flags: Iterable[str] = ()) -> str:
+    """A regex matching a node's full state (``base+flag+...``, the ``state`` label of
+    ``slurm_node_info``) when its base is one of *bases* or one of its flags one of
+    *flags*. Anchored at both ends, as PromQL's ``=~`` and :func:`re.fullmatch` match;
+    no backslash, so it can stand in a PromQL string as it is."""
+    alternatives = []
+    if bases:
+        alternatives.append(f"({'|'.join(sorted(bases))})([+].*)?")
+    if flags:
+        alternatives.append(f"[^+]+[+](.*[+])?({'|'.join(sorted(flags))})([+].*)?")
+    return "|".join(alternatives)
+
+
+#: The full states of unavailable nodes (:func:`is_unavailable`), for ``slurm_node_info``.
+UNAVAILABLE_FULL_STATE_PATTERN = full_state_pattern(
+    bases=UNAVAILABLE_BASES, flags=UNAVAILABLE_FLAGS
+)
 
 
 def holds_idle_cpus(base: str, flags: Collection[str]) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 
 import pytest
 from hypothesis import given
@@ -11,10 +12,14 @@ from hypothesis import strategies as st
 
 from gotthard.slurm_state import (
     BASE_STATES,
+    FAILED_EFFECTIVE_STATES,
+    OPERATOR_FLAGS,
     SUFFIX_FLAGS,
     UNAVAILABLE_EFFECTIVE_STATES,
+    UNAVAILABLE_FULL_STATE_PATTERN,
     cpus_idle_other,
     effective_state,
+    full_state_pattern,
     holds_idle_cpus,
     is_unavailable,
     normalize,
@@ -82,6 +87,8 @@ def test_every_source_spells_the_same_state(full: str) -> None:
     assert is_unavailable(base, flags) is unavailable
     if effective in UNAVAILABLE_EFFECTIVE_STATES:
         assert unavailable
+    # slurm_node_info{state} shows the full state; the dashboards' regex agrees
+    assert bool(re.fullmatch(UNAVAILABLE_FULL_STATE_PATTERN, full)) is unavailable
 
 
 def test_recorded_sinfo_state_complete() -> None:
@@ -171,3 +178,38 @@ def test_unavailable_effective_states_are_exactly_those_of_unavailable_nodes() -
                 seen.setdefault(state, set()).add(is_unavailable(base, combo))
     for state in UNAVAILABLE_EFFECTIVE_STATES:
         assert seen[state] == {True}, state
+
+
+def test_unavailable_and_failed_effective_states() -> None:
+    assert UNAVAILABLE_EFFECTIVE_STATES == (
+        "down",
+        "drained",
+        "draining",
+        "error",
+        "fail",
+        "failing",
+        "maint",
+        "unknown",
+    )
+    # failed: unavailable without an operator's drain or maintenance; these page
+    assert FAILED_EFFECTIVE_STATES == ("down", "error", "fail", "failing", "unknown")
+    for state in set(UNAVAILABLE_EFFECTIVE_STATES) - set(FAILED_EFFECTIVE_STATES):
+        assert any(flag in state for flag in OPERATOR_FLAGS), state
+
+
+@pytest.mark.parametrize(
+    ("full", "drain", "completing"),
+    [
+        ("idle+drain", True, False),
+        ("allocated+drain+completing", True, True),
+        ("allocated+completing+drain", True, True),
+        ("drain", False, False),  # a base state, never a flag
+        ("idle+drained", False, False),
+        ("idle+undrain", False, False),
+        ("mixed", False, False),
+    ],
+)
+def test_full_state_pattern_matches_whole_flags(full: str, drain: bool, completing: bool) -> None:
+    assert bool(re.fullmatch(full_state_pattern(flags=("drain",)), full)) is drain
+    assert bool(re.fullmatch(full_state_pattern(flags=("completing",)), full)) is completing
+    assert "\\" not in full_state_pattern(bases=("down",), flags=("drain",))

@@ -11,11 +11,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gotthard import command
 from gotthard.policies.engine import (
     SCORED,
     STATUSES,
@@ -162,8 +162,8 @@ def run_kube_bench(
     if checks:
         cmd += ["--check", checks]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
+        proc = command.run(cmd, timeout=timeout, check=False)
+    except command.CommandError as err:
         raise PolicyError(f"kube-bench failed: {err}") from err
     if proc.returncode != 0 and not proc.stdout.strip():
         raise PolicyError(f"kube-bench exited {proc.returncode}: {proc.stderr.strip()[:500]}")

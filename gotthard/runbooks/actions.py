@@ -1,5 +1,6 @@
-"""The actions: Slurm through ``scontrol``/``sinfo`` (argv lists, never a shell, with
-timeouts), Kubernetes through the official client, DR through :mod:`gotthard.dr.api`.
+"""The actions: Slurm through ``scontrol`` and the shared Slurm reader (argv lists, never a
+shell, with timeouts), Kubernetes through the official client, DR through
+:mod:`gotthard.dr.api`.
 
 Each action returns an :class:`Outcome`; it raises only for failures, which the engine
 turns into a ``failed`` decision.
@@ -8,14 +9,15 @@ turns into a ``failed`` decision.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gotthard import slurm_state
+from gotthard import command, slurm_state
 from gotthard.runbooks.settings import RunbooksConfig
 from gotthard.site import KubeAccess
+from gotthard.slurm.cli import CliBackend
+from gotthard.slurm.snapshot import Node, SlurmUnavailable
 
 #: Set on a node that a runbook cordoned, so that only those nodes are uncordoned.
 CORDON_ANNOTATION = "gotthard.io/cordoned-by-runbook"
@@ -33,103 +35,52 @@ class Outcome:
     detail: str
 
 
-@dataclass(frozen=True)
-class SlurmNode:
-    name: str
-    partitions: frozenset[str]
-    #: Base state and flags, as :func:`gotthard.slurm_state.normalize` gives them.
-    base: str
-    flags: tuple[str, ...]
-    reason: str
-
-    @classmethod
-    def parse(cls, name: str, partitions: frozenset[str], state: str, reason: str) -> SlurmNode:
-        """A node from sinfo's ``%T`` state and ``%E`` reason (``none`` for no reason)."""
-        try:
-            base, flags = slurm_state.normalize(state)
-        except ValueError:  # not a state sinfo prints: nothing is known about the node
-            base, flags = "unknown", ()
-        return cls(name, partitions, base, flags, reason if reason != "none" else "")
-
-    @property
-    def state(self) -> str:
-        """The one state sinfo's long form shows (``drained``, ``idle``, ...)."""
-        return slurm_state.effective_state(self.base, self.flags)
-
-    @property
-    def unavailable(self) -> bool:
-        return slurm_state.is_unavailable(self.base, self.flags)
-
-
 def slurm_reason(alertname: str) -> str:
     """The drain reason of the *alertname* runbook; resume acts only on this exact reason."""
     return f"{slurm_state.DRAIN_REASON_PREFIX}{alertname}"
 
 
 class SlurmActions:
-    """``scontrol``/``sinfo`` on one cluster, whose ``slurm.conf`` the site model names."""
+    """``scontrol``/``sinfo`` on one cluster, whose ``slurm.conf`` the site model names.
+
+    Nodes are read by the shared Slurm reader (:meth:`gotthard.slurm.cli.CliBackend.nodes`:
+    the same sinfo columns and parser as the exporter's).
+    """
 
     def __init__(self, settings: RunbooksConfig, slurm_conf: str = "") -> None:
         self.settings = settings
         self.slurm_conf = slurm_conf
-
-    def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        if self.slurm_conf:
-            env["SLURM_CONF"] = self.slurm_conf
-        return env
+        if slurm_conf:
+            env["SLURM_CONF"] = slurm_conf
+        self._env = env
+        self._reader = CliBackend(
+            paths={"sinfo": settings.sinfo_path},
+            env=env,
+            timeout=settings.action_timeout_seconds,
+        )
 
-    def _run(self, argv: Sequence[str]) -> str:
-        """Run ``argv`` (a list: no shell is ever involved) with the action timeout."""
-        timeout = self.settings.action_timeout_seconds
+    def _nodes(self, names: Sequence[str] = ()) -> tuple[Node, ...]:
         try:
-            result = subprocess.run(
-                list(argv),
-                capture_output=True,
-                text=True,
-                env=self._env(),
-                timeout=timeout,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except subprocess.TimeoutExpired:
-            raise ActionError(f"{argv[0]} {argv[1]} timed out after {timeout:g}s") from None
-        except OSError as err:
-            raise ActionError(f"cannot run {argv[0]}: {err.strerror or err}") from None
-        if result.returncode != 0:
-            message = (result.stderr or result.stdout).strip().splitlines()
-            last = message[-1][:300] if message else ""
-            raise ActionError(f"{argv[0]} {argv[1]} exited {result.returncode}: {last}")
-        return result.stdout
+            return self._reader.nodes(names)
+        except SlurmUnavailable as err:
+            raise ActionError(str(err)) from None
 
-    def inventory(self) -> dict[str, SlurmNode]:
-        """Every node with its partitions, state and reason (``sinfo -N``)."""
-        out = self._run([self.settings.sinfo_path, "-h", "-N", "-o", "%N|%P|%T|%E"])
-        found: dict[str, tuple[set[str], str, str]] = {}
-        for line in out.splitlines():
-            fields = line.split("|", 3)
-            if len(fields) != 4:
-                continue
-            name, partition, state, reason = (f.strip() for f in fields)
-            entry = found.setdefault(name, (set(), state, reason))
-            entry[0].add(partition.rstrip("*"))
-        return {
-            name: SlurmNode.parse(name, frozenset(parts), state, reason)
-            for name, (parts, state, reason) in found.items()
-        }
+    def _scontrol(self, *args: str) -> None:
+        """Run ``scontrol ARGS`` (a list: no shell is ever involved) with the action timeout."""
+        argv = [self.settings.scontrol_path, *args]
+        try:
+            command.run(argv, timeout=self.settings.action_timeout_seconds, env=self._env)
+        except command.CommandError as err:
+            raise ActionError(str(err)) from None
 
-    def node(self, name: str) -> SlurmNode | None:
-        out = self._run([self.settings.sinfo_path, "-h", "-N", "-n", name, "-o", "%N|%P|%T|%E"])
-        parts: set[str] = set()
-        state = reason = ""
-        for line in out.splitlines():
-            fields = line.split("|", 3)
-            if len(fields) == 4 and fields[0].strip() == name:
-                parts.add(fields[1].strip().rstrip("*"))
-                state, reason = fields[2].strip(), fields[3].strip()
-        if not parts:
-            return None
-        return SlurmNode.parse(name, frozenset(parts), state, reason)
+    def inventory(self) -> Mapping[str, Node]:
+        """Every node with its partitions, state and reason."""
+        return {node.name: node for node in self._nodes()}
+
+    def node(self, name: str) -> Node | None:
+        found = [node for node in self._nodes([name]) if node.name == name]
+        return found[0] if found else None
 
     def drain(self, name: str, alertname: str) -> Outcome:
         reason = slurm_reason(alertname)
@@ -137,16 +88,10 @@ class SlurmActions:
         if current is None:
             raise ActionError(f"node {name} is not known to Slurm")
         if current.unavailable and current.reason == reason:
-            return Outcome("noop", f"{name} already {current.state} with reason {reason!r}")
-        self._run(
-            [
-                self.settings.scontrol_path,
-                "update",
-                f"NodeName={name}",
-                "State=DRAIN",
-                f"Reason={reason}",
-            ]
-        )
+            return Outcome(
+                "noop", f"{name} already {current.effective_state} with reason {reason!r}"
+            )
+        self._scontrol("update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}")
         return Outcome("ok", f"drained {name} with reason {reason!r}")
 
     def resume(self, name: str, alertname: str) -> Outcome:
@@ -158,10 +103,10 @@ class SlurmActions:
             # Drained by someone else, for another reason, or already resumed: not ours.
             return Outcome(
                 "skipped",
-                f"{name} is {current.state} with reason {current.reason!r}, not {reason!r}:"
-                " left as it is",
+                f"{name} is {current.effective_state} with reason {current.reason!r},"
+                f" not {reason!r}: left as it is",
             )
-        self._run([self.settings.scontrol_path, "update", f"NodeName={name}", "State=RESUME"])
+        self._scontrol("update", f"NodeName={name}", "State=RESUME")
         return Outcome("ok", f"resumed {name}")
 
 

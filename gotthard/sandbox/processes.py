@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gotthard.exporters.slurm.rest import UnixHTTPConnection
+from gotthard import command
+from gotthard.slurm.rest import UnixHTTPConnection
 
 #: Directories searched after ``PATH``: munged, slurmctld and slurmd live in sbin.
 EXTRA_BIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
@@ -215,16 +216,16 @@ def run_capture(
     timeout: float,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` to completion with its output captured as text; never raises on exit status."""
-    return subprocess.run(
-        list(argv),
-        capture_output=True,
-        text=True,
-        env=dict(env),
-        cwd=cwd,
-        timeout=timeout,
-        check=False,
-    )
+    """Run ``argv`` to completion (through :mod:`gotthard.command`) with its output captured
+    as text; never raises on exit status. Past *timeout* it is killed and
+    :class:`subprocess.TimeoutExpired` raised; :class:`SandboxError` if it cannot run."""
+    try:
+        done = command.run(argv, env=env, cwd=cwd, timeout=timeout, check=False)
+    except command.CommandError as err:
+        if err.timed_out:
+            raise subprocess.TimeoutExpired(list(argv), timeout, err.stdout, err.stderr) from None
+        raise SandboxError(str(err)) from None
+    return subprocess.CompletedProcess(list(argv), done.returncode, done.stdout, done.stderr)
 
 
 def run_checked(

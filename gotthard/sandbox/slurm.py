@@ -15,13 +15,12 @@ import secrets
 import signal
 import socket
 import stat
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from gotthard import slurm_state
+from gotthard import command
 from gotthard.sandbox.layout import MAX_SOCKET_PATH, SandboxLayout, local_url
 from gotthard.sandbox.processes import (
     INSTALL_HINT,
@@ -34,16 +33,16 @@ from gotthard.sandbox.processes import (
     pids_with_environ,
     port_in_use,
     process_start_time,
-    run_capture,
     run_checked,
     tail,
     wait_for,
     write_private,
 )
+from gotthard.slurm.cli import CliBackend
+from gotthard.slurm.snapshot import Node, SlurmUnavailable
 
 #: OpenAPI plugin served by slurmrestd on Slurm 22.05 (the dbv plugin needs slurmdbd).
 RESTD_OPENAPI = "v0.0.38"
-#: Node states in which the single node can run jobs.
 #: Binaries ``up`` needs for munge and Slurm.
 SLURM_BINARIES = ("mungekey", "munged", "slurmctld", "slurmd", "sinfo", "scontrol")
 
@@ -85,8 +84,8 @@ def slurmd_topology() -> dict[str, str]:
         return {}
     env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
     try:
-        out = run_capture([slurmd, "-C"], env=env, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
+        out = command.run([slurmd, "-C"], env=env, timeout=30, check=False).stdout
+    except command.CommandError:
         return {}
     first = out.splitlines()[0] if out else ""
     keys = (
@@ -281,48 +280,30 @@ def start_slurm_daemon(
     )
 
 
-def _parsed(states: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
-    parsed = []
-    for text in states:
-        with contextlib.suppress(ValueError):
-            parsed.append(slurm_state.normalize(text))
-    return parsed
+def read_node(layout: SandboxLayout, reader: CliBackend | None = None) -> Node | None:
+    """The sandbox's node as the shared Slurm reader sees it (the exporter's sinfo columns
+    and parser); None when sinfo does not answer or does not list it."""
+    if reader is None:
+        reader = CliBackend(paths={"sinfo": find_binary("sinfo")}, env=layout.env, timeout=10.0)
+    try:
+        nodes = reader.nodes([layout.node_name])
+    except SlurmUnavailable:
+        return None
+    return next((node for node in nodes if node.name == layout.node_name), None)
 
 
-def node_usable(states: Sequence[str]) -> bool:
-    """Whether the node takes new work in every partition (sinfo ``%T`` per partition)."""
-    parsed = _parsed(states)
-    return len(parsed) == len(states) and not any(
-        slurm_state.is_unavailable(base, flags) for base, flags in parsed
-    )
-
-
-def needs_resume(states: Sequence[str]) -> bool:
+def needs_resume(node: Node) -> bool:
     """Whether slurmctld holds the node out of service (drained, down, or its registration
     refused), which ``scontrol update state=resume`` undoes."""
-    return any(
-        base == "down" or not {"drain", "invalid_reg", "invalid"}.isdisjoint(flags)
-        for base, flags in _parsed(states)
-    )
-
-
-def node_states(layout: SandboxLayout) -> list[str] | None:
-    """States of the node per partition (``sinfo -h -o %T``), None if no answer."""
-    argv = [find_binary("sinfo"), "-h", "-n", layout.node_name, "-o", "%T"]
-    try:
-        result = run_capture(argv, env=layout.env, timeout=10)
-    except subprocess.TimeoutExpired:
-        return None
-    if result.returncode != 0:
-        return None
-    return [line.strip() for line in result.stdout.splitlines() if line.strip()]
+    return node.state == "down" or not {"drain", "invalid_reg", "invalid"}.isdisjoint(node.flags)
 
 
 def wait_node_usable(layout: SandboxLayout, procs: ProcessTable, timeout: float) -> None:
     """Wait until the node can run jobs, resuming it once if it came up drained or down."""
     deadline = time.monotonic() + timeout
     resumed = False
-    states: list[str] | None = None
+    node: Node | None = None
+    reader = CliBackend(paths={"sinfo": find_binary("sinfo")}, env=layout.env, timeout=10.0)
     while time.monotonic() < deadline:
         for name in ("slurmctld", "slurmd"):
             record = procs.get(name)
@@ -331,12 +312,12 @@ def wait_node_usable(layout: SandboxLayout, procs: ProcessTable, timeout: float)
                     f"{name} died during start-up; last lines of {record.log}:\n"
                     f"{tail(Path(record.log))}"
                 )
-        states = node_states(layout)
-        if states:
-            if node_usable(states):
+        node = read_node(layout, reader)
+        if node is not None:
+            if not node.unavailable:
                 return
-            responding = not any(s.endswith("*") for s in states)
-            if needs_resume(states) and responding and not resumed:
+            responding = "not_responding" not in node.flags
+            if needs_resume(node) and responding and not resumed:
                 resumed = True
                 resume = [
                     find_binary("scontrol"),
@@ -347,9 +328,10 @@ def wait_node_usable(layout: SandboxLayout, procs: ProcessTable, timeout: float)
                 with contextlib.suppress(SandboxError):
                     run_checked(resume, env=layout.env)
         time.sleep(0.1)
+    state = f"{node.full_state} ({node.reason or 'no reason'})" if node else "no answer"
     raise SandboxError(
         f"node {layout.node_name} not usable after {timeout:.0f}s "
-        f"(sinfo states: {states or 'no answer'}); "
+        f"(sinfo state: {state}); "
         f"slurmctld log:\n{tail(layout.log_dir / 'slurmctld.log')}\n"
         f"slurmd log:\n{tail(layout.log_dir / 'slurmd.log')}"
     )
@@ -358,7 +340,7 @@ def wait_node_usable(layout: SandboxLayout, procs: ProcessTable, timeout: float)
 def cancel_jobs_quietly(layout: SandboxLayout, timeout: float = 5.0) -> None:
     """Cancel every job and wait briefly for them to end; errors are ignored."""
     env = layout.env
-    with contextlib.suppress(SandboxError, OSError, subprocess.SubprocessError):
+    with contextlib.suppress(SandboxError):
         squeue = find_binary("squeue")
         listing = [squeue, "-h", "-o", "%A", "-t", "PENDING,RUNNING,COMPLETING,SUSPENDED"]
 

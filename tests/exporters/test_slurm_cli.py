@@ -8,10 +8,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gotthard.exporters.slurm.cli import (
-    SQUEUE_FIELDS,
-    CommandOutput,
-    assemble,
+from gotthard.exporters.slurm.render import render
+from gotthard.slurm.cli import CommandOutput, assemble
+from gotthard.slurm.snapshot import (
+    Node,
+    Partition,
+    PollOptions,
+    Reservation,
+    normalize_reason,
+)
+from gotthard.slurm.text import (
+    JOB_COLUMNS,
     parse_reservations,
     parse_sdiag,
     parse_sinfo_nodes,
@@ -19,15 +26,7 @@ from gotthard.exporters.slurm.cli import (
     parse_squeue,
     squeue_argv,
 )
-from gotthard.exporters.slurm.render import render
-from gotthard.exporters.slurm.snapshot import (
-    Node,
-    Partition,
-    PollOptions,
-    Reservation,
-    gpus_from_tres,
-    normalize_reason,
-)
+from gotthard.slurm.values import gpus_from_tres
 from gotthard.slurm_state import normalize
 
 DATA = Path(__file__).parent.parent / "fixtures" / "slurm-22.05"
@@ -54,7 +53,7 @@ def test_squeue_asks_for_all_states_and_a_narrow_format() -> None:
     argv = squeue_argv()
     assert "--states=all" in argv
     assert "--json" not in argv and "--yaml" not in argv
-    assert argv[-1].count("|") == len(SQUEUE_FIELDS)
+    assert argv[-1].count("|") == len(JOB_COLUMNS.columns)
 
 
 def test_recorded_queue_is_grouped_by_state_partition_account() -> None:
@@ -90,7 +89,6 @@ def test_per_user_keeps_the_user_and_job_info_can_be_dropped() -> None:
 def test_recorded_drained_node_with_running_jobs_is_draining() -> None:
     parsed = parse_sinfo_nodes(read("gotthard-sinfo-nodes.txt"))
     assert parsed.errors == 0
-    assert parsed.default_partition == "debug"
     (node,) = parsed.nodes
     assert node.name == "node001"
     assert node.partitions == ("debug", "gpu")
@@ -101,6 +99,7 @@ def test_recorded_drained_node_with_running_jobs_is_draining() -> None:
     assert node.memory_total_bytes == 22900 * 1024 * 1024
     assert (node.gpus_alloc, node.gpus_total) == (2, 2)
     assert node.reason == "gpu lost: XID 79"
+    assert node.cpu_load == 11.62
 
 
 def test_partitions_with_default_marker() -> None:

@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 
 from gotthard.exporters.families import render_text
-from gotthard.exporters.slurm.cli import CommandOutput, assemble, parse_ping
 from gotthard.exporters.slurm.render import render
-from gotthard.exporters.slurm.rest_mapping import map_controllers, map_ping
-from gotthard.exporters.slurm.snapshot import (
+from gotthard.slurm.cli import CommandOutput, assemble
+from gotthard.slurm.rest_json import map_controllers, map_ping
+from gotthard.slurm.snapshot import (
     Controller,
     PollOptions,
     SlurmSnapshot,
     controller_role,
 )
+from gotthard.slurm.text import parse_ping
 from tests.exporters.test_slurm_cli import OPTIONS, outputs, read
 
 PRIMARY_DOWN = """\

@@ -18,10 +18,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from gotthard.exporters.families import MetricFamily, gauge
 from gotthard.exporters.runtime import CollectorRunner, Exporter
 from gotthard.exporters.settings import SlurmExporterConfig
-from gotthard.exporters.slurm.cli import parse_sdiag
 from gotthard.exporters.slurm.collector import SlurmCollector
 from gotthard.exporters.web import make_server
 from gotthard.sandbox import Sandbox
+from gotthard.slurm.text import parse_sdiag
 
 pytestmark = pytest.mark.slurm
 
@@ -121,6 +121,8 @@ def test_exported_jobs_nodes_and_partitions_match_squeue_and_sinfo(sandbox: Sand
     assert total(found, "slurm_node_cpus", node=node, state="total") == node_total == cpus
     assert total(found, "slurm_node_gpus", node=node, state="total") == 2
     assert total(found, "slurm_node_gpus", node=node, state="alloc") == 1
+    ((labels, load),) = found["slurm_node_cpu_load"]
+    assert labels["node"] == node and load >= 0  # the OS load slurmd reported
     assert total(found, "slurm_partition_gpus", partition="gpu", state="idle") == 1
     assert total(found, "slurm_partition_cpus", partition="debug", state="alloc") == 2
     sinfo_state = sandbox.run_command(["sinfo", "-h", "-N", "-p", "debug", "-o", "%T"]).stdout

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from gotthard.exporters.slurm import pyslurm_backend as backend
-from gotthard.exporters.slurm.pyslurm_backend import (
+from gotthard.slurm.fields import RESERVATION_FLAG_NAMES, UNREADABLE_FLAGS
+from gotthard.slurm.pyslurm_backend import (
     CONFIG_ATTRIBUTES,
     CONFIG_LOAD,
     ENTRY_POINTS,
@@ -37,16 +37,14 @@ from gotthard.exporters.slurm.pyslurm_backend import (
     PARTITIONS_LOAD,
     PING,
     RESERVATION_ATTRIBUTES,
-    RESERVATION_FLAG_NAMES,
     RESERVATIONS_LOAD,
     RPC_ATTRIBUTES,
     STATISTICS_ATTRIBUTES,
     STATISTICS_LOAD,
     TRES_ATTRIBUTES,
-    UNREADABLE_FLAGS,
     PyslurmBackend,
 )
-from gotthard.exporters.slurm.snapshot import (
+from gotthard.slurm.snapshot import (
     JobGroup,
     PollOptions,
     Reservation,
@@ -56,6 +54,7 @@ from gotthard.exporters.slurm.snapshot import (
     SlurmSnapshot,
     SlurmUnavailable,
 )
+from gotthard.slurm.values import count_array_tasks, gpu_count
 
 # --- strict fakes ------------------------------------------------------------------------
 
@@ -179,6 +178,7 @@ NODE_DEFAULTS: dict[str, Any] = {
     "configured_gres": {},
     "allocated_gres": {},
     "reason": None,
+    "cpu_load": 0.0,
 }
 PARTITION_DEFAULTS: dict[str, Any] = {
     "name": "debug",
@@ -430,7 +430,7 @@ def test_pending_array_meta_record_counts_every_waiting_task() -> None:
     [("0-3", 4), ("1,3,5-7", 5), ("1-9:2", 5), ("7", 1), ("0-99%10", 100), ("garbage", 1)],
 )
 def test_array_task_counting(spec: str, count: int) -> None:
-    assert backend._count_array_tasks(spec) == count
+    assert count_array_tasks(spec) == count
 
 
 def gpus_per_job(*jobs: Any) -> dict[str, int]:
@@ -459,7 +459,7 @@ def test_gpu_job_via_gpus_counts_untyped_total_once() -> None:
         fake_job(
             account="typed", gpus={"gpu:a100": FakeGPU(count=2), "gpu:h100": FakeGPU(count=1)}
         ),
-        # the job's total wins over its per-node request
+        # its request (4 per node on 2 nodes) and its TRES total are the same GPUs, once
         fake_job(
             account="total",
             num_nodes=2,
@@ -485,12 +485,12 @@ def test_gpu_job_via_per_job_task_and_socket_requests() -> None:
 
 
 def test_gpu_dict_values_in_every_form_pyslurm_uses() -> None:
-    assert backend._gpu_total({"gpu": {"count": 2, "indexes": "0-1"}}) == 2
-    assert backend._gpu_total({"gpu": "2"}) == 2
-    assert backend._gpu_total({"gres/gpu:a100": 1, "gres/gpu:h100": 2}) == 3
-    assert backend._gpu_total({"gpu": 0}) == 0
-    assert backend._gpu_total(None) == 0
-    assert backend._gpu_total("cpu=4,mem=1G,gres/gpu=2") == 2
+    assert gpu_count({"gpu": {"count": 2, "indexes": "0-1"}}) == 2
+    assert gpu_count({"gpu": "2"}) == 2
+    assert gpu_count({"gres/gpu:a100": 1, "gres/gpu:h100": 2}) == 3
+    assert gpu_count({"gpu": 0}) == 0
+    assert gpu_count(None) == 0
+    assert gpu_count("cpu=4,mem=1G,gres/gpu=2") == 2
 
 
 def test_one_broken_job_is_counted_and_the_rest_still_mapped() -> None:
@@ -559,10 +559,12 @@ def test_mixed_node_with_gpus_and_memory_in_bytes() -> None:
                 allocated_memory=64000,
                 configured_gres={"gpu:a100": 4},
                 allocated_gres={"gpu": 2, "gpu:a100": 2},
+                cpu_load=15.5,  # pyslurm divides slurmctld's hundredths by 100
             )
         ]
     )
     (node,) = fake.poll().nodes
+    assert node.cpu_load == 15.5
     assert node.state == "mixed"
     assert node.flags == ()
     assert node.effective_state == "mixed"

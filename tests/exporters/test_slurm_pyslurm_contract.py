@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from gotthard.exporters.slurm import pyslurm_backend as backend
-from gotthard.exporters.slurm.pyslurm_backend import (
+from gotthard.slurm import pyslurm_backend as backend
+from gotthard.slurm.fields import RESERVATION_FLAG_NAMES
+from gotthard.slurm.pyslurm_backend import (
     ENTRY_POINTS,
     JOBS_LOAD,
     NODES_LOAD,
     PARTITIONS_LOAD,
-    RESERVATION_FLAG_NAMES,
     RESERVATIONS_LOAD,
     STATISTICS_ATTRIBUTES,
     STATISTICS_LOAD,
@@ -359,6 +359,7 @@ SHAPES: list[tuple[str, str, str]] = [
     ("Node", "configured_gres", r"to_gres_dict\(self\.info\.gres\)"),
     ("Node", "allocated_gres", r"gres_from_tres_dict\(self\.allocated_tres\)"),
     ("Node", "partitions", r"to_list\(self\.info\.partitions\)"),
+    ("Node", "cpu_load", r"u32_parse\(self\.info\.cpu_load\)[\s\S]*load / 100\.0"),
     ("Partition", "state", r"_partition_state_int_to_str\("),
     ("Partition", "is_default", r"PART_FLAG_DEFAULT"),
     ("slurmctld.Config", "version", r"to_unicode\(self\.ptr\.version\)"),

@@ -21,20 +21,17 @@ import pytest
 
 from gotthard.exporters.families import render_text
 from gotthard.exporters.slurm.render import render
-from gotthard.exporters.slurm.rest import (
-    SUPPORTED_VERSIONS,
-    RestBackend,
-    count_array_tasks,
-    jwt_user,
+from gotthard.sandbox import Sandbox
+from gotthard.slurm.rest import SUPPORTED_VERSIONS, RestBackend, jwt_user, parse_url
+from gotthard.slurm.rest_json import (
     map_diag,
     map_job,
     map_node,
     map_partition,
     map_ping,
     map_reservation,
-    parse_url,
 )
-from gotthard.exporters.slurm.snapshot import (
+from gotthard.slurm.snapshot import (
     JobGroup,
     JobRecord,
     JobTally,
@@ -46,9 +43,8 @@ from gotthard.exporters.slurm.snapshot import (
     RunningJob,
     SlurmSnapshot,
     SlurmUnavailable,
-    gpus_from_tres,
 )
-from gotthard.sandbox import Sandbox
+from gotthard.slurm.values import count_array_tasks, gpus_from_tres
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "slurm-22.05"
 LISTINGS = ("jobs", "nodes", "partitions")
@@ -279,11 +275,20 @@ def node_of(
     gpus: tuple[int, int],
     flags: tuple[str, ...] = (),
     reason: str = "",
+    cpu_load: float | None = None,
 ) -> Node:
     """A Node from sinfo-like groups: CPUs (alloc, idle, other, total), memory in MiB
     (total, alloc) and GPUs (total, alloc)."""
     return Node(
-        name, state, flags, partitions, *cpus, *(m * MIB for m in memory_mib), *gpus, reason
+        name,
+        state,
+        flags,
+        partitions,
+        *cpus,
+        *(m * MIB for m in memory_mib),
+        *gpus,
+        reason,
+        cpu_load,
     )
 
 
@@ -294,6 +299,7 @@ FIXTURE_NODE = node_of(
     cpus=(2, 0, 0, 2),
     memory_mib=(20000, 2000),
     gpus=(2, 1),
+    cpu_load=0.16,  # slurmrestd's "cpu_load": 16, in hundredths
 )
 #: The recorded partitions, with the controller's totals (one node of 2 CPUs each).
 FIXTURE_PARTITIONS = (
@@ -1094,6 +1100,7 @@ def check_against_cli(
     assert node.gpus_total == gpus_from_tres(gres) == sandbox.gpus
     assert node.gpus_alloc == gpus_from_tres(gres_used) == 1
     assert set(node.partitions) == {"debug", "gpu"}
+    assert node.cpu_load is not None and node.cpu_load >= 0  # slurmd reports one
 
     out = sandbox.run_command(["sinfo", "-h", "-o", "%P|%a|%D|%C"]).stdout
     partitions = []

@@ -40,8 +40,9 @@ TOKEN = "test-token-0123456789abcdef"
 #: The clusters a test webhook owns unless the test says otherwise: those its alerts name.
 TEST_CLUSTERS = ("hpc1", "hpc2", "sandbox")
 
-#: A stand-in for scontrol and sinfo: records every argv (JSON) and keeps node states in
-#: a JSON file, so that tests can count exactly which commands ran, with which arguments.
+#: A stand-in for scontrol and sinfo (printing the columns sinfo -O asks for): records
+#: every argv (JSON) and keeps node states in a JSON file, so that tests can count exactly
+#: which commands ran, with which arguments.
 #: With ``FAKE_SLURM_CONF`` set, it stands in only for the cluster of that ``SLURM_CONF``
 #: and runs the real command (``FAKE_SLURM_REAL_SCONTROL``, ``FAKE_SLURM_REAL_SINFO``) for
 #: any other: two clusters, one of them fake.
@@ -64,12 +65,21 @@ if state.get("fail") and name == "scontrol":
     sys.exit(1)
 args = sys.argv[1:]
 if name == "sinfo":
-    only = args[args.index("-n") + 1] if "-n" in args else None
+    # the columns the shared Slurm reader asks for: -O NAME:0|,NAME:0|,...
+    only = args[args.index("-n") + 1].split(",") if "-n" in args else None
+    columns = [item.split(":")[0] for item in args[args.index("-O") + 1].split(",")]
     for node, info in state["nodes"].items():
-        if only is not None and node != only:
+        if only is not None and node not in only:
             continue
         for part in info["partitions"]:
-            print(f"{node}|{part}|{info['state']}|{info.get('reason') or 'none'}")
+            cells = {
+                "NodeList": node,
+                "Partition": part,
+                "StateComplete": info["state"],
+                "CPUsState": "0/1/0/1",
+                "Reason": info.get("reason") or "none",
+            }
+            print("".join(cells.get(column, "N/A") + "|" for column in columns))
 elif name == "scontrol" and args[0] == "update":
     fields = dict(a.split("=", 1) for a in args[1:])
     info = state["nodes"][fields["NodeName"]]

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
+from gotthard import command
+from gotthard.command import CommandError
 from gotthard.exporters.lustre.parse import (
     SERVER_COMPONENT,
     client_device,
@@ -280,8 +281,9 @@ def _inactive(text: str) -> bool:
 # --- lctl --------------------------------------------------------------------------------
 
 
-class LctlError(RuntimeError):
-    """``lctl`` (or ``lnetctl``) could not be run or did not finish: no data from it."""
+#: ``lctl`` (or ``lnetctl``) could not be run or did not finish: no data from it. The
+#: shared command runner's error, which names the command.
+LctlError = CommandError
 
 
 def run_tool(argv: list[str], timeout: float) -> tuple[int, str, str]:
@@ -289,14 +291,8 @@ def run_tool(argv: list[str], timeout: float) -> tuple[int, str, str]:
 
     Raises :class:`LctlError` when the program cannot be started or runs past *timeout*.
     """
-    try:
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise LctlError(f"{' '.join(argv[:2])} timed out after {timeout:g}s") from None
-    except OSError as err:
-        raise LctlError(f"cannot run {argv[0]}: {err.strerror or err}") from None
-    decode = "utf-8", "replace"
-    return done.returncode, done.stdout.decode(*decode), done.stderr.decode(*decode)
+    done = command.run(argv, timeout=timeout, check=False)
+    return done.returncode, done.stdout, done.stderr
 
 
 class LnetctlReader:

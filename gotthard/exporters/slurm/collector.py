@@ -1,4 +1,5 @@
-"""The ``slurm`` collector: one backend (cli, rest or pyslurm) -> snapshot -> metrics."""
+"""The ``slurm`` collector: one backend of :mod:`gotthard.slurm` (cli, rest or pyslurm)
+-> snapshot -> metrics."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from typing import TYPE_CHECKING
 from gotthard.exporters.families import MetricFamily
 from gotthard.exporters.runtime import SetupError
 from gotthard.exporters.settings import SlurmExporterConfig
-from gotthard.exporters.slurm.cli import CliBackend
 from gotthard.exporters.slurm.render import render
-from gotthard.exporters.slurm.snapshot import (
+from gotthard.slurm.cli import CliBackend
+from gotthard.slurm.snapshot import (
     PollOptions,
     SlurmBackend,
     SlurmSnapshot,
@@ -41,7 +42,7 @@ def make_backend(config: SlurmExporterConfig) -> SlurmBackend:
     """Build the configured backend; ``auto`` picks pyslurm, then rest, then cli."""
     backend = config.backend
     if backend in ("pyslurm", "auto"):
-        from gotthard.exporters.slurm.pyslurm_backend import PyslurmBackend
+        from gotthard.slurm.pyslurm_backend import PyslurmBackend
 
         try:
             return PyslurmBackend()
@@ -52,7 +53,7 @@ def make_backend(config: SlurmExporterConfig) -> SlurmBackend:
     if backend == "rest" or (backend == "auto" and config.rest_url):
         if not config.rest_url:
             raise SetupError("the rest backend needs --slurm.rest-url (exporter.slurm.rest_url)")
-        from gotthard.exporters.slurm.rest import RestBackend
+        from gotthard.slurm.rest import RestBackend
 
         try:
             return RestBackend(

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from gotthard.exporters.families import Desc, MetricFamily, desc
-from gotthard.exporters.slurm.snapshot import (
+from gotthard.slurm.snapshot import (
     JOB_EVENTS,
     JOB_STATES,
     Node,
@@ -82,6 +82,11 @@ _NODE_STATE = ("node", "state")
 NODE_CPUS = desc("slurm_node_cpus", "Node CPUs by state (alloc, idle, other, total).", *_NODE_STATE)
 NODE_MEMORY = desc("slurm_node_memory_bytes", "Node memory by state (alloc, total).", *_NODE_STATE)
 NODE_GPUS = desc("slurm_node_gpus", "Node GPUs (GRES) by state (alloc, total).", *_NODE_STATE)
+NODE_LOAD = desc(
+    "slurm_node_cpu_load",
+    "CPU load average of the node as slurmd last reported it (1 is one busy CPU).",
+    "node",
+)
 _PARTITION_STATE = ("partition", "state")
 PARTITION_CPUS = desc(
     "slurm_partition_cpus",
@@ -252,6 +257,7 @@ def _jobs(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
 def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
     nodes, flags, info = NODES.new(), NODE_FLAGS.new(), NODE_INFO.new()
     node_cpus, node_memory, node_gpus = NODE_CPUS.new(), NODE_MEMORY.new(), NODE_GPUS.new()
+    node_load = NODE_LOAD.new()
     counts: dict[tuple[str, str], int] = defaultdict(int)
     flag_counts: dict[tuple[str, str], int] = defaultdict(int)
     all_nodes = snapshot.nodes
@@ -266,11 +272,12 @@ def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
     node_cpus.samples = _per_node(all_nodes, _CPU_COLUMNS)
     node_memory.samples = _per_node(all_nodes, _MEMORY_COLUMNS)
     node_gpus.samples = _per_node([n for n in all_nodes if n.gpus_total], _GPU_COLUMNS)
+    node_load.samples = [((n.name,), n.cpu_load) for n in all_nodes if n.cpu_load is not None]
     for key, count in sorted(counts.items()):
         nodes.add(key, count)
     for key, count in sorted(flag_counts.items()):
         flags.add(key, count)
-    return [nodes, flags, info, node_cpus, node_memory, node_gpus]
+    return [nodes, flags, info, node_cpus, node_memory, node_gpus, node_load]
 
 
 #: (state label, Node attribute) of the per-node families.

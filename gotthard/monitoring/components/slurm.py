@@ -16,15 +16,14 @@ from gotthard.monitoring.thresholds import (
     ratio,
     seconds,
 )
-from gotthard.slurm_state import DRAIN_REASON_PREFIX, UNAVAILABLE_EFFECTIVE_STATES
+from gotthard.slurm_state import (
+    DRAIN_REASON_PREFIX,
+    FAILED_EFFECTIVE_STATES,
+    UNAVAILABLE_EFFECTIVE_STATES,
+)
 
 COMPONENT = "slurm"
 DASHBOARD = "slurm-cluster"
-
-#: Effective states of a node that failed (not drained or in maintenance): these page.
-#: Drains are left out: an operator's (or Slurm's own) drain is maintenance, shown on the
-#: dashboard; a drain by Gotthard's runbooks follows another alert, which pages already.
-FAILED_STATES = ("down", "error", "fail", "failing", "unknown")
 
 UNAVAILABLE_RATIO = ratio("slurm_unavailable_ratio", 0.10, "share of a partition's nodes down")
 UNAVAILABLE_MIN = count("slurm_unavailable_min_nodes", 2, "nodes of a partition down, at least")
@@ -101,7 +100,10 @@ RECORDING_RULES = (
         "site_cluster_partition:slurm_nodes_unavailable:sum",
         UNAVAILABLE,
     ),
-    *_nodes_in(FAILED_STATES, FAILED, FAILED_RATIO),
+    # failed nodes page; drains do not: an operator's (or Slurm's own) drain is
+    # maintenance, shown on the dashboard; a drain by Gotthard's runbooks follows another
+    # alert, which pages already
+    *_nodes_in(FAILED_EFFECTIVE_STATES, FAILED, FAILED_RATIO),
     RecordingRule(
         COMPONENT,
         IDLE_CPUS,
@@ -238,7 +240,7 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 "or failing."
             ),
             expr_summary=(
-                f"share of nodes in {', '.join(FAILED_STATES)} per partition "
+                f"share of nodes in {', '.join(FAILED_EFFECTIVE_STATES)} per partition "
                 f"> {pct(unavailable)} and at least {num(minimum)} nodes (drains are not counted)"
             ),
         ),

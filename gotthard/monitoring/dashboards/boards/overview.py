@@ -44,7 +44,7 @@ def _area_stats(t: ThresholdValues) -> list[Stat]:
             ui.Query(allocated("slurm_node_cpus", ""), "CPUs allocated", unit=PERCENT),
             ui.Query(allocated("slurm_node_gpus", ""), "GPUs allocated", unit=PERCENT),
             ui.Query(f"sum({sel('slurm_jobs', eq('state', 'pending'))})", "jobs pending"),
-            _bad(unavailable_nodes(), "nodes down or draining"),
+            _bad(unavailable_nodes(), "nodes unavailable"),
             description="Controller reachability, allocation of CPUs and GPUs over all "
             "nodes, pending backlog, and nodes that cannot take work.",
         ),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard, TimeSeries
 
+from gotthard import slurm_state
 from gotthard.monitoring.components import slurm
 from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.shared import eq, rate, ratio, sel, zero_if_none
@@ -27,9 +28,12 @@ def allocated(metric: str, labels: str, *matchers: str) -> str:
 
 
 def unavailable_nodes() -> str:
-    """Nodes whose state (base+flags) says down, draining/drained or failing; 0 if none."""
+    """Nodes whose state (base+flags) says the scheduler starts no job on them (down,
+    drained, failing, in maintenance, not responding, ...: slurm_state's definition);
+    0 if none."""
     nodes = sel("slurm_node_info")
-    return zero_if_none(sel("slurm_node_info", 'state=~".*(down|drain|fail).*"'), "", nodes)
+    unavailable = f'state=~"{slurm_state.UNAVAILABLE_FULL_STATE_PATTERN}"'
+    return zero_if_none(sel("slurm_node_info", unavailable), "", nodes)
 
 
 def _jobs(state: str) -> str:
@@ -67,7 +71,7 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
         ),
         ui.stat("Running jobs", "short", ui.Query(_jobs("running"), "running")),
         ui.stat("Pending jobs", "short", ui.Query(_jobs("pending"), "pending")),
-        ui.problem_stat("Nodes down or draining", unavailable_nodes(), "nodes"),
+        ui.problem_stat("Nodes unavailable", unavailable_nodes(), "nodes"),
         ui.stat(
             "Nodes drained for maintenance",
             "short",

@@ -1,4 +1,5 @@
-"""The typed snapshot every Slurm backend (cli, rest, pyslurm) fills.
+"""The typed snapshot every Slurm backend (cli, rest, pyslurm) fills, and the records
+the runbooks and the sandbox read (:class:`Node`).
 
 A snapshot is what one poll of the controller saw. It is already aggregated where
 that keeps it small: jobs are grouped by their bounded labels (state, partition,
@@ -8,9 +9,9 @@ one, for ``slurm_job_info``. Nodes and partitions are kept whole.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -69,6 +70,8 @@ class Node(NamedTuple):
     gpus_total: int = 0
     gpus_alloc: int = 0
     reason: str = ""
+    #: The OS load average slurmd last reported (1.0: one busy CPU); None if it has none.
+    cpu_load: float | None = None
 
     @property
     def full_state(self) -> str:
@@ -79,6 +82,11 @@ class Node(NamedTuple):
     def effective_state(self) -> str:
         """One exclusive state per node, as sinfo's long state shows it."""
         return slurm_state.effective_state(self.state, self.flags)
+
+    @property
+    def unavailable(self) -> bool:
+        """Whether the scheduler starts no new job on it (:func:`slurm_state.is_unavailable`)."""
+        return slurm_state.is_unavailable(self.state, self.flags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,58 +110,6 @@ class Reservation:
     #: Flags, lower-case, comma-separated in Slurm's order (``maint,spec_nodes``).
     flags: str = ""
     nodes: int = 0
-
-
-#: Reservation flags in the order scontrol prints them (libslurm's
-#: ``reservation_flags_string``), lower-case. Every backend lists a reservation's flags
-#: in this order, so ``slurm_reservation_info{flags}`` does not depend on the backend.
-RESERVATION_FLAG_ORDER = (
-    "maint",
-    "no_maint",
-    "flex",
-    "overlap",
-    "ignore_jobs",
-    "hourly",
-    "no_hourly",
-    "daily",
-    "no_daily",
-    "weekday",
-    "weekend",
-    "weekly",
-    "no_weekly",
-    "spec_nodes",
-    "all_nodes",
-    "any_nodes",
-    "no_any_nodes",
-    "static",
-    "no_static",
-    "part_nodes",
-    "no_part_nodes",
-    "first_cores",
-    "time_float",
-    "replace",
-    "replace_down",
-    "purge_comp",
-    "no_hold_jobs_after_end",
-    "magnetic",
-    "no_magnetic",
-)
-_FLAG_RANK = {flag: rank for rank, flag in enumerate(RESERVATION_FLAG_ORDER)}
-
-
-def reservation_flags(names: Iterable[str]) -> str:
-    """Reservation flags as the ``flags`` label shows them: ``maint,ignore_jobs``.
-
-    Lower-case, each once, in scontrol's order; flags newer than that order follow in the
-    order given. A flag's value is dropped (scontrol prints ``PURGE_COMP=00:05:00``).
-    """
-    flags: list[str] = []
-    for name in names:
-        flag = name.partition("=")[0].strip().lower()
-        if flag and flag not in flags:
-            flags.append(flag)
-    flags.sort(key=lambda flag: _FLAG_RANK.get(flag, len(_FLAG_RANK)))
-    return ",".join(flags)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +182,11 @@ class SchedulerStats:
         return (
             not self.rpc_by_type
             and not self.rpc_by_user
-            and all(getattr(self, counter.field) is None for counter in SCHEDULER_COUNTERS)
+            and all(
+                getattr(self, counter.name) is None
+                for counter in dataclasses.fields(self)
+                if counter.name not in ("rpc_by_type", "rpc_by_user")
+            )
         )
 
 
@@ -234,63 +194,8 @@ def _rpc_table(raw: Mapping[str, tuple[int, float]] | None) -> dict[str, RpcStat
     return {name: RpcStat(int(count), usec / _USEC) for name, (count, usec) in (raw or {}).items()}
 
 
-class SchedulerCounter(NamedTuple):
-    """One :class:`SchedulerStats` counter and how each backend's source names it."""
-
-    field: str
-    #: sdiag's section (``""`` for the header, ``main``, ``backfill``) and line label.
-    sdiag_section: str
-    sdiag_label: str
-    #: Key in slurmrestd's ``/diag`` ``statistics`` object.
-    rest_key: str
-    #: Attribute of ``pyslurm.slurmctld.Statistics`` where it is not ``rest_key``.
-    pyslurm_name: str = ""
-
-    @property
-    def pyslurm_attribute(self) -> str:
-        """Attribute of ``pyslurm.slurmctld.Statistics``."""
-        return self.pyslurm_name or self.rest_key
-
-
 #: The job events of slurmctld's counters, as ``slurm_scheduler_jobs_total{event}`` shows them.
 JOB_EVENTS = ("submitted", "started", "completed", "canceled", "failed")
-
-#: The scheduler counters every backend reads, defined once, by sdiag section: field, sdiag
-#: label, slurmrestd key, and the pyslurm attribute where it is not the slurmrestd key.
-_SCHEDULER_COUNTER_ROWS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "": (
-        ("server_threads", "Server thread count", "server_thread_count"),
-        ("agent_queue_size", "Agent queue size", "agent_queue_size"),
-        ("dbd_agent_queue_size", "DBD Agent queue size", "dbd_agent_queue_size"),
-        # sdiag "Jobs submitted:", slurmrestd and pyslurm "jobs_submitted", ...
-        *((f"jobs_{event}_total", f"Jobs {event}", f"jobs_{event}") for event in JOB_EVENTS),
-    ),
-    "main": (
-        ("queue_length", "Last queue length", "schedule_queue_length"),
-        ("cycles_total", "Total cycles", "schedule_cycle_total", "schedule_cycle_counter"),
-        ("cycle_last_seconds", "Last cycle", "schedule_cycle_last"),
-        ("cycle_max_seconds", "Max cycle", "schedule_cycle_max"),
-        ("cycle_mean_seconds", "Mean cycle", "schedule_cycle_mean"),
-    ),
-    "backfill": (
-        ("backfill_cycles_total", "Total cycles", "bf_cycle_counter", "backfill_cycle_counter"),
-        ("backfill_cycle_last_seconds", "Last cycle", "bf_cycle_last", "backfill_cycle_last"),
-        ("backfill_cycle_mean_seconds", "Mean cycle", "bf_cycle_mean", "backfill_cycle_mean"),
-        ("backfill_depth_mean", "Depth Mean", "bf_depth_mean", "backfill_mean_depth"),
-        ("backfill_queue_length", "Last queue length", "bf_queue_len", "backfill_queue_length"),
-        (
-            "backfilled_jobs_total",
-            "Total backfilled jobs (since last slurm start)",
-            "bf_backfilled_jobs",
-            "backfilled_jobs",
-        ),
-    ),
-}
-SCHEDULER_COUNTERS = tuple(
-    SchedulerCounter(field, section, label, *names)
-    for section, rows in _SCHEDULER_COUNTER_ROWS.items()
-    for field, label, *names in rows
-)
 
 #: Job states every known partition reports, at 0 when empty, so an idle cluster still has
 #: ``slurm_jobs`` series (dashboards show 0, not "No data").
@@ -407,65 +312,6 @@ def map_each(
         except errors:
             failed += 1
     return tuple(mapped), failed
-
-
-_GPU_COUNT = re.compile(r"(?:^|[,\s])(?:gres[:/])?gpu(?::[^:=,(\s]+)?[:=](\d+)")
-
-
-@functools.lru_cache(maxsize=4096)
-def gpus_from_tres(text: str | None) -> int:
-    """GPU count in a GRES/TRES string, in any of the forms Slurm prints.
-
-    ``gres:gpu:2``, ``gres/gpu:2``, ``gpu:a100:2``, ``gres/gpu:a100=2``,
-    ``cpu=4,mem=1G,gres/gpu=2``, ``gpu:2(IDX:0-1)``. Typed and untyped entries of
-    the same job (``gres/gpu=2,gres/gpu:a100=2``) count once, typed ones preferred
-    only when no untyped total is present.
-    """
-    if not text or "gpu" not in text:
-        return 0
-    untyped = 0
-    typed = 0
-    for item in re.split(r",(?![^()]*\))", text):
-        item = item.strip()
-        match = _GPU_COUNT.search(item)
-        if not match:
-            continue
-        body = item.split("(", 1)[0]
-        parts = re.split(r"[:=/]", body)
-        # parts like ["gres", "gpu", "2"] or ["gres", "gpu", "a100", "2"]
-        name_index = parts.index("gpu") if "gpu" in parts else -1
-        if len(parts) - name_index == 2:
-            untyped += int(match.group(1))
-        else:
-            typed += int(match.group(1))
-    return untyped or typed
-
-
-def job_gpus(
-    *,
-    per_job: str | None = None,
-    per_node: str | None = None,
-    per_task: str | None = None,
-    per_socket: str | None = None,
-    nodes: int = 1,
-    tasks: int = 1,
-    sockets: int = 1,
-) -> int:
-    """GPUs a job holds or asks for, from ``--gpus``, ``--gres``/``--gpus-per-node``,
-    ``--gpus-per-task`` and ``--gpus-per-socket``, whichever it used."""
-    count = gpus_from_tres(per_job)
-    if count:
-        return count
-    count = gpus_from_tres(per_node)
-    if count:
-        return count * max(nodes, 1)
-    count = gpus_from_tres(per_task)
-    if count:
-        return count * max(tasks, 1)
-    count = gpus_from_tres(per_socket)
-    if count:
-        return count * max(sockets, 1) * max(nodes, 1)
-    return 0
 
 
 _REASON_DESCRIPTIONS = {
@@ -601,7 +447,7 @@ def partition_sums(snapshot: SlurmSnapshot) -> dict[str, PartitionSums]:
     """Every known partition (sorted by name) with its nodes' resources summed."""
     sums = {name: PartitionSums() for name in partition_names(snapshot.nodes, snapshot.partitions)}
     for node in snapshot.nodes:
-        available = not slurm_state.is_unavailable(node.state, node.flags)
+        available = not node.unavailable
         free_memory = max(node.memory_total_bytes - node.memory_alloc_bytes, 0)
         for partition in node.partitions:
             row = sums[partition]

@@ -9,7 +9,7 @@ changed since then, slurmrestd answers ``304 Not Modified`` with an empty body (
 10 ms instead of seconds for a large queue) and the previous decoded listing, and what
 was mapped from it, is reused.
 
-The mapping from decoded JSON to the snapshot is :mod:`.rest_mapping`.
+The mapping from decoded JSON to the snapshot is :mod:`.rest_json` (the field table).
 """
 
 from __future__ import annotations
@@ -28,38 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from gotthard.exporters.slurm import snapshot
-from gotthard.exporters.slurm.rest_mapping import (
-    RECORD_ERRORS,
-    JsonDict,
-    _errors_text,
-    _num,
-    _release,
-    _str,
-    count_array_tasks,
-    map_controllers,
-    map_diag,
-    map_job,
-    map_node,
-    map_partition,
-    map_ping,
-    map_reservation,
-)
-
-__all__ = [
-    "SUPPORTED_VERSIONS",
-    "RestBackend",
-    "count_array_tasks",
-    "jwt_user",
-    "map_controllers",
-    "map_diag",
-    "map_job",
-    "map_node",
-    "map_partition",
-    "map_ping",
-    "map_reservation",
-    "parse_url",
-]
+from gotthard.slurm import rest_json, snapshot
+from gotthard.slurm.values import json_number, json_text
 
 #: OpenAPI versions this module maps, newest first.
 SUPPORTED_VERSIONS: tuple[str, ...] = (
@@ -317,7 +287,7 @@ class RestBackend:
             document = json.loads(response.body)
         except (ValueError, UnicodeDecodeError):
             document = None
-        errors = _errors_text(document) if isinstance(document, dict) else ""
+        errors = rest_json.errors_text(document) if isinstance(document, dict) else ""
         if errors:
             message += f": {errors}"
         body = _snippet(response.body)
@@ -325,7 +295,7 @@ class RestBackend:
             message += f" (body: {body})"
         return snapshot.SlurmUnavailable(message)
 
-    def _decode(self, path: str, response: _Response) -> JsonDict:
+    def _decode(self, path: str, response: _Response) -> rest_json.JsonDict:
         try:
             document = json.loads(response.body)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -340,7 +310,7 @@ class RestBackend:
             )
         return document
 
-    def _get_json(self, path: str) -> tuple[JsonDict, float]:
+    def _get_json(self, path: str) -> tuple[rest_json.JsonDict, float]:
         response = self._request(path)
         if response.status == 404:
             raise _VersionGone(path)
@@ -375,7 +345,7 @@ class RestBackend:
             if isinstance(servers, list):
                 for server in servers:
                     if isinstance(server, Mapping):
-                        match = _VERSION_IN_PATH.search(_str(server.get("url")))
+                        match = _VERSION_IN_PATH.search(json_text(server.get("url")))
                         if match:
                             offered.add(match.group(1))
             return sorted(offered, key=_version_key, reverse=True)
@@ -441,8 +411,8 @@ class RestBackend:
             document = self._decode(path, response)
         except snapshot.SlurmUnavailable as exc:
             return snapshot.ProbeResult("ping", False, response.seconds, str(exc)), (), 0
-        success, error = map_ping(document)
-        controllers, errors = map_controllers(document)
+        success, error = rest_json.map_ping(document)
+        controllers, errors = rest_json.map_controllers(document)
         return snapshot.ProbeResult("ping", success, response.seconds, error), controllers, errors
 
     def _listing(self, version: str, endpoint: str) -> tuple[_Listing, bool]:
@@ -475,7 +445,7 @@ class RestBackend:
         document = self._decode(path, response)
         records = document.get(endpoint)
         if not isinstance(records, list):
-            errors = _errors_text(document)
+            errors = rest_json.errors_text(document)
             raise snapshot.SlurmUnavailable(
                 f"slurmrestd {self.url}: GET {path} has no {endpoint!r} list"
                 + (f": {errors}" if errors else f": {_snippet(response.body)}")
@@ -505,23 +475,23 @@ class RestBackend:
         scheduler: snapshot.SchedulerStats | None = None
         if isinstance(statistics, Mapping):
             try:
-                scheduler = map_diag(statistics)
+                scheduler = rest_json.map_diag(statistics)
             except (KeyError, TypeError, ValueError, AttributeError):
                 errors += 1
             self._update_clock_offset(statistics.get("req_time"), diag_received)
         else:
-            errors_text = _errors_text(diag_document)
+            problems = rest_json.errors_text(diag_document)
             raise snapshot.SlurmUnavailable(
                 f"slurmrestd {self.url}: GET {diag_path} has no statistics"
-                + (f": {errors_text}" if errors_text else "")
+                + (f": {problems}" if problems else "")
             )
 
         jobs, _ = self._listing(version, "jobs")
         job_groups, running, job_errors = self._mapped_jobs(jobs, options)
         nodes_listing, _ = self._listing(version, "nodes")
-        nodes, node_errors = self._mapped(nodes_listing, map_node)
+        nodes, node_errors = self._mapped(nodes_listing, rest_json.map_node)
         partitions_listing, _ = self._listing(version, "partitions")
-        partitions, partition_errors = self._mapped(partitions_listing, map_partition)
+        partitions, partition_errors = self._mapped(partitions_listing, rest_json.map_partition)
         reservations, reservation_errors = self._reservations(version)
 
         return snapshot.SlurmSnapshot(
@@ -534,7 +504,7 @@ class RestBackend:
             probes=probes,
             errors=errors + job_errors + node_errors + partition_errors + reservation_errors,
             backend=self.name,
-            version=_release(diag_document),
+            version=rest_json.release(diag_document),
             reservations=reservations,
             controllers=controllers,
         )
@@ -554,7 +524,7 @@ class RestBackend:
             return None, 1
         now = time.time() + (self._clock_offset or 0.0)
         return snapshot.map_each(
-            records, lambda record: map_reservation(record, now), RECORD_ERRORS
+            records, lambda record: rest_json.map_reservation(record, now), rest_json.RECORD_ERRORS
         )
 
     def _update_time(self, since: float) -> int:
@@ -572,7 +542,7 @@ class RestBackend:
         return max(math.floor(since + self._clock_offset), 0)
 
     def _update_clock_offset(self, server_time: Any, local_time: float) -> None:
-        remote = _num(server_time)
+        remote = json_number(server_time)
         if remote is None or remote <= 0:
             self._clock_offset = None
             return
@@ -584,7 +554,11 @@ class RestBackend:
         key = ("jobs", options.per_user, options.job_info)
         if listing.mapped_key == key:
             return listing.mapped  # type: ignore[no-any-return]
-        jobs, errors = snapshot.map_each(listing.records, map_job, RECORD_ERRORS)
+        jobs, errors = snapshot.map_each(
+            listing.records,
+            lambda record: rest_json.map_job(record, options),
+            rest_json.RECORD_ERRORS,
+        )
         tally = snapshot.JobTally(options)
         for job in jobs:
             tally.add(job)
@@ -599,7 +573,7 @@ class RestBackend:
     ) -> tuple[tuple[_T, ...], int]:
         if listing.mapped_key == "records":
             return listing.mapped  # type: ignore[no-any-return]
-        items, errors = snapshot.map_each(listing.records, mapper, RECORD_ERRORS)
+        items, errors = snapshot.map_each(listing.records, mapper, rest_json.RECORD_ERRORS)
         listing.mapped_key = "records"
         listing.mapped = (items, errors)
         return items, errors
