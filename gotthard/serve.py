@@ -68,6 +68,8 @@ from typing import Any, BinaryIO, Self
 import bcrypt
 import yaml
 
+from gotthard.exposition import CONTENT_TYPE, gauge, render_text
+
 log = logging.getLogger("gotthard.serve")
 
 Headers = Sequence[tuple[str, str]]
@@ -407,6 +409,11 @@ def json_response(status: int, value: Any, headers: Headers = ()) -> Response:
     return status, [("Content-Type", "application/json"), *headers], body
 
 
+def exposition(body: str) -> Response:
+    """A ``200`` answer carrying Prometheus exposition text (:mod:`gotthard.exposition`)."""
+    return 200, [("Content-Type", CONTENT_TYPE)], body.encode()
+
+
 def not_found(request: Request) -> Response:
     return text(404, "Not found\n")
 
@@ -658,21 +665,19 @@ def certificate_not_after(path: Path) -> float | None:
 def certificate_exposition(server: Server) -> bytes:
     """The certificate gauge of *server*: the notAfter of the certificate it serves, by
     listen address, server name and certificate file (empty when it could not be read)."""
-    cert = server.web.cert_file
     not_after = server.tls.not_after if server.tls is not None else None
     if not_after is None:
         return b""
     host, port = server.server_address
-    labels = f'listen="{host}:{port}",server="{server.name}",cert_file="{_escape_label(cert)}"'
-    return (
-        f"# HELP {CERTIFICATE_NOT_AFTER} notAfter of the TLS certificate served (Unix seconds).\n"
-        f"# TYPE {CERTIFICATE_NOT_AFTER} gauge\n"
-        f"{CERTIFICATE_NOT_AFTER}{{{labels}}} {not_after:.0f}\n"
-    ).encode()
-
-
-def _escape_label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    family = gauge(
+        CERTIFICATE_NOT_AFTER,
+        "notAfter of the TLS certificate served (Unix seconds).",
+        "listen",
+        "server",
+        "cert_file",
+    )
+    family.add((f"{host}:{port}", server.name, str(server.web.cert_file)), round(not_after))
+    return render_text([family]).encode()
 
 
 def _with_certificate(route: Handler, server: Server) -> Handler:
@@ -682,7 +687,7 @@ def _with_certificate(route: Handler, server: Server) -> Handler:
     def handler(request: Request) -> Response:
         status, headers, body = route(request)
         fields = {k.lower(): v for k, v in headers}
-        exposition = fields.get("content-type", "").startswith("text/plain; version=")
+        exposition = fields.get("content-type") == CONTENT_TYPE
         encoding = fields.get("content-encoding", "")
         if status != 200 or not exposition or encoding not in ("", "gzip"):
             return status, headers, body

@@ -10,9 +10,9 @@ import contextlib
 import gzip
 from collections.abc import Callable
 
+from gotthard.exposition import CONTENT_TYPE
 from gotthard.serve import METRICS_ROUTE, Request, Response, Server, WebConfig, text
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Subtracted from Prometheus' scrape timeout header so the reply arrives in time.
 TIMEOUT_OFFSET_SECONDS = 0.5
 

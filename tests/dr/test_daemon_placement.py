@@ -78,13 +78,14 @@ def test_crash_leaves_orphan_that_restart_cleans_and_marks_failed(k8s, velero, s
     daemon = DrDaemon(settings, api_clients=apis, identity="a")
     assert daemon.cleanup_orphans() == ["drill-prod-20260301040000"]
     assert not k8s.emulator.namespaces
-    text = daemon.metrics.render().decode()
+    text = daemon.metrics.render()
     assert 'gotthard_dr_drill_last_success{namespace="prod",site="zurich"} 0.0' in text
 
 
 def test_metrics_endpoint_parses(settings) -> None:
     daemon = DrDaemon(settings, identity="a")
     daemon.metrics.drill_rto.labels("zurich", "prod").set(12.5)
+    daemon.metrics.backups.labels("zurich", "daily", "Completed").inc()
     server = MetricsServer(daemon.metrics, "127.0.0.1", 0, daemon.health).start()
     try:
         body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics").read().decode()
@@ -92,11 +93,8 @@ def test_metrics_endpoint_parses(settings) -> None:
     finally:
         server.stop()
     names = {f.name for f in text_string_to_metric_families(body)}
-    assert {
-        "gotthard_dr_drill_rto_seconds",
-        "gotthard_dr_backups",
-        "gotthard_dr_placement",
-    } <= names
+    assert {"gotthard_dr_drill_rto_seconds", "gotthard_dr_backups", "gotthard_dr_leader"} <= names
+    assert "gotthard_dr_placement" not in names  # nothing placed yet: no HELP/TYPE either
     assert "gotthard_dr_drill_rto_seconds" in body and health == {
         "ok": True,
         "leader": False,

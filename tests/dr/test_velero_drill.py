@@ -36,7 +36,7 @@ def seed_prod(k8s: EmulatorThread) -> None:
 
 def samples(ctx: ops.Context) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     out = {}
-    for fam in text_string_to_metric_families(ctx.metrics.render().decode()):
+    for fam in text_string_to_metric_families(ctx.metrics.render()):
         for s in fam.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
