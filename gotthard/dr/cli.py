@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import signal
 import sys
 from typing import Any
 
 from gotthard.config import Config, add_config_option
+from gotthard.daemon import add_log_level
 from gotthard.dr.settings import DrConfig, DrillSpec
 from gotthard.kube import KubeError, reaching, where
 
@@ -27,31 +26,27 @@ def _reach(settings: DrConfig, site: str) -> str:
 
 def _daemon(args: argparse.Namespace, cfg: Config) -> int:
     from gotthard.base import parse_listen
+    from gotthard.daemon import Daemon, configure_logging
     from gotthard.dr.daemon import DrDaemon, JobStoreLocked
     from gotthard.dr.metrics import MetricsServer
-    from gotthard.serve import WebConfigError, optional_web_config
+    from gotthard.serve import optional_web_config
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(args.log_level)
     settings = cfg.dr
+    listen = args.listen or settings.listen
+    web = optional_web_config(settings.web_config)
     daemon = DrDaemon(settings)
-    host, port = parse_listen(args.listen or settings.listen)
     try:
-        web = optional_web_config(getattr(settings, "web_config", ""))
-        server = MetricsServer(daemon.metrics, host, port, daemon.health, web=web).start()
-    except (WebConfigError, OSError) as err:
-        print(f"gotthard dr: {err}", file=sys.stderr)
+        server = MetricsServer(daemon.metrics, *parse_listen(listen), daemon.health, web=web)
+    except (ValueError, OSError) as err:
+        print(f"gotthard dr: cannot listen on {listen}: {err}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: daemon.stop())
     try:
-        daemon.run()
-    except KeyboardInterrupt:
-        pass
+        Daemon("dr", server, work=daemon.run, interrupt=daemon.stop).run()
     except (JobStoreLocked, OSError) as err:
         # a job store another daemon holds, or one that cannot be opened or made private
         print(f"gotthard dr: {err}", file=sys.stderr)
         return 2
-    finally:
-        server.stop()
     return 0
 
 
@@ -208,6 +203,7 @@ def add_cli(subparsers: Any) -> None:
         p, "--config", help="site file (default: the top-level --config, then $GOTTHARD_CONFIG)"
     )
     p.add_argument("--listen", default="", help="HOST:PORT (default dr.listen)")
+    add_log_level(p)
     p.set_defaults(handler=_daemon)
 
     backup = sub.add_parser("backup", help="Velero backups").add_subparsers(

@@ -307,7 +307,7 @@ class MetricsServer(serve.Server):
     ) -> None:
         self.metrics = metrics
         self.health = health
-        routes = {serve.METRICS_ROUTE: self._metrics, "GET /healthz": self._healthz}
+        routes = {serve.METRICS_ROUTE: self._metrics, serve.HEALTH_ROUTE: self._healthz}
         super().__init__(
             (host, port),
             routes,

@@ -33,6 +33,7 @@ from gotthard.exposition import render_registry
 from gotthard.runbooks.engine import Engine
 from gotthard.runbooks.validate import PayloadError, load_json, parse_payload
 from gotthard.serve import (
+    HEALTH_ROUTE,
     METRICS_ROUTE,
     Request,
     Response,
@@ -138,7 +139,7 @@ class RunbookServer(Server):
         self.token = token
         self.sampler = RejectSampler()
         routes = {
-            "GET /healthz": self._healthz,
+            HEALTH_ROUTE: self._healthz,
             METRICS_ROUTE: self._metrics,
             ALERTS: self._alerts,
         }
