@@ -23,7 +23,7 @@ def clusters(cfg: Config) -> list[tuple[str, str]]:
     """(site, cluster) of every cluster of the site model."""
     found = [
         (site_name, cluster_name)
-        for site_name, site in cfg.dr.sites.items()
+        for site_name, site in cfg.site_model.items()
         for cluster_name in site.clusters
     ]
     return found or [(cfg.site, cfg.cluster)]

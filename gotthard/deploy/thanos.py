@@ -91,7 +91,7 @@ def prometheuses(cfg: Config) -> list[SitePrometheus]:
     A site whose clusters have no Prometheus at all cannot join the global view: that is
     a :class:`RenderError` naming the key to set."""
     found = []
-    for site_name, site in cfg.dr.sites.items():
+    for site_name, site in cfg.site_model.items():
         by_url: dict[str, list[str]] = {}
         for cluster_name in site.clusters:
             url = site.prometheus_of(cluster_name)
@@ -161,7 +161,7 @@ def alertmanager_hosts(
     out = {}
     for site in sites:
         first = next(p for p in proms if p.site == site)
-        derived = url_host(cfg.dr.sites[site].prometheus_url or first.url)
+        derived = url_host(cfg.site_model[site].prometheus_url or first.url)
         out[site] = list(settings.alertmanager_hosts.get(site) or [derived])
     return out
 

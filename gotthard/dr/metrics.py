@@ -248,15 +248,16 @@ class DrMetrics:
                 self.failed_over.labels(*labels).set(1 if degraded else 0)
             self._failed_over[d.service] = current
 
-    def record_schedules(self, settings: DrConfig, now: float) -> None:
-        """Each backup schedule's and drill's period (from its cron) and load time.
+    def record_schedules(self, settings: DrConfig, sites: Iterable[str], now: float) -> None:
+        """Each backup schedule's and drill's period (from its cron) and load time, at
+        each of *sites* (the site model's) it covers.
 
         The alerts compare the age of the last success with the period, so a schedule
         that has never succeeded (no last-success series) is judged from *now*.
         """
         for schedule in settings.schedules:
             period = cron_period_seconds(schedule.cron, settings.timezone)
-            for site in settings.schedule_sites(schedule):
+            for site in schedule.sites_in(sites):
                 self.schedule_loaded.labels(site, schedule.name).set(now)
                 for namespace in schedule.namespaces:
                     self.schedule_period.labels(site, schedule.name, namespace).set(period)
