@@ -43,15 +43,17 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
+#: The options of every daemon's ``--log.level`` flag (``args.log_level``).
+LOG_LEVEL_OPTIONS: dict[str, Any] = {
+    "default": "info",
+    "choices": LOG_LEVELS,
+    "help": "least severe log messages written to stderr (default info)",
+}
+
+
 def add_log_level(parser: argparse.ArgumentParser) -> None:
-    """The ``--log.level`` flag of a daemon's subcommand (``args.log_level``)."""
-    parser.add_argument(
-        "--log.level",
-        dest="log_level",
-        default="info",
-        choices=LOG_LEVELS,
-        help="least severe log messages written to stderr (default info)",
-    )
+    """The ``--log.level`` flag of a daemon's subcommand."""
+    parser.add_argument("--log.level", dest="log_level", **LOG_LEVEL_OPTIONS)
 
 
 def configure_logging(level: str) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gotthard import config
-from tests.support.cli import ROOT, gotthard, gotthard_argv, run_in_process
+from gotthard import cli, config
+from tests.support.cli import ROOT, fail_on_crash, gotthard, gotthard_argv
 
 FIXTURES = ROOT / "tests" / "fixtures"
 RKE2 = FIXTURES / "policies" / "kube-bench" / "rke2-1.1.7-1.1.9-mixedcase.json"
@@ -79,6 +79,7 @@ def test_a_reader_that_stops_early_changes_nothing_but_the_output(
 ) -> None:
     args, status = LISTINGS[command]
     code, stderr, seen = run_with_reader_gone(_argv(tmp_path, args), after_first_line)
+    fail_on_crash(args, stderr)
     assert code == status, stderr
     for noise in ("Traceback", "BrokenPipe", "Exception ignored", "Errno 32"):
         assert noise not in stderr
@@ -125,7 +126,7 @@ def test_an_unexpected_error_is_one_line_and_exit_2(
         raise RuntimeError("boom")
 
     monkeypatch.setattr(config, "load", broken)
-    assert run_in_process("rules", "thresholds") == 2
+    assert cli.main(["rules", "thresholds"]) == 2  # not run_in_process: it fails on a crash
     assert capsys.readouterr().err == (
         "gotthard: internal error: RuntimeError: boom"
         " (a bug; `python -X dev -m gotthard ...` shows where)\n"

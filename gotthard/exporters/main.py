@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from gotthard import config as configuration
 from gotthard.base import format_validation_error
-from gotthard.daemon import LOG_LEVELS, Daemon, configure_logging
+from gotthard.daemon import LOG_LEVEL_OPTIONS, Daemon, configure_logging
 from gotthard.exporters.runtime import Collector, CollectorRunner, Exporter, SetupError
 from gotthard.exporters.settings import ExporterConfig
 
@@ -236,7 +236,7 @@ FLAGS: tuple[_Flag, ...] = (
         metavar="DIR",
         help="directory of *.prom files the textfile collector serves",
     ),
-    _flag("--log.level", default="info", choices=LOG_LEVELS, help="least severe log messages"),
+    _flag("--log.level", **LOG_LEVEL_OPTIONS),
 )
 
 
