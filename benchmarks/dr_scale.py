@@ -52,27 +52,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def settings(workdir: Path, url: str) -> Any:
-    from gotthard.dr.settings import DrConfig
+    """The Config of the benchmark: two sites, one schedule per namespace."""
+    from gotthard.config import from_mapping
 
-    return DrConfig.model_validate(
-        {
-            "site": "zurich",
-            "sites": {s: {} for s in SITES},
-            "jobstore_url": url or f"sqlite:///{workdir}/jobs.sqlite",
-            "lease": {"enabled": False},
-            "poll_interval_seconds": 0.01,
-            "backup_timeout_seconds": 30,  # a stub bug fails fast instead of polling 4 h
-            "schedules": [
-                {
-                    "name": f"ns-{i:03d}",
-                    "namespaces": [f"ns-{i:03d}"],
-                    "cron": f"{i % 60} {i % 24} * * *",
-                }
-                for i in range(NAMESPACES)
-            ],
-            "placement": {"state_file": f"{workdir}/placement.json"},
-        }
-    )
+    dr = {
+        "jobstore_url": url or f"sqlite:///{workdir}/jobs.sqlite",
+        "lease": {"enabled": False},
+        "poll_interval_seconds": 0.01,
+        "backup_timeout_seconds": 30,  # a stub bug fails fast instead of polling 4 h
+        "schedules": [
+            {
+                "name": f"ns-{i:03d}",
+                "namespaces": [f"ns-{i:03d}"],
+                "cron": f"{i % 60} {i % 24} * * *",
+            }
+            for i in range(NAMESPACES)
+        ],
+        "placement": {"state_file": f"{workdir}/placement.json"},
+    }
+    return from_mapping({"site": "zurich", "sites": {s: {} for s in SITES}, "dr": dr})
 
 
 class _Headers(dict):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
+import os
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
 
 from gotthard import __version__, extras
 from gotthard import config as configuration
@@ -90,28 +94,127 @@ def _not_installed(missing: extras.MissingExtra, *_: object) -> int:
     raise missing
 
 
+class OutputError(Exception):
+    """Standard output or standard error cannot be written (not: its reader went away)."""
+
+
+class _Guarded:
+    """``sys.stdout`` or ``sys.stderr`` while a command runs.
+
+    A reader that goes away early (``gotthard ... | head -1``: EPIPE) silences the rest
+    of the output: the file descriptor is pointed at ``/dev/null`` (as the Python docs
+    advise for SIGPIPE, which is left alone: a server must not die of it), and the command
+    runs on to its own exit status, so a finding is still exit 1. Any other error
+    writing (a full disk) is an :class:`OutputError` naming the stream."""
+
+    def __init__(self, stream: TextIO, name: str) -> None:
+        self._stream = stream
+        self._name = name
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as err:
+            self._failed(err)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as err:
+            self._failed(err)
+
+    def _failed(self, err: OSError) -> None:
+        # what is still buffered, and the interpreter's last flush, go nowhere
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        if not isinstance(err, BrokenPipeError):
+            raise OutputError(f"cannot write {self._name}: {err.strerror or err}") from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _guarded_output() -> Iterator[None]:
+    saved = sys.stdout, sys.stderr
+    sys.stdout = _Guarded(sys.stdout, "standard output")  # type: ignore[assignment]
+    sys.stderr = _Guarded(sys.stderr, "standard error")  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        try:
+            sys.stdout.flush()  # also on SystemExit (--help, a usage error)
+        finally:
+            try:
+                sys.stderr.flush()
+            finally:
+                sys.stdout, sys.stderr = saved
+
+
+def _fail(message: str) -> int:
+    with contextlib.suppress(OSError):  # standard error itself may be what failed
+        print(f"gotthard: {message}", file=sys.stderr)
+    return 2
+
+
+def _os_error(err: OSError) -> str:
+    """*err* naming its file(s), without the ``[Errno N]`` prefix."""
+    if err.filename is None:
+        return str(err.strerror or err)
+    files = " -> ".join(str(f) for f in (err.filename, err.filename2) if f is not None)
+    return f"{files}: {err.strerror or err}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, load the one configuration, run the subcommand.
+    """Parse, load the one configuration, run the subcommand; the one error path.
 
     Exit status: 0 success, 1 a finding, 2 usage, input or environment error. A
-    configuration or cluster-access problem, or an optional dependency this install
-    lacks, is one line on stderr, never a traceback."""
+    configuration or cluster-access problem, an optional dependency this install lacks,
+    a file that cannot be read or written, output that cannot be written, even a bug: one
+    line on stderr, never a traceback (``python -X dev -m gotthard`` adds it for a bug).
+    A reader that stops early (``| head``) ends the output quietly, not the command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        with _guarded_output():
+            return _run(argv)
+    except OutputError as err:
+        return _fail(str(err))
+
+
+def _run(argv: list[str]) -> int:
     from gotthard.kube import KubeError
 
-    argv = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         cfg = configuration.load(configuration.path_of(args))
-        return int(args.handler(args, cfg) or 0)
-    except (configuration.ConfigError, KubeError, extras.MissingExtra) as err:
-        print(f"gotthard: {err}", file=sys.stderr)
-        return 2
+        status = int(args.handler(args, cfg) or 0)
+        sys.stdout.flush()  # a full disk is an error of this command, not of the exit
+        return status
+    except (configuration.ConfigError, KubeError, extras.MissingExtra, OutputError) as err:
+        return _fail(str(err))
     except ModuleNotFoundError as err:
         # an optional library the subcommand imports (at registration or when it runs)
-        # that this install lacks: name the extra, never a traceback
+        # that this install lacks: name the extra
         missing = extras.missing_extra(err, _command_in(argv))
-        if missing is None:
-            raise
-        print(f"gotthard: {missing}", file=sys.stderr)
-        return 2
+        return _fail(str(missing) if missing is not None else _internal(err))
+    except OSError as err:
+        # a file or socket the command reads or writes, named
+        return _fail(_os_error(err))
+    except KeyboardInterrupt:
+        return _fail("interrupted")
+    except Exception as err:
+        return _fail(_internal(err))
+
+
+def _internal(err: BaseException) -> str:
+    """One line about an error no part of Gotthard expected (a bug)."""
+    if sys.flags.dev_mode:
+        traceback.print_exc()
+    return (
+        f"internal error: {type(err).__name__}: {err}"
+        " (a bug; `python -X dev -m gotthard ...` shows where)"
+    )

@@ -90,23 +90,11 @@ class SiteFile(Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _site_model(cls, data: Any) -> Any:
-        """Reject keys that moved to ``[sites]``; give DR its view of the site model."""
-        if not isinstance(data, dict):
-            return data
-        moved = _moved_key(data)
+    def _moved_keys(cls, data: Any) -> Any:
+        """Reject keys that moved to ``[sites]``, naming where they went."""
+        moved = _moved_key(data) if isinstance(data, dict) else None
         if moved:
             raise ValueError(moved)
-        site = data.get("site", "local")
-        cluster = data.get("cluster", "sandbox")
-        sites = data.get("sites") or {
-            site: {"clusters": {cluster: {"kubernetes": {}}}}
-            if isinstance(site, str) and isinstance(cluster, str)
-            else {}
-        }
-        dr = data.get("dr", {})
-        if isinstance(dr, dict):
-            data = {**data, "dr": {**dr, "site": site, "sites": sites}}
         return data
 
     @model_validator(mode="after")
@@ -124,6 +112,10 @@ class SiteFile(Strict):
                     f" {', '.join(own)}"
                 )
         self._runbook_clusters()
+        try:
+            self.dr.check_sites(self.site_model)
+        except ValueError as err:
+            raise ValueError(f"dr.{err}") from None
         # a cluster name is the `cluster` label, and a Karmada member places a service at
         # one site: each must be unique across sites (a member may share a cluster's name)
         clusters: dict[str, str] = {}
@@ -153,12 +145,23 @@ class SiteFile(Strict):
 
     # -- reading the site model ----------------------------------------------------------
 
+    @property
+    def site_model(self) -> dict[str, SiteConfig]:
+        """Every site with its clusters: ``[sites]``, or, with no ``[sites]`` in the file,
+        this installation's ``site`` with its one ``cluster`` on the default kubeconfig.
+        DR, deploy and :meth:`site_config` read this; ``sites`` is the file's table."""
+        if self.sites:
+            return self.sites
+        own = ClusterConfig(kubernetes=KubeAccess())
+        return {self.site: SiteConfig(clusters={self.cluster: own})}
+
     def site_config(self, site: str | None = None) -> SiteConfig:
         """The site *site* (default: this installation's) with its clusters."""
         name = site or self.site
-        if name not in self.dr.sites:
+        model = self.site_model
+        if name not in model:
             raise ConfigError(f"site {name!r} is not configured ([sites.{name}])")
-        return self.dr.sites[name]
+        return model[name]
 
     def cluster_config(self, site: str | None = None, cluster: str | None = None) -> ClusterConfig:
         """One cluster; with no *cluster*, the installation's own (on its own site) or the

@@ -68,6 +68,9 @@ from typing import Any, BinaryIO, Self
 import bcrypt
 import yaml
 
+from gotthard.config import ConfigError
+from gotthard.exposition import CONTENT_TYPE, gauge, render_text
+
 log = logging.getLogger("gotthard.serve")
 
 Headers = Sequence[tuple[str, str]]
@@ -81,8 +84,8 @@ BCRYPT_MAX_PASSWORD_BYTES = 72
 # --- web configuration -----------------------------------------------------------------------
 
 
-class WebConfigError(Exception):
-    """The web configuration file is unreadable or invalid."""
+class WebConfigError(ConfigError):
+    """The web configuration file, or a TLS file it names, is unreadable or invalid."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,8 @@ class WebConfig:
     min_version: str = "TLS12"
     basic_auth_users: dict[str, bytes] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
+    #: The file this was read from, for messages; None when built in code.
+    source: Path | None = None
 
     @property
     def tls(self) -> bool:
@@ -105,23 +110,53 @@ class WebConfig:
         return tuple(path for path in files if path is not None)
 
     def ssl_context(self) -> ssl.SSLContext | None:
+        """A server context with the certificate, key and client CA loaded now; an error
+        names the file and its key in the web config."""
         if not self.tls:
             return None
+        where = f"{self.source}: " if self.source else ""
+        for key, path in (
+            ("cert_file", self.cert_file),
+            ("key_file", self.key_file),
+            ("client_ca_file", self.client_ca_file),
+        ):
+            try:
+                if path is not None:
+                    path.read_bytes()
+            except OSError as err:
+                raise WebConfigError(
+                    f"{where}tls_server_config.{key}: cannot read {path}: {err.strerror or err}"
+                ) from None
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = (
             ssl.TLSVersion.TLSv1_3 if self.min_version == "TLS13" else ssl.TLSVersion.TLSv1_2
         )
         try:
             context.load_cert_chain(str(self.cert_file), str(self.key_file))
-            if self.client_ca_file is not None:
-                context.load_verify_locations(str(self.client_ca_file))
         except (OSError, ssl.SSLError) as err:
-            raise WebConfigError(f"cannot load TLS files: {err}") from None
+            raise WebConfigError(
+                f"{where}tls_server_config: cert_file {self.cert_file} with key_file"
+                f" {self.key_file}: not a PEM certificate and its private key{_reason(err)}"
+            ) from None
+        if self.client_ca_file is not None:
+            try:
+                context.load_verify_locations(str(self.client_ca_file))
+            except (OSError, ssl.SSLError) as err:
+                raise WebConfigError(
+                    f"{where}tls_server_config.client_ca_file: {self.client_ca_file}:"
+                    f" no PEM CA certificate{_reason(err)}"
+                ) from None
         if self.client_auth_type == "RequireAndVerifyClientCert":
             context.verify_mode = ssl.CERT_REQUIRED
         elif self.client_auth_type == "VerifyClientCertIfGiven":
             context.verify_mode = ssl.CERT_OPTIONAL
         return context
+
+
+def _reason(err: OSError | ssl.SSLError) -> str:
+    """`` (what OpenSSL says)`` when it names a reason (``key values mismatch``), else ""."""
+    reason = getattr(err, "reason", None)
+    return f" ({reason.lower().replace('_', ' ')})" if reason else ""
 
 
 _CLIENT_AUTH = ("NoClientCert", "VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
@@ -193,6 +228,8 @@ def _users(file: Path, users_raw: object) -> dict[str, bytes]:
 
 
 def load_web_config(path: str | Path) -> WebConfig:
+    """The web config *path*, its TLS files loaded once to check them; a
+    :class:`WebConfigError` names the file and the key that is wrong."""
     file = Path(path)
     try:
         data = yaml.safe_load(file.read_text()) or {}
@@ -209,7 +246,9 @@ def load_web_config(path: str | Path) -> WebConfig:
     if not isinstance(headers, dict):
         raise WebConfigError(f"{file}: http_server_config.headers: expected a mapping")
     headers = {str(k): str(v) for k, v in headers.items()}
-    return WebConfig(**settings, basic_auth_users=users, headers=headers)
+    web = WebConfig(**settings, basic_auth_users=users, headers=headers, source=file)
+    web.ssl_context()  # the TLS files load now, or the error names them
+    return web
 
 
 def optional_web_config(path: str | Path | None) -> WebConfig | None:
@@ -405,6 +444,11 @@ def text(status: int, body: str, content_type: str = TEXT, headers: Headers = ()
 def json_response(status: int, value: Any, headers: Headers = ()) -> Response:
     body = (json.dumps(value) + "\n").encode()
     return status, [("Content-Type", "application/json"), *headers], body
+
+
+def exposition(body: str) -> Response:
+    """A ``200`` answer carrying Prometheus exposition text (:mod:`gotthard.exposition`)."""
+    return 200, [("Content-Type", CONTENT_TYPE)], body.encode()
 
 
 def not_found(request: Request) -> Response:
@@ -640,6 +684,8 @@ class _Listener(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
 #: The route every Gotthard server exposes its metrics on.
 METRICS_ROUTE = "GET /metrics"
+#: The route every Gotthard server answers health (and readiness, see gotthard.daemon) on.
+HEALTH_ROUTE = "GET /healthz"
 #: Gauge appended to ``/metrics`` of every server that serves TLS.
 CERTIFICATE_NOT_AFTER = "gotthard_tls_certificate_not_after_timestamp_seconds"
 
@@ -658,21 +704,19 @@ def certificate_not_after(path: Path) -> float | None:
 def certificate_exposition(server: Server) -> bytes:
     """The certificate gauge of *server*: the notAfter of the certificate it serves, by
     listen address, server name and certificate file (empty when it could not be read)."""
-    cert = server.web.cert_file
     not_after = server.tls.not_after if server.tls is not None else None
     if not_after is None:
         return b""
     host, port = server.server_address
-    labels = f'listen="{host}:{port}",server="{server.name}",cert_file="{_escape_label(cert)}"'
-    return (
-        f"# HELP {CERTIFICATE_NOT_AFTER} notAfter of the TLS certificate served (Unix seconds).\n"
-        f"# TYPE {CERTIFICATE_NOT_AFTER} gauge\n"
-        f"{CERTIFICATE_NOT_AFTER}{{{labels}}} {not_after:.0f}\n"
-    ).encode()
-
-
-def _escape_label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    family = gauge(
+        CERTIFICATE_NOT_AFTER,
+        "notAfter of the TLS certificate served (Unix seconds).",
+        "listen",
+        "server",
+        "cert_file",
+    )
+    family.add((f"{host}:{port}", server.name, str(server.web.cert_file)), round(not_after))
+    return render_text([family]).encode()
 
 
 def _with_certificate(route: Handler, server: Server) -> Handler:
@@ -682,7 +726,7 @@ def _with_certificate(route: Handler, server: Server) -> Handler:
     def handler(request: Request) -> Response:
         status, headers, body = route(request)
         fields = {k.lower(): v for k, v in headers}
-        exposition = fields.get("content-type", "").startswith("text/plain; version=")
+        exposition = fields.get("content-type") == CONTENT_TYPE
         encoding = fields.get("content-encoding", "")
         if status != 200 or not exposition or encoding not in ("", "gzip"):
             return status, headers, body

@@ -23,6 +23,12 @@ def test_defaults_need_no_file(monkeypatch: pytest.MonkeyPatch) -> None:
     assert cfg.exporter.collectors == ["slurm"]
     assert cfg.exporter.slurm.backend == "cli"
     assert cfg.sites == {}
+    # with no [sites], the site model is this installation's site and cluster, reached
+    # through the default kubeconfig
+    assert cfg.site_model == {
+        "local": SiteConfig(clusters={"sandbox": ClusterConfig(kubernetes=KubeAccess())})
+    }
+    assert cfg.site_config() == cfg.site_model["local"]
 
 
 def test_the_shipped_example_is_valid_and_sites_are_data() -> None:
@@ -30,8 +36,10 @@ def test_the_shipped_example_is_valid_and_sites_are_data() -> None:
     assert set(cfg.sites) == {"zurich", "lugano"}
     assert cfg.site == "zurich"
     assert set(cfg.sites["lugano"].clusters) == {"todi", "todi-k8s"}
-    # every area reads the one site model
-    assert cfg.dr.sites == cfg.sites
+    # every area reads the one site model: [dr] holds no copy of it
+    assert cfg.site_model is cfg.sites
+    assert cfg.site_config("lugano") is cfg.sites["lugano"]
+    assert not {"site", "sites"} & set(type(cfg.dr).model_fields)
     assert cfg.cluster_config().slurm_conf == "/etc/slurm/slurm.conf"
     assert cfg.sites["zurich"].kube_cluster == "alps-k8s"
     assert cfg.sites["lugano"].kube_cluster == "todi-k8s"
@@ -76,10 +84,8 @@ def test_the_example_lists_every_key_with_its_real_default(table: str) -> None:
     raw = tomllib.loads(EXAMPLE.read_text())[table]
     model = type(getattr(config.Config(), table))
     for name, field in model.model_fields.items():
-        if (table, name) in (("dr", "site"), ("dr", "sites")):
-            continue  # the site model, not keys of [dr]
         _check_field(name, field, raw, table, defaults=True)
-    assert set(raw) <= set(model.model_fields) - {"site", "sites"}
+    assert set(raw) <= set(model.model_fields)
 
 
 def test_the_example_site_model_lists_every_cluster_key() -> None:
@@ -124,8 +130,20 @@ def test_environment_variable_names_the_file(
         (
             "[[dr.drills]]\nsite = 'geneva'\nnamespace = 'prod'\n",
             "dr.drills[0].site",
-            "unknown site 'geneva'",
+            "unknown site 'geneva' (known: local)",
         ),
+        (
+            "site = 'zurich'\ncluster = 'alps'\n[sites.zurich.clusters.alps]\n[sites.lugano]\n"
+            "[dr.lease]\nsite = 'bern'\n",
+            "dr.lease.site",
+            "unknown site 'bern' (known: lugano, zurich)",
+        ),
+        (
+            "[dr.placement.overrides]\napi = 'lugano'\n",
+            "dr.placement.overrides.api",
+            "unknown site 'lugano' (known: local)",
+        ),
+        ("[dr]\nsite = 'zurich'\n", "dr.site", "moved to the top-level `site` key"),
         (
             "[sites.a.clusters.c1.kubernetes]\n[sites.a.clusters.c2.kubernetes]\n",
             "sites.a.kubernetes_cluster",
@@ -175,7 +193,5 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
 def test_every_default_is_itself_valid() -> None:
     # the exporter re-validates the whole configuration after applying its flags
     defaults = config.Config()
-    dumped = defaults.model_dump(
-        exclude={"dr": {"site", "sites"}, "exporter": {"slurm": {"rest_url"}}}
-    )
+    dumped = defaults.model_dump(exclude={"exporter": {"slurm": {"rest_url"}}})
     assert config.from_mapping(dumped) == defaults

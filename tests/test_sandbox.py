@@ -275,7 +275,7 @@ def test_slurmrestd_jwt(slurm_sandbox: Sandbox):
 def test_cli_status_of_a_sandbox_that_is_not_running(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    assert cli("sandbox", "status", "--dir", str(tmp_path)) == 3
+    assert cli("sandbox", "status", "--dir", str(tmp_path)) == 1
     assert "not running" in capsys.readouterr().out
     assert cli("sandbox", "down", "--dir", str(tmp_path)) == 0
 

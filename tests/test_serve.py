@@ -22,7 +22,9 @@ from typing import Any
 
 import bcrypt
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from gotthard import exposition
 from gotthard.dr.metrics import DrMetrics, MetricsServer
 from gotthard.exporters.web import make_server as make_exporter_server
 from gotthard.runbooks.engine import AuditLog, Engine
@@ -370,3 +372,41 @@ def test_a_gzip_scrape_gets_the_certificate_in_a_second_member(tmp_path, certifi
 def test_a_plain_http_server_exports_no_certificate(start) -> None:
     server = start()
     assert get(server.url + "/metrics") == (200, b"up 1\n")
+
+
+# --- one exposition writer --------------------------------------------------------------------
+
+
+def test_every_server_escapes_label_values_the_same_way() -> None:
+    """The exporter's families and the DR daemon's registry go through one writer: a
+    label value holding a quote, a backslash and a newline reads back unchanged, and
+    both write the same sample line."""
+    tricky = 'bucket "a"\\b\nc'
+    metrics = DrMetrics()
+    metrics.bsl_available.labels("zurich", tricky).set(1)
+    dr = MetricsServer(metrics, "127.0.0.1", 0, lambda: {"ok": True}).start()
+    family = exposition.gauge(
+        "gotthard_dr_backup_storage_location_available", "x", "location", "site"
+    )
+    family.add((tricky, "zurich"), 1.0)
+    text_body = exposition.render_text([family])
+    exporter = make_exporter_server(
+        "127.0.0.1", 0, lambda timeout: text_body, default_timeout=5.0
+    ).start()
+    try:
+        bodies = [get(server.url + "/metrics")[1].decode() for server in (dr, exporter)]
+    finally:
+        dr.stop()
+        exporter.close()
+    lines = [
+        [line for line in body.splitlines() if line.startswith(family.name + "{")]
+        for body in bodies
+    ]
+    assert lines[0] == lines[1] and len(lines[0]) == 1
+    [sample] = [
+        s
+        for f in text_string_to_metric_families(bodies[0])
+        if f.name == family.name
+        for s in f.samples
+    ]
+    assert sample.labels == {"site": "zurich", "location": tricky}

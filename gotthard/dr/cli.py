@@ -4,93 +4,87 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import signal
 import sys
 from typing import Any
 
 from gotthard.config import Config, add_config_option
-from gotthard.dr.settings import DrConfig, DrillSpec
+from gotthard.daemon import add_log_level
+from gotthard.dr.settings import DrillSpec
 from gotthard.kube import KubeError, reaching, where
+from gotthard.site import SiteConfig
 
 # The handlers import the DR modules (kubernetes, APScheduler) when they run, so that
 # building the command line costs every other subcommand nothing.
 
 
-def _reach(settings: DrConfig, site: str) -> str:
+def _known(cfg: Config, site: str, error: str) -> SiteConfig:
+    """The site *site* of the site model; else a KubeError (exit 2): *error* and the
+    sites there are."""
+    model = cfg.site_model
+    if site not in model:
+        raise KubeError(f"{error} (known: {', '.join(sorted(model))})")
+    return model[site]
+
+
+def _reach(cfg: Config, site: str) -> str:
     """``site S cluster C`` of the cluster DR uses on *site*, for one-line errors."""
-    if site not in settings.sites:
-        known = ", ".join(sorted(settings.sites))
-        raise KubeError(f"site {site}: not configured (known: {known})")
-    return where(site, settings.sites[site].kube_cluster)
+    return where(site, _known(cfg, site, f"site {site}: not configured").kube_cluster)
 
 
 def _daemon(args: argparse.Namespace, cfg: Config) -> int:
     from gotthard.base import parse_listen
+    from gotthard.daemon import Daemon, configure_logging
     from gotthard.dr.daemon import DrDaemon, JobStoreLocked
     from gotthard.dr.metrics import MetricsServer
-    from gotthard.serve import WebConfigError, optional_web_config
+    from gotthard.serve import optional_web_config
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(args.log_level)
     settings = cfg.dr
-    daemon = DrDaemon(settings)
-    host, port = parse_listen(args.listen or settings.listen)
+    listen = args.listen or settings.listen
+    web = optional_web_config(settings.web_config)
+    daemon = DrDaemon(cfg)
     try:
-        web = optional_web_config(getattr(settings, "web_config", ""))
-        server = MetricsServer(daemon.metrics, host, port, daemon.health, web=web).start()
-    except (WebConfigError, OSError) as err:
-        print(f"gotthard dr: {err}", file=sys.stderr)
+        server = MetricsServer(daemon.metrics, *parse_listen(listen), daemon.health, web=web)
+    except (ValueError, OSError) as err:
+        print(f"gotthard dr: cannot listen on {listen}: {err}", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, lambda *_: daemon.stop())
     try:
-        daemon.run()
-    except KeyboardInterrupt:
-        pass
+        Daemon("dr", server, work=daemon.run, interrupt=daemon.stop).run()
     except (JobStoreLocked, OSError) as err:
         # a job store another daemon holds, or one that cannot be opened or made private
         print(f"gotthard dr: {err}", file=sys.stderr)
         return 2
-    finally:
-        server.stop()
     return 0
 
 
 def _backup_now(args: argparse.Namespace, cfg: Config) -> int:
     from gotthard.dr import api
 
-    settings = cfg.dr
-    site = args.site or settings.site
+    site = args.site or cfg.site
+    covering = [s for s in cfg.dr.schedules if s.covers(site)]
     namespaces = (
         [args.namespace]
         if args.namespace
-        else sorted(
-            {
-                ns
-                for s in settings.schedules
-                if site in settings.schedule_sites(s)
-                for ns in s.namespaces
-            }
-        )
+        else sorted({ns for s in covering for ns in s.namespaces})
     )
     if not namespaces:
         print("gotthard dr: no --namespace and no schedule covers this site", file=sys.stderr)
         return 2
-    with reaching(_reach(settings, site)):
+    with reaching(_reach(cfg, site)):
         for ns in namespaces:
-            print(api.backup_now(settings, ns, reason=args.reason, site=site))
+            print(api.backup_now(cfg, ns, reason=args.reason, site=site))
     return 0
 
 
-def _drill_spec(settings: DrConfig, args: argparse.Namespace) -> DrillSpec:
+def _drill_spec(cfg: Config, args: argparse.Namespace) -> DrillSpec:
     """The configured drill of ``--site``/``--namespace`` (``--target-site`` overriding its
     target), else an ad-hoc drill of that namespace with the default checks. An unknown
     site is a usage error naming the flag."""
     for flag, site in (("--site", args.site), ("--target-site", args.target_site)):
-        if site and site not in settings.sites:
-            known = ", ".join(sorted(settings.sites))
-            raise KubeError(f"{flag}: unknown site {site!r} (known: {known})")
+        if site:
+            _known(cfg, site, f"{flag}: unknown site {site!r}")
     spec = next(
-        (d for d in settings.drills if d.site == args.site and d.namespace == args.namespace),
+        (d for d in cfg.dr.drills if d.site == args.site and d.namespace == args.namespace),
         None,
     ) or DrillSpec(site=args.site, namespace=args.namespace)
     if args.target_site:
@@ -101,12 +95,11 @@ def _drill_spec(settings: DrConfig, args: argparse.Namespace) -> DrillSpec:
 def _drill(args: argparse.Namespace, cfg: Config) -> int:
     from gotthard.dr import ops
 
-    settings = cfg.dr
-    spec = _drill_spec(settings, args)
-    ctx = ops.Context(settings)
+    spec = _drill_spec(cfg, args)
+    ctx = ops.Context(cfg)
     for site in dict.fromkeys((spec.site, spec.target_site or spec.site)):
         # a cluster that cannot be reached is an environment error (exit 2), not a failed drill
-        with reaching(_reach(settings, site)):
+        with reaching(_reach(cfg, site)):
             ctx.velero(site).storage_locations()
     report = ops.run_drill(ctx, spec, fresh_backup=True if args.fresh else None)
     if args.report:
@@ -120,12 +113,12 @@ def _status(args: argparse.Namespace, cfg: Config) -> int:
     from gotthard.dr import ops
 
     settings = cfg.dr
-    ctx = ops.Context(settings)
+    ctx = ops.Context(cfg)
     out: dict[str, Any] = {}
     unreachable = []
-    for site in settings.sites:
+    for site in ctx.sites:
         try:
-            with reaching(_reach(settings, site)):
+            with reaching(_reach(cfg, site)):
                 vel = ctx.velero(site)
                 out[site] = {
                     "storage_locations": vel.storage_locations(),
@@ -184,7 +177,7 @@ def _placement(args: argparse.Namespace, cfg: Config) -> int:
     from gotthard.dr.daemon import DrDaemon, karmada_client
 
     settings = cfg.dr
-    daemon = DrDaemon(settings)
+    daemon = DrDaemon(cfg)
     decisions = daemon.evaluate_placement(apply=args.action == "apply")
     karmada = placement.Karmada(daemon.karmada_api or karmada_client(settings), daemon.ctx.retry)
     by_name = {s.name: s for s in settings.placement.services}
@@ -192,7 +185,7 @@ def _placement(args: argparse.Namespace, cfg: Config) -> int:
         before = ",".join(d.previous_sites or (d.previous,))
         print(f"# {d.service} [{d.mode}]: {before} -> {','.join(d.placed)} ({d.reason})")
         if args.action == "plan":
-            policy = placement.propagation_policy(settings, by_name[d.service], *d.placed)
+            policy = placement.propagation_policy(daemon.ctx.sites, by_name[d.service], *d.placed)
             print(karmada.plan(policy))
     return 0
 
@@ -208,6 +201,7 @@ def add_cli(subparsers: Any) -> None:
         p, "--config", help="site file (default: the top-level --config, then $GOTTHARD_CONFIG)"
     )
     p.add_argument("--listen", default="", help="HOST:PORT (default dr.listen)")
+    add_log_level(p)
     p.set_defaults(handler=_daemon)
 
     backup = sub.add_parser("backup", help="Velero backups").add_subparsers(

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from apscheduler.events import (
     EVENT_JOB_ERROR,
@@ -43,6 +43,9 @@ from gotthard.dr.metrics import DrMetrics
 from gotthard.dr.settings import DrConfig, cron_trigger
 from gotthard.files import open_private
 from gotthard.kube import client_for
+
+if TYPE_CHECKING:
+    from gotthard.config import Config
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +119,7 @@ def bsl_job(site: str) -> dict[str, bool]:
 def _bsl_check(d: DrDaemon, site: str) -> dict[str, bool]:
     s = d.settings
     result = ops.check_storage_locations(d.ctx, site)
-    covering = [sched for sched in s.schedules if site in s.schedule_sites(sched)]
+    covering = [sched for sched in s.schedules if sched.covers(site)]
     ops.refresh_rpo(
         d.ctx,
         site,
@@ -131,9 +134,11 @@ def placement_job() -> list[str]:
 
 
 class DrDaemon:
+    """The DR daemon of the Config *cfg*: its ``[dr]`` settings over its site model."""
+
     def __init__(
         self,
-        settings: DrConfig,
+        cfg: Config,
         *,
         api_clients: Mapping[str, client.ApiClient] | None = None,
         karmada_api: client.ApiClient | None = None,
@@ -142,10 +147,11 @@ class DrDaemon:
         clock: Callable[[], float] = time.time,
         health_source: Callable[[str], placement.SiteHealth] | None = None,
     ) -> None:
+        settings = cfg.dr
         self.settings = settings
         self.metrics = metrics or DrMetrics()
-        self.metrics.record_schedules(settings, clock())
-        self.ctx = ops.Context(settings, self.metrics, api_clients, clock=clock)
+        self.ctx = ops.Context(cfg, self.metrics, api_clients, clock=clock)
+        self.metrics.record_schedules(settings, self.ctx.sites, clock())
         self.identity = identity or f"{socket.gethostname()}-{os.getpid()}"
         self.karmada_api = karmada_api
         self.health_source = health_source
@@ -216,7 +222,7 @@ class DrDaemon:
         for sched in s.schedules:
             if sched.velero_schedule:
                 continue  # Velero's own Schedule fires these (synced at leader start-up)
-            for site in s.schedule_sites(sched):
+            for site in sched.sites_in(self.ctx.sites):
                 jobs[f"backup:{site}:{sched.name}"] = {
                     "func": backup_job,
                     "trigger": cron_trigger(sched.cron, tz),
@@ -228,7 +234,7 @@ class DrDaemon:
                 "trigger": cron_trigger(drill.cron, tz),
                 "kwargs": {"site": drill.site, "namespace": drill.namespace},
             }
-        for site in s.sites:
+        for site in self.ctx.sites:
             jobs[f"bsl:{site}"] = {
                 "func": bsl_job,
                 "trigger": IntervalTrigger(minutes=5, timezone=tz),
@@ -298,7 +304,7 @@ class DrDaemon:
         Failures are logged per site and never keep the scheduler from starting."""
         self.cleanup_orphans()
         self.sync_velero_schedules()
-        for site in self.settings.sites:
+        for site in self.ctx.sites:
             try:
                 _bsl_check(self, site)
             except Exception as err:
@@ -306,7 +312,7 @@ class DrDaemon:
 
     def sync_velero_schedules(self) -> dict[str, dict[str, str]]:
         done: dict[str, dict[str, str]] = {}
-        for site in self.settings.sites:
+        for site in self.ctx.sites:
             try:
                 done[site] = ops.sync_velero_schedules(self.ctx, site)
             except Exception as err:
@@ -315,7 +321,7 @@ class DrDaemon:
 
     def cleanup_orphans(self) -> list[str]:
         cleaned: list[str] = []
-        for site in self.settings.sites:
+        for site in self.ctx.sites:
             try:
                 cleaned += ops.cleanup_orphans(self.ctx, site)
             except Exception as err:
@@ -326,7 +332,7 @@ class DrDaemon:
     def evaluate_placement(self, apply: bool) -> list[placement.Decision]:
         p = self.settings.placement
         health = {}
-        for site, conf in self.settings.sites.items():
+        for site, conf in self.ctx.sites.items():
             if self.health_source is not None:
                 health[site] = self.health_source(site)
             else:
@@ -341,7 +347,7 @@ class DrDaemon:
         )
         by_name = {svc.name: svc for svc in p.services}
         primary = {name: svc.primary_site for name, svc in by_name.items()}
-        self.metrics.record_placement(decisions, primary, self.settings.sites)
+        self.metrics.record_placement(decisions, primary, self.ctx.sites)
         if apply:
             if self.karmada_api is None:
                 self.karmada_api = karmada_client(self.settings)
@@ -350,7 +356,7 @@ class DrDaemon:
                 if d.changed:
                     log.warning("placement of %s: %s", d.service, d.reason)
                 karmada.apply(
-                    placement.propagation_policy(self.settings, by_name[d.service], *d.placed)
+                    placement.propagation_policy(self.ctx.sites, by_name[d.service], *d.placed)
                 )
             self.placement_state = state
             try:
@@ -372,7 +378,7 @@ class DrDaemon:
     def elector(self) -> LeaseElector:
         lease = self.settings.lease
         return LeaseElector(
-            self.ctx.api(lease.site or self.settings.site),
+            self.ctx.api(lease.site or self.ctx.site),
             lease.namespace,
             lease.name,
             self.identity,

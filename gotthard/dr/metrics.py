@@ -11,23 +11,10 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from gotthard.serve import (
-    METRICS_ROUTE,
-    Request,
-    Response,
-    Server,
-    WebConfig,
-    json_response,
-    text,
-)
+from gotthard import serve
+from gotthard.exposition import render_registry
 
 if TYPE_CHECKING:
     from gotthard.dr.placement import Decision
@@ -234,8 +221,8 @@ class DrMetrics:
         #: The label values of each service's failed_over series, to remove stale ones.
         self._failed_over: dict[str, set[tuple[str, str, str]]] = {}
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self) -> str:
+        return render_registry(self.registry)
 
     def record_placement(
         self, decisions: Iterable[Decision], primary: Mapping[str, str], sites: Iterable[str]
@@ -261,15 +248,16 @@ class DrMetrics:
                 self.failed_over.labels(*labels).set(1 if degraded else 0)
             self._failed_over[d.service] = current
 
-    def record_schedules(self, settings: DrConfig, now: float) -> None:
-        """Each backup schedule's and drill's period (from its cron) and load time.
+    def record_schedules(self, settings: DrConfig, sites: Iterable[str], now: float) -> None:
+        """Each backup schedule's and drill's period (from its cron) and load time, at
+        each of *sites* (the site model's) it covers.
 
         The alerts compare the age of the last success with the period, so a schedule
         that has never succeeded (no last-success series) is judged from *now*.
         """
         for schedule in settings.schedules:
             period = cron_period_seconds(schedule.cron, settings.timezone)
-            for site in settings.schedule_sites(schedule):
+            for site in schedule.sites_in(sites):
                 self.schedule_loaded.labels(site, schedule.name).set(now)
                 for namespace in schedule.namespaces:
                     self.schedule_period.labels(site, schedule.name, namespace).set(period)
@@ -303,7 +291,7 @@ def cron_period_seconds(cron: str, timezone: str = "UTC") -> float:
     return longest
 
 
-class MetricsServer(Server):
+class MetricsServer(serve.Server):
     """``/metrics`` (Prometheus text) and ``/healthz`` (JSON, 503 when not ok) in the background.
 
     ``web`` is the optional exporter-toolkit web config (TLS, basic auth, headers).
@@ -316,25 +304,25 @@ class MetricsServer(Server):
         port: int,
         health: Callable[[], dict[str, Any]],
         *,
-        web: WebConfig | None = None,
+        web: serve.WebConfig | None = None,
     ) -> None:
         self.metrics = metrics
         self.health = health
-        routes = {METRICS_ROUTE: self._metrics, "GET /healthz": self._healthz}
+        routes = {serve.METRICS_ROUTE: self._metrics, serve.HEALTH_ROUTE: self._healthz}
         super().__init__(
             (host, port),
             routes,
             web=web,
             name="dr-metrics",
-            not_found=lambda _: text(404, "not found\n", "text/plain"),
+            not_found=lambda _: serve.text(404, "not found\n", "text/plain"),
         )
 
-    def _metrics(self, request: Request) -> Response:
-        return 200, [("Content-Type", CONTENT_TYPE_LATEST)], self.metrics.render()
+    def _metrics(self, request: serve.Request) -> serve.Response:
+        return serve.exposition(self.metrics.render())
 
-    def _healthz(self, request: Request) -> Response:
+    def _healthz(self, request: serve.Request) -> serve.Response:
         state = self.health()
-        return json_response(200 if state.get("ok") else 503, state)
+        return serve.json_response(200 if state.get("ok") else 503, state)
 
     def stop(self) -> None:
         self.close()

@@ -10,7 +10,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client
 
@@ -20,6 +20,9 @@ from gotthard.dr.metrics import DrMetrics
 from gotthard.dr.settings import BackupSchedule, DrConfig, DrillSpec, ResourceCheck
 from gotthard.kube import Retry, call, call_unless, list_objects, site_client
 
+if TYPE_CHECKING:
+    from gotthard.config import Config
+
 log = logging.getLogger(__name__)
 
 LABEL_SCRATCH = "gotthard.io/drill-scratch"
@@ -28,18 +31,23 @@ LABEL_SOURCE_SITE = "gotthard.io/drill-source-site"
 
 
 class Context:
-    """Settings, metrics and lazily built API clients for each site."""
+    """What DR acts with: its settings (``[dr]``) and the site model of one Config,
+    metrics, and lazily built API clients for each site."""
 
     def __init__(
         self,
-        settings: DrConfig,
+        cfg: Config,
         metrics: DrMetrics | None = None,
         api_clients: Mapping[str, client.ApiClient] | None = None,
         *,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        settings = cfg.dr
         self.settings = settings
+        #: The site model (site -> its clusters) and the installation's own site.
+        self.sites = cfg.site_model
+        self.site = cfg.site
         self.metrics = metrics or DrMetrics()
         self._clients: dict[str, client.ApiClient] = dict(api_clients or {})
         self.clock = clock
@@ -54,13 +62,13 @@ class Context:
 
     def api(self, site: str) -> client.ApiClient:
         if site not in self._clients:
-            self._clients[site] = site_client(site, self.settings.sites[site])
+            self._clients[site] = site_client(site, self.sites[site])
         return self._clients[site]
 
     def velero(self, site: str) -> v.Velero:
         return v.Velero(
             self.api(site),
-            self.settings.sites[site].velero_namespace,
+            self.sites[site].velero_namespace,
             self.retry,
             poll_seconds=self.settings.poll_interval_seconds,
             clock=self.clock,
@@ -166,10 +174,7 @@ def tier_compliance(ctx: Context, site: str) -> list[dict[str, Any]]:
     newest Completed Backup; the RTO is measured only by drills, so it is unmeasured here."""
     s = ctx.settings
     namespaces = {
-        ns
-        for sch in s.schedules
-        if sch.tier and site in s.schedule_sites(sch)
-        for ns in sch.namespaces
+        ns for sch in s.schedules if sch.tier and sch.covers(site) for ns in sch.namespaces
     }
     namespaces |= {d.namespace for d in s.drills if d.site == site and s.drill_tier(d)}
     if not namespaces:
@@ -205,7 +210,7 @@ def sync_velero_schedules(ctx: Context, site: str) -> dict[str, str]:
     done: dict[str, str] = {}
     wanted = set()
     for sched in s.schedules:
-        if not sched.velero_schedule or site not in s.schedule_sites(sched):
+        if not sched.velero_schedule or not sched.covers(site):
             continue
         name = velero_schedule_name(sched.name, site)
         wanted.add(name)

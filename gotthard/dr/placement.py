@@ -34,10 +34,11 @@ from typing import Any, Literal
 
 from kubernetes import client
 
-from gotthard.dr.settings import DrConfig, HealthQueries, PlacedService, PlacementConfig
+from gotthard.dr.settings import HealthQueries, PlacedService, PlacementConfig
 from gotthard.files import write_private_atomically
 from gotthard.kube import CustomObjects, KubeError, Retry
 from gotthard.prometheus import Prometheus, PrometheusError
+from gotthard.site import SiteConfig
 
 KARMADA_GROUP, KARMADA_VERSION = "policy.karmada.io", "v1alpha1"
 #: PropagationPolicy's plural, and its name in retry logs and metrics.
@@ -303,14 +304,17 @@ def policy_name(service: str) -> str:
     return f"gotthard-dr-{service}"
 
 
-def propagation_policy(settings: DrConfig, svc: PlacedService, *sites: str) -> dict[str, Any]:
-    """The PropagationPolicy placing *svc* on *sites* (their Karmada member clusters).
+def propagation_policy(
+    site_model: Mapping[str, SiteConfig], svc: PlacedService, *sites: str
+) -> dict[str, Any]:
+    """The PropagationPolicy placing *svc* on *sites* (their Karmada member clusters in
+    *site_model*, ``Config.site_model``).
 
     failover mode: one site's clusters, any of them (``minGroups`` 1). spread mode: every
     member cluster of *sites* (``minGroups`` = ``maxGroups`` = their number), the
     replicas divided among them with equal weights, so that the sites left carry all of
     them when one is lost."""
-    clusters = [m for site in sites for m in settings.sites[site].karmada_members or [site]]
+    clusters = [m for site in sites for m in site_model[site].karmada_members or [site]]
     labels = {"gotthard.io/managed-by": "gotthard", "gotthard.io/placement-mode": svc.mode}
     if len(sites) == 1:
         labels["gotthard.io/site"] = sites[0]

@@ -1,10 +1,10 @@
 """Typed settings of the DR control plane: the ``[dr]`` table of the site file.
 
 :class:`DrConfig` is strict (unknown keys are errors) so a typo in the site file fails
-at start-up instead of silently disabling a backup. It is mounted as ``Config.dr``; the
-loader hands it the site model (``site`` and ``sites``, read from the top-level ``site``
-and ``[sites.NAME]``: they are not keys of ``[dr]``), so every cross-reference below is
-checked against the one list of sites.
+at start-up instead of silently disabling a backup. It is mounted as ``Config.dr`` and
+holds no sites: DR reads the site model from the Config (``Config.site_model``, the
+installation's ``Config.site``), which checks every site named here against it
+(:meth:`DrConfig.check_sites`).
 
 APScheduler is imported only to validate a cron expression or build a trigger, so that
 loading the configuration stays cheap for the exporter.
@@ -13,6 +13,7 @@ loading the configuration stays cheap for the exporter.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -20,7 +21,7 @@ from pydantic import Field, field_validator, model_validator
 from gotthard.base import DnsLabel, ListenAddress, Strict
 from gotthard.base import LongSeconds as Seconds
 from gotthard.dr.hooks import BackupHook, RestoreHook
-from gotthard.site import KubeAccess, SiteConfig
+from gotthard.site import KubeAccess
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
@@ -82,6 +83,14 @@ class BackupSchedule(Strict):
     hooks: list[BackupHook] = Field(default_factory=list)
 
     _cron = field_validator("cron")(classmethod(lambda cls, v: _check_cron(v)))
+
+    def covers(self, site: str) -> bool:
+        """Whether the schedule backs up *site* (no ``sites``: every site)."""
+        return not self.sites or site in self.sites
+
+    def sites_in(self, known: Iterable[str]) -> list[str]:
+        """The sites of *known* (the site model's) the schedule backs up."""
+        return list(self.sites) or sorted(known)
 
 
 class ResourceCheck(Strict):
@@ -160,7 +169,7 @@ class PlacementConfig(Strict):
 
 class LeaseSettings(Strict):
     enabled: bool = True
-    #: Site whose cluster holds the Lease; empty = the daemon's own ``site``.
+    #: Site whose cluster holds the Lease; empty = the installation's own ``site``.
     site: str = ""
     namespace: str = "gotthard"
     name: str = "gotthard-dr-daemon"
@@ -168,19 +177,9 @@ class LeaseSettings(Strict):
     renew_seconds: Seconds = 10.0
 
 
-#: With no ``[sites]``: one site whose one cluster uses the default kubeconfig.
-_DEFAULT_SITE = {"clusters": {"sandbox": {"kubernetes": {}}}}
-
-
 class DrConfig(Strict):
     """The ``[dr]`` table."""
 
-    #: The site this daemon runs at (the top-level ``site``; default for the Lease).
-    site: str = "local"
-    #: The site model (the top-level ``[sites]``), handed over by the loader.
-    sites: dict[str, SiteConfig] = Field(
-        default_factory=lambda: {"local": SiteConfig.model_validate(_DEFAULT_SITE)}
-    )
     #: APScheduler job store: a SQLite file by default, ``postgresql+psycopg://...`` in production.
     jobstore_url: str = "sqlite:////var/lib/gotthard/dr-jobs.sqlite"
     listen: ListenAddress = "127.0.0.1:9879"
@@ -204,8 +203,16 @@ class DrConfig(Strict):
     placement: PlacementConfig = PlacementConfig()
 
     @model_validator(mode="after")
-    def _sites_known(self) -> DrConfig:
-        known = set(self.sites)
+    def _consistent(self) -> DrConfig:
+        self._tiers_known()
+        names = [s.name for s in self.schedules]
+        if len(names) != len(set(names)):
+            raise ValueError("schedules: names must be unique (they are part of job ids)")
+        return self
+
+    def check_sites(self, known: Collection[str]) -> None:
+        """Every site named in ``[dr]`` is one of *known* (the site model's); a
+        ValueError names the first key that is not."""
 
         def check(where: str, site: str) -> None:
             if site and site not in known:
@@ -224,11 +231,6 @@ class DrConfig(Strict):
             check(f"placement.services[{svc.name}].primary_site", svc.primary_site)
         for svc, site in self.placement.overrides.items():
             check(f"placement.overrides.{svc}", site)
-        self._tiers_known()
-        names = [s.name for s in self.schedules]
-        if len(names) != len(set(names)):
-            raise ValueError("schedules: names must be unique (they are part of job ids)")
-        return self
 
     def _tiers_known(self) -> None:
         """Every ``tier`` names a key of ``[dr.tiers]``."""
@@ -242,16 +244,9 @@ class DrConfig(Strict):
                 known = ", ".join(sorted(self.tiers)) or "none configured"
                 raise ValueError(f"{where}: unknown tier {tier!r} (known: {known})")
 
-    def schedule_sites(self, schedule: BackupSchedule) -> list[str]:
-        return list(schedule.sites) or sorted(self.sites)
-
     def schedules_of(self, site: str, namespace: str) -> list[BackupSchedule]:
         """The schedules backing up *namespace* at *site*, in configuration order."""
-        return [
-            sched
-            for sched in self.schedules
-            if namespace in sched.namespaces and site in self.schedule_sites(sched)
-        ]
+        return [s for s in self.schedules if namespace in s.namespaces and s.covers(site)]
 
     def namespace_tier(self, site: str, namespace: str) -> str:
         """The tier of the first tiered schedule backing up *namespace* at *site*; "" = none."""

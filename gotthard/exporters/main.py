@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args, get_origin
@@ -17,6 +15,7 @@ from pydantic.fields import FieldInfo
 from gotthard import areas
 from gotthard import config as configuration
 from gotthard.base import format_validation_error
+from gotthard.daemon import LOG_LEVEL_OPTIONS, Daemon, configure_logging
 from gotthard.exporters.runtime import Collector, CollectorRunner, Exporter, SetupError
 from gotthard.exporters.settings import ExporterConfig, Flag
 
@@ -93,10 +92,7 @@ def _setting_flags(model: type[BaseModel], prefix: str = "") -> list[_Flag]:
 FLAGS: tuple[_Flag, ...] = (
     _Flag("--once", options={"action": "store_true", "help": "collect once, print, exit"}),
     *_setting_flags(ExporterConfig),
-    _Flag(
-        "--log.level",
-        options={"default": "info", "choices": ("debug", "info", "warning", "error")},
-    ),
+    _Flag("--log.level", options=LOG_LEVEL_OPTIONS),
 )
 
 
@@ -155,13 +151,19 @@ def build_exporter(cfg: configuration.Config) -> Exporter:
 
 
 def run(args: argparse.Namespace, cfg: configuration.Config) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     try:
         cfg = effective_config(args, cfg)
+        # the web config is read and checked first, with --once too: a bad one is exit 2
+        # before anything is collected (the serving layer loads only when one is set)
+        web = None
+        if cfg.exporter.web_config:
+            from gotthard.serve import WebConfigError, load_web_config
+
+            try:
+                web = load_web_config(cfg.exporter.web_config)
+            except WebConfigError as err:
+                raise UsageError(str(err)) from None
         exporter = build_exporter(cfg)
     except UsageError as err:
         print(f"gotthard exporter: {err}", file=sys.stderr)
@@ -171,48 +173,23 @@ def run(args: argparse.Namespace, cfg: configuration.Config) -> int:
         # One collection: wait for every poll as long as its own timeout allows.
         try:
             sys.stdout.write(exporter.scrape(timeout, wait_for_polls=True))
-            sys.stdout.flush()
         finally:
             exporter.close()
         return 0
-    # the serving layer (ssl, bcrypt, YAML) is loaded only by a serving exporter
     from gotthard.exporters.web import make_server
-    from gotthard.serve import WebConfigError, optional_web_config
 
-    try:
-        web = optional_web_config(cfg.exporter.web_config)
-    except WebConfigError as err:
-        exporter.close()
-        print(f"gotthard exporter: {err}", file=sys.stderr)
-        return 2
     host, port = configuration.parse_listen(cfg.exporter.listen)
     try:
         server = make_server(host, port, exporter.scrape, default_timeout=timeout, web=web)
     except OSError as err:
+        exporter.close()
         print(f"gotthard exporter: cannot listen on {cfg.exporter.listen}: {err}", file=sys.stderr)
         return 2
-    except WebConfigError as err:
-        print(f"gotthard exporter: {err}", file=sys.stderr)
-        return 2
-    scheme = "https" if web is not None and web.tls else "http"
-    log.info(
-        "serving %s on %s://%s/metrics",
-        ", ".join(r.name for r in exporter.runners),
-        scheme,
-        cfg.exporter.listen,
-    )
-    for runner in exporter.runners:
-        runner.kick()  # warm the cache so the first scrape has data
+    log.info("collectors: %s", ", ".join(r.name for r in exporter.runners))
 
-    def stop(signum: int, _frame: object) -> None:
-        log.info("signal %d: shutting down", signum)
-        threading.Thread(target=server.shutdown, daemon=True).start()
+    def warm() -> None:
+        for runner in exporter.runners:
+            runner.kick()  # the first scrape finds its poll under way, or done
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-        exporter.close()
+    Daemon("exporter", server, start=warm, close=[exporter.close]).run()
     return 0

@@ -10,9 +10,9 @@ import contextlib
 import gzip
 from collections.abc import Callable
 
-from gotthard.serve import METRICS_ROUTE, Request, Response, Server, WebConfig, text
+from gotthard.exposition import CONTENT_TYPE
+from gotthard.serve import HEALTH_ROUTE, METRICS_ROUTE, Request, Response, Server, WebConfig, text
 
-CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Subtracted from Prometheus' scrape timeout header so the reply arrives in time.
 TIMEOUT_OFFSET_SECONDS = 0.5
 
@@ -55,7 +55,7 @@ def make_server(
 
     routes = {
         METRICS_ROUTE: metrics,
-        "GET /healthz": lambda _: text(200, "ok\n"),
+        HEALTH_ROUTE: lambda _: text(200, "ok\n"),
         "GET /": lambda _: text(200, LANDING, "text/html; charset=utf-8"),
     }
     return Server((host, port), routes, web=web, name="gotthard-exporter")

@@ -123,7 +123,7 @@ def _cmd_build(args: argparse.Namespace, cfg: Config) -> int:
             namespace=args.namespace,
             labels=labels,
         ),
-        error_status=1,
+        error_status=2,
     )
 
 

@@ -400,7 +400,7 @@ def cmd_cluster(args: argparse.Namespace, cfg: Config) -> int:
     if args.textfile:
         try:
             metrics.write_textfile(
-                args.textfile, metrics.violations_registry(violation_counts(results))
+                args.textfile, metrics.violations_families(violation_counts(results))
             )
         except eng.PolicyError as err:
             return _err(str(err))

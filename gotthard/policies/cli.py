@@ -44,9 +44,9 @@ def cmd_eval(args: argparse.Namespace, cfg: Config) -> int:
     violations = [*verdict.deny, *verdict.warn]
     print(json.dumps(result, indent=2))
     if args.textfile:
-        registry = metrics.violations_registry(metrics.violation_counts(violations))
+        families = metrics.violations_families(metrics.violation_counts(violations))
         try:
-            metrics.write_textfile(args.textfile, registry)
+            metrics.write_textfile(args.textfile, families)
         except eng.PolicyError as err:
             return _err(str(err))
     return EXIT_ALLOWED if result["allowed"] else EXIT_DENIED
@@ -134,11 +134,11 @@ def cmd_kube_bench(args: argparse.Namespace, cfg: Config) -> int:
     else:
         print(kube_bench.format_text(result))
     if args.textfile:
-        registry = metrics.kube_bench_registry(
+        families = metrics.kube_bench_families(
             report, result["failed"], waivers=(extra or {}).get("waivers", ())
         )
         try:
-            metrics.write_textfile(args.textfile, registry)
+            metrics.write_textfile(args.textfile, families)
         except eng.PolicyError as err:
             return _err(str(err))
     return 0 if result["compliant"] else 1

@@ -13,21 +13,22 @@ from __future__ import annotations
 import datetime as dt
 import os
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, Gauge, generate_latest
-
+from gotthard.exposition import MetricFamily, gauge, render_text
 from gotthard.policies.engine import PolicyError, Violation
 from gotthard.policies.kube_bench import STATUSES, Report
 from gotthard.policies.testing import load_rules
 
-#: Metric name -> (help, labels) of every family these textfiles carry.
+#: Metric name -> (help, labels) of every family these textfiles carry; labels in name
+#: order, as the textfiles have always written them.
 FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "gotthard_kube_bench_checks": (
         "kube-bench checks by status and node type",
-        ("status", "node_type"),
+        ("node_type", "status"),
     ),
     "gotthard_kube_bench_check_failed": (
         "1 for a baseline CIS check that failed and no valid waiver covers",
@@ -41,45 +42,41 @@ FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         "end of the day a kube-bench waiver expires (Unix seconds, UTC)",
         ("id", "owner"),
     ),
+    "gotthard_audit_last_run_timestamp_seconds": (
+        "Unix time the audit wrote this textfile.",
+        ("textfile",),
+    ),
 }
 
 
-def _gauges(
-    registry: CollectorRegistry | None, *names: str
-) -> tuple[CollectorRegistry, list[Gauge]]:
-    """*registry* (a new one if None) and the :data:`FAMILIES` gauges *names* on it."""
-    registry = registry or CollectorRegistry()
-    gauges = [Gauge(name, *FAMILIES[name], registry=registry) for name in names]
-    return registry, gauges
+def _family(name: str) -> MetricFamily:
+    """The empty :data:`FAMILIES` gauge *name*."""
+    help_text, labels = FAMILIES[name]
+    return gauge(name, help_text, *labels)
 
 
-def kube_bench_registry(
-    report: Report,
-    failed: Iterable[str],
-    registry: CollectorRegistry | None = None,
-    waivers: Iterable[Mapping[str, str]] = (),
-) -> CollectorRegistry:
+def kube_bench_families(
+    report: Report, failed: Iterable[str], waivers: Iterable[Mapping[str, str]] = ()
+) -> list[MetricFamily]:
     """*waivers* (``load_waivers``: id, owner, ``expires`` as an ISO date) add their
     expiry, so that an alert can warn before a waived check starts failing."""
-    registry, (checks, failed_g, expiry) = _gauges(
-        registry,
-        "gotthard_kube_bench_checks",
-        "gotthard_kube_bench_check_failed",
-        "gotthard_kube_bench_waiver_expiry_timestamp_seconds",
-    )
+    checks = _family("gotthard_kube_bench_checks")
+    failed_g = _family("gotthard_kube_bench_check_failed")
+    expiry = _family("gotthard_kube_bench_waiver_expiry_timestamp_seconds")
+    ends: dict[tuple[str, str], float] = {}
     for waiver in waivers:
-        ends = dt.datetime.combine(
-            dt.date.fromisoformat(waiver["expires"]), dt.time.max, tzinfo=dt.UTC
-        )
-        expiry.labels(id=waiver["id"], owner=waiver["owner"]).set(round(ends.timestamp()))
+        day = dt.date.fromisoformat(waiver["expires"])
+        end = dt.datetime.combine(day, dt.time.max, tzinfo=dt.UTC)
+        ends[(waiver["id"], waiver["owner"])] = float(round(end.timestamp()))
+    expiry.samples.extend(ends.items())
     counts = Counter((c.status.lower(), c.node_type) for c in report.checks)
     for node_type in sorted({c.node_type for c in report.checks}) or ["unknown"]:
         for status in STATUSES:
-            checks.labels(status=status, node_type=node_type).set(counts[(status, node_type)])
+            checks.add((node_type, status), float(counts[(status, node_type)]))
     types = {c.id: c.node_type for c in report.checks}
-    for check_id in failed:
-        failed_g.labels(id=check_id, node_type=types.get(check_id, "unknown")).set(1)
-    return registry
+    for check_id in dict.fromkeys(failed):
+        failed_g.add((check_id, types.get(check_id, "unknown")), 1.0)
+    return [checks, failed_g, expiry]
 
 
 def violation_counts(violations: Iterable[Violation]) -> dict[tuple[str, str], int]:
@@ -94,35 +91,30 @@ def violation_counts(violations: Iterable[Violation]) -> dict[tuple[str, str], i
     return counts
 
 
-def violations_registry(
-    counts: Mapping[tuple[str, str], int], registry: CollectorRegistry | None = None
-) -> CollectorRegistry:
+def violations_families(counts: Mapping[tuple[str, str], int]) -> list[MetricFamily]:
     """``counts``: (policy, rule) -> violations; pass every known rule to export zeros."""
-    registry, (gauge,) = _gauges(registry, "gotthard_policy_violations")
-    for (policy, rule), n in sorted(counts.items()):
-        gauge.labels(policy=policy, rule=rule).set(n)
-    return registry
+    family = _family("gotthard_policy_violations")
+    for key, n in sorted(counts.items()):
+        family.add(key, float(n))
+    return [family]
 
 
-def write_textfile(path: str | Path, registry: CollectorRegistry) -> None:
-    """Write atomically (temp file + rename), as the textfile collector requires; a path
-    that cannot be written is a :class:`PolicyError` (exit 2)."""
+def write_textfile(path: str | Path, families: Iterable[MetricFamily]) -> None:
+    """Write *families* and the time of writing atomically (temp file + rename), as the
+    textfile collector requires; a path that cannot be written is a
+    :class:`PolicyError` (exit 2)."""
     path = Path(path)
+    # when this textfile was written: the alerts tell a stale audit from a clean one
+    written = _family("gotthard_audit_last_run_timestamp_seconds")
+    written.add((path.name,), time.time())
+    text = render_text([*families, written])
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as err:
         raise PolicyError(f"--textfile {path}: cannot write: {err}") from err
-    # when this textfile was written: the alerts tell a stale audit from a clean one
-    written = CollectorRegistry()
-    Gauge(
-        "gotthard_audit_last_run_timestamp_seconds",
-        "Unix time the audit wrote this textfile.",
-        ("textfile",),
-        registry=written,
-    ).labels(textfile=path.name).set_to_current_time()
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(generate_latest(registry) + generate_latest(written))
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException as err:

@@ -11,13 +11,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from gotthard import command, slurm_state
 from gotthard.runbooks.settings import RunbooksConfig
 from gotthard.site import KubeAccess
 from gotthard.slurm.cli import CliBackend
 from gotthard.slurm.snapshot import Node, SlurmUnavailable
+
+if TYPE_CHECKING:
+    from gotthard.config import Config
 
 #: Set on a node that a runbook cordoned, so that only those nodes are uncordoned.
 CORDON_ANNOTATION = "gotthard.io/cordoned-by-runbook"
@@ -193,29 +196,27 @@ class KubernetesActions:
 
 
 class DrActions:
-    """Delegates to :mod:`gotthard.dr.api` (imported when first used)."""
+    """Delegates to :mod:`gotthard.dr.api` (imported when first used), on the DR settings
+    and site model of *cfg* (default: the built-in defaults)."""
 
-    def __init__(self, dr_settings: Any | None = None, api_client: Any | None = None) -> None:
-        self._dr_settings = dr_settings
+    def __init__(self, cfg: Config | None = None, api_client: Any | None = None) -> None:
+        self._cfg = cfg
         self._api_client = api_client
 
-    def _api(self) -> tuple[Any, Any]:
+    def _api(self) -> tuple[Any, Config]:
         try:
             from gotthard.dr import api
         except ImportError as err:
             raise ActionError(f"the DR area is not available: {err}") from None
-        settings = self._dr_settings
-        if settings is None:
-            try:
-                from gotthard.dr.settings import DrConfig
-            except ImportError as err:
-                raise ActionError(f"the DR settings are not available: {err}") from None
-            settings = DrConfig()
-        return api, settings
+        if self._cfg is None:
+            from gotthard.config import Config
+
+            self._cfg = Config()
+        return api, self._cfg
 
     def backup_now(self, namespace: str, reason: str) -> Outcome:
-        api, settings = self._api()
-        name = api.backup_now(settings, namespace, reason=reason, api_client=self._api_client)
+        api, cfg = self._api()
+        name = api.backup_now(cfg, namespace, reason=reason, api_client=self._api_client)
         return Outcome("ok", f"backup {name} requested for namespace {namespace}")
 
     def record_placement(self, service: str, primary_site: str, site: str) -> Outcome:
@@ -225,9 +226,9 @@ class DrActions:
         return Outcome("ok", f"placement recorded: {service} runs at {site} ({where})")
 
     def failover(self, service: str, target_site: str, reason: str) -> Outcome:
-        api, settings = self._api()
+        api, cfg = self._api()
         ref = api.request_failover(
-            settings, service, target_site, reason=reason, api_client=self._api_client
+            cfg, service, target_site, reason=reason, api_client=self._api_client
         )
         return Outcome("ok", f"failover of {service} to {target_site} requested: {ref}")
 

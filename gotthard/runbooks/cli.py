@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from typing import Any
 
 from gotthard.config import Config, ConfigError, add_config_option
+from gotthard.daemon import Daemon, add_log_level, configure_logging
 from gotthard.runbooks.settings import RunbooksConfig
+
+log = logging.getLogger("gotthard.runbooks")
 
 
 class RunbooksConfigError(Exception):
@@ -44,6 +46,7 @@ def add_cli(subparsers: Any) -> None:
         "--config",
         help="site configuration (TOML); default: gotthard --config, then $GOTTHARD_CONFIG",
     )
+    add_log_level(serve)
     serve.set_defaults(handler=cmd_serve)
 
 
@@ -74,12 +77,13 @@ def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
     from gotthard.runbooks.clusters import from_config
     from gotthard.runbooks.engine import AuditLog, Engine
     from gotthard.runbooks.server import TokenError, make_server, read_token
-    from gotthard.serve import WebConfigError, optional_web_config
+    from gotthard.serve import optional_web_config
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(args.log_level)
     try:
         settings = effective_settings(args, cfg)
         token = read_token(settings.token_file, allow_insecure=args.insecure_token_file)
+        web = optional_web_config(settings.web_config)
         # the clusters the webhook owns, each with its Slurm, Kubernetes and Prometheus
         clusters = from_config(cfg, settings)
         audit = AuditLog(settings.audit_log)
@@ -89,33 +93,17 @@ def cmd_serve(args: argparse.Namespace, cfg: Config) -> int:
         return 2
     engine = Engine(settings, audit=audit, clusters=clusters)
     try:
-        web = optional_web_config(getattr(settings, "web_config", ""))
         server = make_server(settings.listen, engine, token, web=web)
-    except WebConfigError as err:
-        print(f"gotthard runbooks: {err}", file=sys.stderr)
-        engine.close()
-        return 2
     except OSError as err:
+        engine.close()
         print(f"gotthard runbooks: cannot listen on {settings.listen}: {err}", file=sys.stderr)
-        engine.close()
         return 2
-
-    def stop(signum: int, frame: Any) -> None:
-        import threading
-
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    print(
-        f"gotthard runbooks: serving {server.url}/alerts in {settings.mode} mode"
-        f" for cluster(s) {', '.join(clusters.names)}, audit log {settings.audit_log}",
-        file=sys.stderr,
-        flush=True,
+    log.info(
+        "serving %s/alerts in %s mode for cluster(s) %s, audit log %s",
+        server.url,
+        settings.mode,
+        ", ".join(clusters.names),
+        settings.audit_log,
     )
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
-        engine.close()
+    Daemon("runbooks", server, close=[engine.close]).run()
     return 0

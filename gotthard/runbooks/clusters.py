@@ -121,7 +121,7 @@ def from_config(cfg: Config, settings: RunbooksConfig) -> Clusters:
         names = settings.owned_clusters(cfg.site, list(available))
     except ValueError as err:
         raise OwnershipError(str(err)) from None
-    dr = DrActions(cfg.dr)
+    dr = DrActions(cfg)
     owned = []
     for name in names:
         conf = available[name]

@@ -28,12 +28,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
 from gotthard.base import parse_listen
+from gotthard.exposition import render_registry
 from gotthard.runbooks.engine import Engine
 from gotthard.runbooks.validate import PayloadError, load_json, parse_payload
-from gotthard.serve import METRICS_ROUTE, Request, Response, Server, WebConfig, json_response
+from gotthard.serve import (
+    HEALTH_ROUTE,
+    METRICS_ROUTE,
+    Request,
+    Response,
+    Server,
+    WebConfig,
+    exposition,
+    json_response,
+)
 
 log = logging.getLogger("gotthard.runbooks")
 
@@ -131,7 +139,7 @@ class RunbookServer(Server):
         self.token = token
         self.sampler = RejectSampler()
         routes = {
-            "GET /healthz": self._healthz,
+            HEALTH_ROUTE: self._healthz,
             METRICS_ROUTE: self._metrics,
             ALERTS: self._alerts,
         }
@@ -185,8 +193,7 @@ class RunbookServer(Server):
         return _reply(200, state)
 
     def _metrics(self, request: Request) -> Response:
-        body = generate_latest(self.engine.metrics.registry)
-        return 200, [("Content-Type", CONTENT_TYPE_LATEST)], body
+        return exposition(render_registry(self.engine.metrics.registry))
 
     def _refuse(
         self, request: Request, code: int, message: str, request_id: str, **extra: Any

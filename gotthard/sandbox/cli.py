@@ -160,7 +160,7 @@ def _status_multi(sandbox: MultiSiteSandbox, args: argparse.Namespace) -> int:
             "processes": rows,
         }
         print(json.dumps(document, indent=2))
-        return 0 if running else 3
+        return 0 if running else 1
     header = f"{'SITE':<8} {'KIND':<26} {'STATE':<8} {'PID':>7} URL"
     lines = [header]
     for row in rows:
@@ -168,7 +168,7 @@ def _status_multi(sandbox: MultiSiteSandbox, args: argparse.Namespace) -> int:
         lines.append(f"{site:<8} {row['kind']:<26} {row['state']:<8} {pid:>7} {row['url']}")
     lines.append(f"global view: {sandbox.global_url}")
     print("\n".join(lines))
-    return 0 if running else 3
+    return 0 if running else 1
 
 
 def _down(sandbox: Sandbox, args: argparse.Namespace) -> int:
@@ -197,12 +197,12 @@ def _status(sandbox: Sandbox, args: argparse.Namespace) -> int:
                 indent=2,
             )
         )
-        return 0 if running else 3
+        return 0 if running else 1
     if not states:
         print(f"sandbox in {sandbox.directory} is not running")
-        return 3
+        return 1
     print(format_status(states))
-    return 0 if all(states.values()) else 3
+    return 0 if all(states.values()) else 1
 
 
 #: The multi-site variant of each action, for a directory holding a multi-site sandbox.

@@ -9,17 +9,17 @@ that job at once instead of at its cron time. It then keeps running until it is 
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import sys
 import time
 
 from gotthard import config
+from gotthard.daemon import configure_logging
 from gotthard.dr.daemon import DrDaemon
 
 
 def main(site_file: str, job_id: str) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    daemon = DrDaemon(config.load(site_file).dr)
+    configure_logging("info")
+    daemon = DrDaemon(config.load(site_file))
     elector = daemon.elector()
     while not daemon.step(elector):
         time.sleep(0.1)

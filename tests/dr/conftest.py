@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gotthard.dr.settings import DrConfig
+from gotthard.config import Config, from_mapping
 from tests.support.kube import EmulatorThread
 
 from .emulator import SimulatedVeleroController, dr_resources
@@ -30,13 +30,13 @@ def velero(k8s: EmulatorThread) -> Iterator[SimulatedVeleroController]:
         ctl.stop()
 
 
-def make_settings(tmp_path: Path, **overrides: object) -> DrConfig:
-    data: dict[str, object] = {
-        "site": "zurich",
-        "sites": {
-            "zurich": {"clusters": {"zrh": {"kubernetes": {}, "karmada_members": ["zrh-a"]}}},
-            "lugano": {"clusters": {"lug": {"kubernetes": {}, "karmada_members": ["lug-a"]}}},
-        },
+def make_config(
+    tmp_path: Path, *, sites: dict[str, object] | None = None, **overrides: object
+) -> Config:
+    """The site model (*sites*, default Zurich and Lugano with one Kubernetes cluster
+    each; the installation at Zurich) and fast ``[dr]`` settings; *overrides* replace
+    keys of ``[dr]``."""
+    dr: dict[str, object] = {
         "jobstore_url": f"sqlite:///{tmp_path}/jobs.sqlite",
         "poll_interval_seconds": 0.02,
         "api_backoff_seconds": 0.01,
@@ -50,10 +50,19 @@ def make_settings(tmp_path: Path, **overrides: object) -> DrConfig:
         "drills": [{"site": "zurich", "namespace": "prod"}],
         "placement": {"state_file": f"{tmp_path}/placement.json"},
     }
-    data.update(overrides)
-    return DrConfig.model_validate(data)
+    dr.update(overrides)
+    sites = sites or {
+        "zurich": {"clusters": {"zrh": {"kubernetes": {}, "karmada_members": ["zrh-a"]}}},
+        "lugano": {"clusters": {"lug": {"kubernetes": {}, "karmada_members": ["lug-a"]}}},
+    }
+    return from_mapping({"site": "zurich", "cluster": "zrh", "sites": sites, "dr": dr})
+
+
+def with_dr(cfg: Config, **updates: object) -> Config:
+    """*cfg* with keys of ``[dr]`` replaced (not validated again)."""
+    return cfg.model_copy(update={"dr": cfg.dr.model_copy(update=updates)})
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> DrConfig:
-    return make_settings(tmp_path)
+def cfg(tmp_path: Path) -> Config:
+    return make_config(tmp_path)

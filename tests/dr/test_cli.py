@@ -90,6 +90,15 @@ def test_backup_now_drill_and_status(
     assert "| deployments.apps/v1 | yes | 2 found (min 1), 2 ready |" in text
     assert report["restore"] not in k8s.emulator.namespaces
 
+    # a report that cannot be written: the drill ran, the command says where it failed
+    unwritable = md / "drill.json"  # below a regular file: unwritable even for root
+    r = gotthard(
+        "--config", site, "dr", "drill", "--site", "zurich", "--namespace", "prod",
+        "--report", str(unwritable),
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr == f"gotthard: {unwritable}: Not a directory\n"
+
     r = gotthard("--config", site, "dr", "status")
     assert r.returncode == 0, r.stderr
     status = json.loads(r.stdout)

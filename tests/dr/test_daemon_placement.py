@@ -9,21 +9,22 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from gotthard.config import Config
 from gotthard.dr import ops
 from gotthard.dr.daemon import DrDaemon, JobStoreLocked
 from gotthard.dr.metrics import MetricsServer
 from gotthard.dr.placement import ServiceState, SiteHealth, decide, propagation_policy
-from gotthard.dr.settings import DrConfig, PlacementConfig
+from gotthard.dr.settings import PlacementConfig
 
-from .conftest import GOOD, make_settings
+from .conftest import GOOD, make_config
 from .test_velero_drill import samples
 
 BAD = dict(GOOD, api_up=False)
 
 
-def test_restart_keeps_jobs_and_does_not_duplicate_slot(k8s, velero, settings) -> None:
+def test_restart_keeps_jobs_and_does_not_duplicate_slot(k8s, velero, cfg) -> None:
     apis = {"zurich": k8s.api(), "lugano": k8s.api()}
-    first = DrDaemon(settings, api_clients=apis, identity="a")
+    first = DrDaemon(cfg, api_clients=apis, identity="a")
     sched = first.start_scheduler()
     ids = sorted(j.id for j in sched.get_jobs())
     assert ids == ["backup:zurich:daily", "bsl:lugano", "bsl:zurich", "drill:zurich:prod"]
@@ -36,26 +37,26 @@ def test_restart_keeps_jobs_and_does_not_duplicate_slot(k8s, velero, settings) -
     name = backup_job("zurich", "daily")
     first.stop_scheduler()
 
-    second = DrDaemon(settings, api_clients=apis, identity="a")
+    second = DrDaemon(cfg, api_clients=apis, identity="a")
     sched = second.start_scheduler()
     assert sorted(j.id for j in sched.get_jobs()) == ids
     assert sched.get_job("backup:zurich:daily").next_run_time == next_run
     assert backup_job("zurich", "daily") == name  # same slot: 409, a no-op
     second.stop_scheduler()
-    assert len(ops.Context(settings, api_clients=apis).velero("zurich").list("backups")) == 1
+    assert len(ops.Context(cfg, api_clients=apis).velero("zurich").list("backups")) == 1
 
 
-def test_two_processes_never_share_a_sqlite_jobstore(settings) -> None:
-    one = DrDaemon(settings, identity="a")
+def test_two_processes_never_share_a_sqlite_jobstore(cfg) -> None:
+    one = DrDaemon(cfg, identity="a")
     one._lock_jobstore()
     with pytest.raises(JobStoreLocked):
-        DrDaemon(settings, identity="b")._lock_jobstore()
+        DrDaemon(cfg, identity="b")._lock_jobstore()
     one._unlock_jobstore()
 
 
 def test_two_daemons_one_lease_only_one_acts(k8s, tmp_path) -> None:
     clock = [1000.0]
-    a_set, b_set = make_settings(tmp_path / "a"), make_settings(tmp_path / "b")
+    a_set, b_set = make_config(tmp_path / "a"), make_config(tmp_path / "b")
     apis = {"zurich": k8s.api(), "lugano": k8s.api()}
     a = DrDaemon(a_set, api_clients=apis, identity="a", clock=lambda: clock[0])
     b = DrDaemon(b_set, api_clients=apis, identity="b", clock=lambda: clock[0])
@@ -70,21 +71,22 @@ def test_two_daemons_one_lease_only_one_acts(k8s, tmp_path) -> None:
     b.stop_scheduler()
 
 
-def test_crash_leaves_orphan_that_restart_cleans_and_marks_failed(k8s, velero, settings) -> None:
+def test_crash_leaves_orphan_that_restart_cleans_and_marks_failed(k8s, velero, cfg) -> None:
     apis = {"zurich": k8s.api(), "lugano": k8s.api()}
-    ctx = ops.Context(settings, api_clients=apis)
+    ctx = ops.Context(cfg, api_clients=apis)
     # what a killed drill leaves behind: the labelled scratch namespace and a Restore
     ops.create_scratch_namespace(ctx, "zurich", "drill-prod-20260301040000", "prod", "zurich")
-    daemon = DrDaemon(settings, api_clients=apis, identity="a")
+    daemon = DrDaemon(cfg, api_clients=apis, identity="a")
     assert daemon.cleanup_orphans() == ["drill-prod-20260301040000"]
     assert not k8s.emulator.namespaces
-    text = daemon.metrics.render().decode()
+    text = daemon.metrics.render()
     assert 'gotthard_dr_drill_last_success{namespace="prod",site="zurich"} 0.0' in text
 
 
-def test_metrics_endpoint_parses(settings) -> None:
-    daemon = DrDaemon(settings, identity="a")
+def test_metrics_endpoint_parses(cfg) -> None:
+    daemon = DrDaemon(cfg, identity="a")
     daemon.metrics.drill_rto.labels("zurich", "prod").set(12.5)
+    daemon.metrics.backups.labels("zurich", "daily", "Completed").inc()
     server = MetricsServer(daemon.metrics, "127.0.0.1", 0, daemon.health).start()
     try:
         body = urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics").read().decode()
@@ -92,11 +94,8 @@ def test_metrics_endpoint_parses(settings) -> None:
     finally:
         server.stop()
     names = {f.name for f in text_string_to_metric_families(body)}
-    assert {
-        "gotthard_dr_drill_rto_seconds",
-        "gotthard_dr_backups",
-        "gotthard_dr_placement",
-    } <= names
+    assert {"gotthard_dr_drill_rto_seconds", "gotthard_dr_backups", "gotthard_dr_leader"} <= names
+    assert "gotthard_dr_placement" not in names  # nothing placed yet: no HELP/TYPE either
     assert "gotthard_dr_drill_rto_seconds" in body and health == {
         "ok": True,
         "leader": False,
@@ -110,7 +109,7 @@ def api_placement(
     deployment: str | None = None,
     namespace: str | None = None,
     **placement: object,
-) -> DrConfig:
+) -> Config:
     """Settings whose placement moves one service, ``api`` (Deployments, or the one named
     *deployment*) with zurich as its primary site; *placement* adds placement keys."""
     resource = {"apiVersion": "apps/v1", "kind": "Deployment"}
@@ -119,7 +118,7 @@ def api_placement(
     service: dict[str, object] = {"name": "api", "primary_site": "zurich", "resources": [resource]}
     if namespace is not None:
         service["namespace"] = namespace
-    return make_settings(tmp_path, placement={"services": [service], **placement})
+    return make_config(tmp_path, placement={"services": [service], **placement})
 
 
 def health(zurich: dict, lugano: dict) -> dict[str, SiteHealth]:
@@ -136,10 +135,8 @@ def health(zurich: dict, lugano: dict) -> dict[str, SiteHealth]:
     ],
 )
 def test_failover_table(tmp_path, rounds, expected) -> None:
-    settings = api_placement(
-        tmp_path, deployment="api", failover_after=3, failback_cooldown_seconds=600
-    )
-    p = settings.placement
+    cfg = api_placement(tmp_path, deployment="api", failover_after=3, failback_cooldown_seconds=600)
+    p = cfg.dr.placement
     state: dict[str, ServiceState] = {}
     got = []
     for i, (z, lu) in enumerate(rounds):
@@ -149,8 +146,8 @@ def test_failover_table(tmp_path, rounds, expected) -> None:
 
 
 def test_failback_only_after_cooldown(tmp_path) -> None:
-    settings = api_placement(tmp_path, failback_cooldown_seconds=600)
-    p = settings.placement
+    cfg = api_placement(tmp_path, failback_cooldown_seconds=600)
+    p = cfg.dr.placement
     state = {"api": ServiceState("lugano", 0, moved_at=1000.0)}
     state, d = decide(p.services, health(GOOD, GOOD), state, 1300.0, p)
     assert d[0].site == "lugano" and "cool-down" in d[0].reason
@@ -159,11 +156,11 @@ def test_failback_only_after_cooldown(tmp_path) -> None:
 
 
 def test_override_wins(tmp_path) -> None:
-    settings = api_placement(tmp_path, overrides={"api": "lugano"})
-    p: PlacementConfig = settings.placement
+    cfg = api_placement(tmp_path, overrides={"api": "lugano"})
+    p: PlacementConfig = cfg.dr.placement
     _, d = decide(p.services, health(GOOD, BAD), {}, 0.0, p)
     assert d[0].site == "lugano" and d[0].reason == "manual override"
-    policy = propagation_policy(settings, p.services[0], "lugano")
+    policy = propagation_policy(cfg.site_model, p.services[0], "lugano")
     assert policy["spec"]["placement"]["clusterAffinity"] == {"clusterNames": ["lug-a"]}
     assert policy["spec"]["placement"]["spreadConstraints"] == [
         {"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}
@@ -173,12 +170,12 @@ def test_override_wins(tmp_path) -> None:
 def test_apply_placement_to_emulated_karmada(k8s, tmp_path) -> None:
     from gotthard.dr import api
 
-    settings = api_placement(tmp_path, deployment="api", namespace="prod")
+    cfg = api_placement(tmp_path, deployment="api", namespace="prod")
     assert (
-        api.request_failover(settings, "api", "lugano", reason="test", api_client=k8s.api())
+        api.request_failover(cfg, "api", "lugano", reason="test", api_client=k8s.api())
         == "prod/gotthard-dr-api"
     )
-    api.request_failover(settings, "api", "zurich", reason="back", api_client=k8s.api())
+    api.request_failover(cfg, "api", "zurich", reason="back", api_client=k8s.api())
     from kubernetes import client
 
     obj = client.CustomObjectsApi(k8s.api()).get_namespaced_custom_object(
@@ -206,11 +203,12 @@ def test_apply_replaces_the_spec_with_the_resource_version_it_read(k8s, tmp_path
 
     from gotthard.dr.placement import Karmada
 
-    settings = api_placement(tmp_path, deployment="api", namespace="prod")
-    svc = settings.placement.services[0]
+    cfg = api_placement(tmp_path, deployment="api", namespace="prod")
+    svc = cfg.dr.placement.services[0]
     spread = svc.model_copy(update={"mode": "spread"})
     karmada = Karmada(k8s.api())
-    assert karmada.apply(propagation_policy(settings, spread, "lugano", "zurich")) == "created"
+    both = propagation_policy(cfg.site_model, spread, "lugano", "zurich")
+    assert karmada.apply(both) == "created"
     first = _policy(k8s)
     assert first["spec"]["placement"]["replicaScheduling"]["replicaSchedulingType"] == "Divided"
     first["metadata"]["labels"]["team"] = "inference"  # someone else's label
@@ -218,12 +216,12 @@ def test_apply_replaces_the_spec_with_the_resource_version_it_read(k8s, tmp_path
         "policy.karmada.io", "v1alpha1", "prod", "propagationpolicies", "gotthard-dr-api", first
     )
     version = _policy(k8s)["metadata"]["resourceVersion"]
-    assert karmada.apply(propagation_policy(settings, spread, "lugano", "zurich")) == "unchanged"
+    assert karmada.apply(both) == "unchanged"
     assert _policy(k8s)["metadata"]["resourceVersion"] == version
 
     # another writer wins the first PUT: the policy is read again and replaced
     k8s.fault("PUT", POLICY_PATH, status=409, times=1)
-    assert karmada.apply(propagation_policy(settings, svc, "lugano")) == "updated"
+    assert karmada.apply(propagation_policy(cfg.site_model, svc, "lugano")) == "updated"
     now = _policy(k8s)
     assert "replicaScheduling" not in now["spec"]["placement"]
     assert now["spec"]["placement"]["clusterAffinity"] == {"clusterNames": ["lug-a"]}
@@ -240,7 +238,7 @@ def test_apply_replaces_the_spec_with_the_resource_version_it_read(k8s, tmp_path
         from gotthard.kube import KubeError
 
         with pytest.raises(KubeError, match="409 Conflict"):
-            karmada.apply(propagation_policy(settings, svc, "zurich"))
+            karmada.apply(propagation_policy(cfg.site_model, svc, "zurich"))
     finally:
         k8s.clear_faults()
 
@@ -259,7 +257,7 @@ def test_daemon_places_both_modes_and_exposes_failed_over(k8s, tmp_path) -> None
     """A failover and a spread service through one outage of zurich: the policies on
     Karmada and ``gotthard_dr_service_failed_over`` (stale series removed)."""
     resource = {"apiVersion": "apps/v1", "kind": "Deployment"}
-    settings = make_settings(
+    cfg = make_config(
         tmp_path,
         placement={
             "failover_after": 2,
@@ -289,7 +287,7 @@ def test_daemon_places_both_modes_and_exposes_failed_over(k8s, tmp_path) -> None
         return SiteHealth(site, **(GOOD if site != "zurich" or zurich_up[0] else BAD))
 
     daemon = DrDaemon(
-        settings,
+        cfg,
         karmada_api=k8s.api(),
         identity="a",
         clock=lambda: clock[0],
@@ -320,7 +318,7 @@ def test_daemon_places_both_modes_and_exposes_failed_over(k8s, tmp_path) -> None
     assert evaluate() == home
     assert evaluate() == {"api": ["lug-a"], "web": ["lug-a"]}
     assert _failed_over(daemon) == {("api", "zurich", "lugano"): 1, ("web", "zurich", "lugano"): 1}
-    saved = json.loads(Path(settings.placement.state_file).read_text())
+    saved = json.loads(Path(cfg.dr.placement.state_file).read_text())
     assert (saved["api"]["site"], saved["web"]["sites"]) == ("lugano", ["lugano"])
     zurich_up[0] = True
     assert evaluate() == {"api": ["lug-a"], "web": ["lug-a"]}  # cool-down: 0 of 120 s

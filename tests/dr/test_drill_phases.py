@@ -263,15 +263,15 @@ def test_phase_timings_follow_the_clock(two_sites: TwoSites, tmp_path: Path) -> 
     a second per reading), not from Velero's whole-second timestamps."""
     seed_app(two_sites.zurich)
     ticks = iter(range(1_000_000))
-    from .conftest import make_settings
+    from .conftest import make_config
 
-    settings = make_settings(tmp_path, drills=[{"site": "zurich", "namespace": "prod"}])
+    cfg = make_config(tmp_path, drills=[{"site": "zurich", "namespace": "prod"}])
     ctx = ops.Context(
-        settings,
+        cfg,
         api_clients={"zurich": two_sites.zurich.api()},
         clock=lambda: 1_772_330_400.0 + next(ticks),  # 2026-03-01T02:00:00Z
     )
-    report = ops.run_drill(ctx, settings.drills[0])  # no backup yet: the backup phase fails
+    report = ops.run_drill(ctx, cfg.dr.drills[0])  # no backup yet: the backup phase fails
     assert report.phases[0] == {
         "name": "backup",
         "started": "2026-03-01T02:00:02.000Z",

@@ -10,7 +10,7 @@ from pathlib import Path
 from gotthard.dr.daemon import DrDaemon
 from gotthard.dr.placement import SiteHealth
 
-from .conftest import GOOD, make_settings
+from .conftest import GOOD, make_config
 
 
 def _mode(path: Path) -> int:
@@ -18,11 +18,11 @@ def _mode(path: Path) -> int:
 
 
 def test_sqlite_jobstore_is_created_0600_and_a_loose_one_tightened(k8s, tmp_path) -> None:
-    settings = make_settings(tmp_path)
+    cfg = make_config(tmp_path)
     apis = {"zurich": k8s.api(), "lugano": k8s.api()}
     old = os.umask(0o022)
     try:
-        daemon = DrDaemon(settings, api_clients=apis, identity="a")
+        daemon = DrDaemon(cfg, api_clients=apis, identity="a")
         sched = daemon.start_scheduler()
         assert len(sched.get_jobs()) == 4  # the store is a working database
         daemon.stop_scheduler()
@@ -33,7 +33,7 @@ def test_sqlite_jobstore_is_created_0600_and_a_loose_one_tightened(k8s, tmp_path
     assert _mode(tmp_path / "jobs.sqlite.lock") == 0o600
 
     store.chmod(0o644)
-    again = DrDaemon(settings, api_clients=apis, identity="a")
+    again = DrDaemon(cfg, api_clients=apis, identity="a")
     assert len(again.start_scheduler().get_jobs()) == 4  # jobs kept
     again.stop_scheduler()
     assert _mode(store) == 0o600
@@ -46,14 +46,14 @@ def test_placement_state_is_written_0600(k8s, tmp_path) -> None:
         "namespace": "prod",
         "resources": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}],
     }
-    settings = make_settings(
+    cfg = make_config(
         tmp_path, placement={"services": [service], "state_file": f"{tmp_path}/placement.json"}
     )
     state_file = tmp_path / "placement.json"
     state_file.write_text("{}")
     state_file.chmod(0o644)  # an older state file, readable by everyone
     daemon = DrDaemon(
-        settings,
+        cfg,
         karmada_api=k8s.api(),
         identity="a",
         health_source=lambda site: SiteHealth(site, **GOOD),

@@ -19,9 +19,9 @@ import pytest
 from kubernetes import client
 
 from gotthard import config
+from gotthard.config import Config
 from gotthard.dr import api, ops
 from gotthard.dr import velero as v
-from gotthard.dr.settings import DrConfig
 from gotthard_testing.resources import CRD_DIR, crd_resources, crd_validator
 from gotthard_testing.velero_sim import SimulatedVelero
 from tests.support.kube import (
@@ -32,7 +32,7 @@ from tests.support.kube import (
     sandbox_resources,
 )
 
-from .conftest import make_settings
+from .conftest import make_config, with_dr
 from .test_velero_drill import samples
 
 SLOT = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
@@ -133,9 +133,9 @@ def sim(cluster: EmulatorThread, tmp_path: Path) -> Iterator[SimulatedVelero]:
         velero.stop()
 
 
-def hooked_settings(tmp_path: Path, **overrides: Any) -> DrConfig:
+def hooked_config(tmp_path: Path, **overrides: Any) -> Config:
     schedule = {"name": "daily", "namespaces": ["prod"], "sites": ["zurich"], "hooks": [FREEZE]}
-    return make_settings(tmp_path, schedules=[schedule], **overrides)
+    return make_config(tmp_path, schedules=[schedule], **overrides)
 
 
 # -- the site file ------------------------------------------------------------------------
@@ -211,22 +211,20 @@ def _assert_config_error(tmp_path: Path, body: str, key: str, reason: str) -> No
 
 
 def test_backup_and_schedule_carry_the_hooks(cluster: EmulatorThread, tmp_path: Path) -> None:
-    settings = hooked_settings(tmp_path)
-    ctx = ops.Context(settings, api_clients={"zurich": cluster.api()})
-    name = ops.trigger_backup(ctx, "zurich", settings.schedules[0], SLOT)
+    cfg = hooked_config(tmp_path)
+    ctx = ops.Context(cfg, api_clients={"zurich": cluster.api()})
+    name = ops.trigger_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     backup = ctx.velero("zurich").get("backups", name)
     assert backup["spec"]["hooks"] == FREEZE_SPEC
     assert_valid("Backup", backup)
     # an ad-hoc backup of the namespace (CLI, runbook webhook) is taken as consistently
-    name = api.backup_now(settings, "prod", reason="test", api_client=cluster.api())
+    name = api.backup_now(cfg, "prod", reason="test", api_client=cluster.api())
     assert ctx.velero("zurich").get("backups", name)["spec"]["hooks"] == FREEZE_SPEC
-    name = api.backup_now(settings, "other", reason="test", api_client=cluster.api())
+    name = api.backup_now(cfg, "other", reason="test", api_client=cluster.api())
     assert "hooks" not in ctx.velero("zurich").get("backups", name)["spec"]
 
-    sched = settings.schedules[0].model_copy(update={"velero_schedule": True})
-    ctx = ops.Context(
-        settings.model_copy(update={"schedules": [sched]}), api_clients={"zurich": cluster.api()}
-    )
+    sched = cfg.dr.schedules[0].model_copy(update={"velero_schedule": True})
+    ctx = ops.Context(with_dr(cfg, schedules=[sched]), api_clients={"zurich": cluster.api()})
     assert ops.sync_velero_schedules(ctx, "zurich") == {"daily-zurich": "created"}
     # read back by the harness: the DR code itself never reads a Schedule (RBAC stays minimal)
     schedule = client.CustomObjectsApi(cluster.api()).get_namespaced_custom_object(
@@ -250,8 +248,8 @@ def test_the_crd_check_catches_a_misspelled_field() -> None:
 def test_hooks_default_to_the_schedule_namespaces_and_first_container(tmp_path: Path) -> None:
     hook = {"name": "sync", "namespaces": ["db"], "pre": [{"command": ["sync"]}]}
     schedule = {"name": "daily", "namespaces": ["prod", "db"], "hooks": [hook, FREEZE]}
-    settings = make_settings(tmp_path, schedules=[schedule])
-    spec = v.backup_spec(settings.schedules[0])
+    cfg = make_config(tmp_path, schedules=[schedule])
+    spec = v.backup_spec(cfg.dr.schedules[0])
     first, second = spec["hooks"]["resources"]
     # no container: Velero's default, the pod's first one; no selector: every pod
     assert first == {
@@ -270,9 +268,9 @@ def test_drill_restore_hooks_match_the_scratch_namespace(
     ``prod`` must name the scratch namespace, and runs in the restored pods there."""
     seed_app(cluster)
     drill = {"site": "zurich", "namespace": "prod", "fresh_backup": True, "restore_hooks": [READY]}
-    settings = hooked_settings(tmp_path, drills=[drill])
-    ctx = ops.Context(settings, api_clients={"zurich": cluster.api()})
-    report = ops.run_drill(ctx, settings.drills[0])
+    cfg = hooked_config(tmp_path, drills=[drill])
+    ctx = ops.Context(cfg, api_clients={"zurich": cluster.api()})
+    report = ops.run_drill(ctx, cfg.dr.drills[0])
     assert report.verified, report.error
 
     backup = ctx.velero("zurich").get("backups", report.backup)
@@ -311,9 +309,9 @@ def test_drill_restore_hooks_match_the_scratch_namespace(
 
 def test_hooks_run_pre_then_post(cluster: EmulatorThread, sim: SimulatedVelero, tmp_path) -> None:
     seed_app(cluster)
-    settings = hooked_settings(tmp_path)
-    ctx = ops.Context(settings, api_clients={"zurich": cluster.api()})
-    outcome = ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+    cfg = hooked_config(tmp_path)
+    ctx = ops.Context(cfg, api_clients={"zurich": cluster.api()})
+    outcome = ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     assert outcome.phase == "Completed" and outcome.detail == "Completed (hooks: 0 of 4 failed)"
     log = [
         (h["phase"], h["pod"], h["command"][1], h["ok"])
@@ -334,10 +332,10 @@ def test_a_failing_pre_hook_leaves_the_backup_partially_failed(
     post hook, and Velero ends the Backup PartiallyFailed, which DR does not count as a
     usable backup (no last-success time, no RPO)."""
     seed_app(cluster, db_container="postgres")
-    settings = hooked_settings(tmp_path)
-    ctx = ops.Context(settings, api_clients={"zurich": cluster.api()})
+    cfg = hooked_config(tmp_path)
+    ctx = ops.Context(cfg, api_clients={"zurich": cluster.api()})
     with pytest.raises(RuntimeError) as err:
-        ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+        ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     name = "daily-zurich-20260301020000"
     assert str(err.value) == f"backup {name} on zurich ended PartiallyFailed (hooks: 1 of 3 failed)"
 
@@ -360,11 +358,11 @@ def test_a_failing_pre_hook_leaves_the_backup_partially_failed(
     assert ctx.velero("zurich").latest_completed_backup("prod") is None
 
     # a drill of the namespace finds no usable backup, and says which phase failed
-    report = ops.run_drill(ctx, settings.drills[0])
+    report = ops.run_drill(ctx, cfg.dr.drills[0])
     assert not report.verified and "no Completed backup of prod" in report.error
     assert [(p["name"], p["ok"]) for p in report.phases] == [("backup", False), ("cleanup", True)]
     # a fresh drill backup carries the same hooks and fails the same way
-    report = ops.run_drill(ctx, settings.drills[0], fresh_backup=True)
+    report = ops.run_drill(ctx, cfg.dr.drills[0], fresh_backup=True)
     assert not report.verified
     assert report.checks == [
         {

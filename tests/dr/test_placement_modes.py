@@ -14,6 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gotthard.config import Config
 from gotthard.dr.placement import (
     Decision,
     ServiceState,
@@ -23,19 +24,18 @@ from gotthard.dr.placement import (
     propagation_policy,
     save_state,
 )
-from gotthard.dr.settings import DrConfig
 from gotthard_testing.resources import CRD_DIR
 
-from .conftest import GOOD, make_settings
+from .conftest import GOOD, make_config
 
 CRD = CRD_DIR / "policy.karmada.io_propagationpolicies.yaml"
 INTERVAL = 60.0
 BAD = dict(GOOD, slurm_up=False)
 
 
-def placed_settings(
+def placed_config(
     tmp_path: Path, mode: str, *, failover_after: int = 3, cooldown: float = 600.0
-) -> DrConfig:
+) -> Config:
     """Two sites, zurich with two member clusters and lugano with one, and one service
     ``api`` (primary zurich) placed in *mode*."""
     service = {
@@ -45,7 +45,7 @@ def placed_settings(
         "mode": mode,
         "resources": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "api"}],
     }
-    return make_settings(
+    return make_config(
         tmp_path,
         sites={
             "zurich": {
@@ -72,14 +72,14 @@ def health(zurich: bool, lugano: bool = True) -> dict[str, SiteHealth]:
 class Run:
     """Evaluations of one configuration, one :data:`INTERVAL` apart."""
 
-    def __init__(self, config: DrConfig, state: Mapping[str, ServiceState] | None = None) -> None:
+    def __init__(self, config: Config, state: Mapping[str, ServiceState] | None = None) -> None:
         self.config = config
         self.state: dict[str, ServiceState] = dict(state or {})
         self.now = 0.0
         self.decisions: list[Decision] = []
 
     def step(self, zurich: bool, lugano: bool = True) -> Decision:
-        p = self.config.placement
+        p = self.config.dr.placement
         self.state, decisions = decide(p.services, health(zurich, lugano), self.state, self.now, p)
         self.now += INTERVAL
         self.decisions.append(decisions[0])
@@ -106,7 +106,7 @@ BOTH, ZURICH, LUGANO = ("lugano", "zurich"), ("zurich",), ("lugano",)
 def test_spread_degrades_after_failover_after_and_restores_after_the_cooldown(
     tmp_path: Path,
 ) -> None:
-    run = Run(placed_settings(tmp_path, "spread", failover_after=3, cooldown=300))
+    run = Run(placed_config(tmp_path, "spread", failover_after=3, cooldown=300))
     assert run.steps([True]) == [BOTH] and not run.decisions[0].changed
     # zurich lost: it stays in the set for two bad evaluations, leaves on the third
     assert run.steps([False] * 4) == [BOTH, BOTH, LUGANO, LUGANO]
@@ -121,7 +121,7 @@ def test_spread_degrades_after_failover_after_and_restores_after_the_cooldown(
 
 
 def test_spread_rejoin_needs_unbroken_health(tmp_path: Path) -> None:
-    run = Run(placed_settings(tmp_path, "spread", failover_after=2, cooldown=180))
+    run = Run(placed_config(tmp_path, "spread", failover_after=2, cooldown=180))
     run.steps([False, False])
     assert run.state["api"].placed == LUGANO
     moved_at = run.state["api"].moved_at
@@ -133,7 +133,7 @@ def test_spread_rejoin_needs_unbroken_health(tmp_path: Path) -> None:
 
 
 def test_spread_never_gives_up_the_last_healthy_site(tmp_path: Path) -> None:
-    run = Run(placed_settings(tmp_path, "spread", failover_after=2))
+    run = Run(placed_config(tmp_path, "spread", failover_after=2))
     # both bad: zurich reaches its limit first, but lugano is not healthy either
     placed = run.steps([(False, True), (False, False), (False, False), (False, False)])
     assert placed == [BOTH, BOTH, BOTH, BOTH]
@@ -144,7 +144,7 @@ def test_spread_never_gives_up_the_last_healthy_site(tmp_path: Path) -> None:
 def test_spread_takes_a_healthy_site_at_once_when_the_set_has_none_left(
     tmp_path: Path,
 ) -> None:
-    run = Run(placed_settings(tmp_path, "spread", failover_after=2, cooldown=3600))
+    run = Run(placed_config(tmp_path, "spread", failover_after=2, cooldown=3600))
     run.steps([False, False])  # zurich leaves
     # zurich healthy again but within its cool-down, then lugano is lost: zurich takes
     # the service at once rather than leave it on no healthy site
@@ -154,8 +154,8 @@ def test_spread_takes_a_healthy_site_at_once_when_the_set_has_none_left(
 
 
 def test_override_wins_in_spread_mode(tmp_path: Path) -> None:
-    config = placed_settings(tmp_path, "spread")
-    config.placement.overrides["api"] = "lugano"
+    config = placed_config(tmp_path, "spread")
+    config.dr.placement.overrides["api"] = "lugano"
     decision = Run(config).step(True)
     assert decision.placed == LUGANO and decision.reason == "manual override"
 
@@ -164,7 +164,7 @@ def test_override_wins_in_spread_mode(tmp_path: Path) -> None:
 
 
 def test_failback_needs_the_primary_healthy_without_a_break(tmp_path: Path) -> None:
-    run = Run(placed_settings(tmp_path, "failover", failover_after=2, cooldown=180))
+    run = Run(placed_config(tmp_path, "failover", failover_after=2, cooldown=180))
     assert run.steps([False, False]) == [ZURICH, LUGANO]
     moved_at = run.state["api"].moved_at
     # zurich: good, good, bad, then good: a bad evaluation restarts the primary's clock;
@@ -179,7 +179,7 @@ def test_failback_needs_the_primary_healthy_without_a_break(tmp_path: Path) -> N
 
 def test_a_single_good_evaluation_mid_outage_keeps_the_time_of_the_move(tmp_path: Path) -> None:
     for mode in ("failover", "spread"):
-        run = Run(placed_settings(tmp_path, mode, failover_after=2, cooldown=600))
+        run = Run(placed_config(tmp_path, mode, failover_after=2, cooldown=600))
         run.steps([False, False])
         moved_at = run.state["api"].moved_at
         run.steps([False, True, False, False])
@@ -197,7 +197,7 @@ def test_alternating_health_for_100_evaluations_never_moves(
 ) -> None:
     """A signal alternating every evaluation neither moves a service away (the bad
     streak resets) nor back (the cool-down needs unbroken health)."""
-    run = Run(placed_settings(tmp_path, mode, failover_after=2, cooldown=2 * INTERVAL))
+    run = Run(placed_config(tmp_path, mode, failover_after=2, cooldown=2 * INTERVAL))
     if start == "moved":
         run.steps([False, False])
         run.decisions.clear()
@@ -228,7 +228,7 @@ def test_property_alternating_health_never_moves(
     flapping: str,
 ) -> None:
     tmp = tmp_path_factory.mktemp("flap")
-    config = placed_settings(
+    config = placed_config(
         tmp, mode, failover_after=failover_after, cooldown=cooldown_intervals * INTERVAL
     )
     run = Run(config)
@@ -249,7 +249,7 @@ def test_an_old_state_file_loads_and_keeps_its_cooldown(tmp_path: Path) -> None:
     path.write_text(json.dumps({"api": {"bad_streak": 0, "moved_at": 1000.0, "site": "lugano"}}))
     state = load_state(str(path))
     assert state == {"api": ServiceState("lugano", 0, 1000.0)}
-    p = placed_settings(tmp_path, "failover", cooldown=600).placement
+    p = placed_config(tmp_path, "failover", cooldown=600).dr.placement
     # no health history: the primary's health counts from the move, as before
     state, d = decide(p.services, health(True), state, 1300.0, p)
     assert d[0].site == "lugano" and "cool-down 300/600s" in d[0].reason
@@ -258,7 +258,7 @@ def test_an_old_state_file_loads_and_keeps_its_cooldown(tmp_path: Path) -> None:
 
 
 def test_state_round_trips_through_the_file(tmp_path: Path) -> None:
-    run = Run(placed_settings(tmp_path, "spread", failover_after=2))
+    run = Run(placed_config(tmp_path, "spread", failover_after=2))
     run.steps([False, False, True])
     path = str(tmp_path / "state.json")
     save_state(path, run.state)
@@ -315,8 +315,8 @@ def _check_against_crd(policy: dict[str, Any]) -> None:
 def test_policies_match_the_karmada_crd(
     tmp_path: Path, mode: str, sites: tuple[str, ...], clusters: list[str], spread: tuple[int, int]
 ) -> None:
-    config = placed_settings(tmp_path, mode)
-    policy = propagation_policy(config, config.placement.services[0], *sites)
+    config = placed_config(tmp_path, mode)
+    policy = propagation_policy(config.site_model, config.dr.placement.services[0], *sites)
     _check_against_crd(policy)
     placement = policy["spec"]["placement"]
     assert placement["clusterAffinity"] == {"clusterNames": clusters}
@@ -337,12 +337,12 @@ def test_policies_match_the_karmada_crd(
 
 
 def test_the_crd_check_catches_a_misspelt_field(tmp_path: Path) -> None:
-    config = placed_settings(tmp_path, "spread")
-    policy = propagation_policy(config, config.placement.services[0], *BOTH)
+    config = placed_config(tmp_path, "spread")
+    policy = propagation_policy(config.site_model, config.dr.placement.services[0], *BOTH)
     policy["spec"]["placement"]["replicaScheduling"]["replicaSchedulingType"] = "Split"
     with pytest.raises(jsonschema.ValidationError):
         _check_against_crd(policy)
-    policy = propagation_policy(config, config.placement.services[0], *BOTH)
+    policy = propagation_policy(config.site_model, config.dr.placement.services[0], *BOTH)
     policy["spec"]["placement"]["spreadConstraint"] = []
     with pytest.raises(AssertionError):
         _check_against_crd(policy)

@@ -18,7 +18,7 @@ from gotthard.dr.daemon import DrDaemon, last_slot
 from tests.support.kube import EmulatorThread
 from tests.support.wait import wait_until
 
-from .conftest import make_settings
+from .conftest import make_config
 from .emulator import SimulatedVeleroController
 from .sitefiles import ROOT, background, site_file, wait_http
 from .test_velero_drill import seed_prod
@@ -55,7 +55,7 @@ def test_kill_9_mid_drill_then_restart(
         k8s,
         drills=[{"site": "zurich", "namespace": "prod", "cron": "0 4 * * 0", "fresh_backup": True}],
     )
-    settings = config.load(site).dr
+    cfg = config.load(site)
     log1 = tmp_path / "child1.log"
     with background(
         str(ROOT / "tests/dr/child_daemon.py"), str(site), "drill:zurich:prod", log=log1
@@ -79,7 +79,7 @@ def test_kill_9_mid_drill_then_restart(
     velero.outcome = lambda kind, name: (
         "stuck" if name == restore["metadata"]["name"] else "Completed"
     )
-    base = f"http://{settings.listen}"
+    base = f"http://{cfg.dr.listen}"
     with background(
         "-m", "gotthard", "--config", str(site), "dr", "daemon", log=tmp_path / "child2.log"
     ) as daemon:
@@ -97,8 +97,8 @@ def test_kill_9_mid_drill_then_restart(
 
     # The same slot triggered again (a duplicated or retried trigger): the Backup is reused
     # (409), the drill verifies, and the slot still has exactly one Backup.
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api(), "lugano": k8s.api()})
-    report = ops.run_drill(ctx, settings.drills[0], slot=slot)
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api(), "lugano": k8s.api()})
+    report = ops.run_drill(ctx, cfg.dr.drills[0], slot=slot)
     assert report.verified, report.error
     assert report.backup == backup and report.cleaned
     assert [b["metadata"]["name"] for b in velero_items(k8s, "backups")] == [backup]
@@ -119,12 +119,12 @@ def test_scheduler_fires_missed_slot_once_after_restart_and_it_is_a_noop(
     itself fires once (coalesce, within misfire_grace_time); the run belongs to the slot
     already backed up, so its Backup create answers 409 and nothing new is made."""
     job = "backup:zurich:daily"
-    settings = make_settings(tmp_path, misfire_grace_seconds=3 * 86400, drills=[])
+    cfg = make_config(tmp_path, misfire_grace_seconds=3 * 86400, drills=[])
     apis = {"zurich": k8s.api(), "lugano": k8s.api()}
     slot = last_slot("0 2 * * *", "UTC", dt.datetime.now(dt.UTC))
     name = v.slot_name("daily-zurich", slot)
 
-    first = DrDaemon(settings, api_clients=apis, identity="a")
+    first = DrDaemon(cfg, api_clients=apis, identity="a")
     sched = first.start_scheduler()
     sched.modify_job(job, next_run_time=slot)  # the slot is due now: the scheduler runs it
     wait_until(lambda: events(first, job, "executed") == 1)
@@ -134,7 +134,7 @@ def test_scheduler_fires_missed_slot_once_after_restart_and_it_is_a_noop(
     sched.modify_job(job, next_run_time=slot - 2 * DAY)  # what the store holds after the crash
     first.stop_scheduler()
 
-    second = DrDaemon(settings, api_clients=apis, identity="a")
+    second = DrDaemon(cfg, api_clients=apis, identity="a")
     sched = second.start_scheduler()
     wait_until(lambda: events(second, job, "executed") >= 1)
     time.sleep(0.3)  # an uncoalesced second or third run would show up here
@@ -156,16 +156,16 @@ def test_missed_slot_past_misfire_grace_is_skipped_after_restart(
     k8s: EmulatorThread, velero: SimulatedVeleroController, tmp_path: Path
 ) -> None:
     job = "backup:zurich:daily"
-    settings = make_settings(tmp_path, misfire_grace_seconds=1, drills=[])
+    cfg = make_config(tmp_path, misfire_grace_seconds=1, drills=[])
     apis = {"zurich": k8s.api(), "lugano": k8s.api()}
     slot = last_slot("0 2 * * *", "UTC", dt.datetime.now(dt.UTC))
-    first = DrDaemon(settings, api_clients=apis, identity="a")
+    first = DrDaemon(cfg, api_clients=apis, identity="a")
     first.start_scheduler().pause()
     assert first.scheduler is not None
     first.scheduler.modify_job(job, next_run_time=slot - 2 * DAY)
     first.stop_scheduler()
 
-    second = DrDaemon(settings, api_clients=apis, identity="a")
+    second = DrDaemon(cfg, api_clients=apis, identity="a")
     sched = second.start_scheduler()
     wait_until(lambda: events(second, job, "missed") == 1)
     assert events(second, job, "executed") == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 from gotthard.dr.daemon import DrDaemon
 from gotthard.dr.metrics import cron_period_seconds
 
-from .conftest import make_settings
+from .conftest import make_config
 from .test_velero_drill import samples
 
 
@@ -27,7 +27,7 @@ def test_the_period_is_the_longest_gap_of_the_cron() -> None:
 
 
 def test_the_daemon_exports_periods_and_load_times_before_any_success(tmp_path: Path) -> None:
-    settings = make_settings(
+    cfg = make_config(
         tmp_path,
         schedules=[
             {"name": "daily", "namespaces": ["prod", "web"], "cron": "0 2 * * *"},
@@ -35,7 +35,7 @@ def test_the_daemon_exports_periods_and_load_times_before_any_success(tmp_path: 
         ],
         drills=[{"site": "zurich", "namespace": "prod", "cron": "0 4 * * 0"}],
     )
-    daemon = DrDaemon(settings, identity="a", clock=lambda: 1_700_000_000.0)
+    daemon = DrDaemon(cfg, identity="a", clock=lambda: 1_700_000_000.0)
     periods = _samples(daemon, "gotthard_dr_schedule_period_seconds")
     assert periods == {
         (("namespace", ns), ("schedule", "daily"), ("site", site)): 86400.0

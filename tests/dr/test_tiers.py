@@ -13,7 +13,7 @@ from gotthard import config
 from gotthard.dr import ops
 from tests.support.kube import EmulatorThread
 
-from .conftest import make_settings
+from .conftest import make_config
 from .emulator import SimulatedVeleroController
 from .sitefiles import gotthard, site_file
 from .test_velero_drill import SLOT, samples, seed_prod
@@ -61,14 +61,14 @@ def test_drill_is_judged_against_its_tier(
 ) -> None:
     seed_prod(k8s)
     schedule = {"name": "daily", "namespaces": ["prod"], "sites": ["zurich"], "tier": "bronze"}
-    settings = make_settings(
+    cfg = make_config(
         tmp_path,
         tiers=TIERS,
         schedules=[schedule],
         drills=[{"site": "zurich", "namespace": "prod", "tier": "gold"}],
     )
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
-    ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
+    ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     rpo = samples(ctx)[
         ("gotthard_dr_rpo_seconds", (("namespace", "prod"), ("site", "zurich"), ("tier", "bronze")))
     ]
@@ -76,7 +76,7 @@ def test_drill_is_judged_against_its_tier(
     breach = (("namespace", "prod"), ("objective", "rpo"), ("site", "zurich"), ("tier", "bronze"))
     assert samples(ctx)[("gotthard_dr_tier_breach", breach)] == 0
 
-    report = ops.run_drill(ctx, settings.drills[0])
+    report = ops.run_drill(ctx, cfg.dr.drills[0])
     assert report.verified, report.error
     assert report.tier == "gold"
     rpo_judged, rto_judged = report.objectives
@@ -111,13 +111,13 @@ def test_drill_is_judged_against_its_tier(
 def test_failed_drill_breaches_rto_and_untiered_drill_is_not_judged(
     k8s: EmulatorThread, velero: SimulatedVeleroController, tmp_path: Path
 ) -> None:
-    settings = make_settings(
+    cfg = make_config(
         tmp_path,
         tiers=TIERS,
         drills=[{"site": "zurich", "namespace": "empty", "tier": "bronze"}],
     )
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
-    report = ops.run_drill(ctx, settings.drills[0])  # no backup of "empty": fails
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
+    report = ops.run_drill(ctx, cfg.dr.drills[0])  # no backup of "empty": fails
     assert not report.verified
     assert [(o["objective"], o["met"]) for o in report.objectives] == [
         ("rpo", None),
@@ -129,7 +129,7 @@ def test_failed_drill_breaches_rto_and_untiered_drill_is_not_judged(
     assert got[("gotthard_dr_tier_breach", key)] == 1
     assert not any(name == "gotthard_dr_rto_seconds" for name, _ in got)
 
-    untiered = ops.run_drill(ctx, settings.drills[0].model_copy(update={"tier": ""}))
+    untiered = ops.run_drill(ctx, cfg.dr.drills[0].model_copy(update={"tier": ""}))
     assert untiered.tier == "" and untiered.objectives == []
     assert "Recovery tier" not in untiered.to_markdown()
 

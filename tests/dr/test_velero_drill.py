@@ -16,7 +16,7 @@ from gotthard.dr import velero as v
 from gotthard.dr.daemon import last_slot
 from tests.support.kube import EmulatorThread, deployment_manifest
 
-from .conftest import make_settings
+from .conftest import make_config
 from .emulator import SimulatedVeleroController
 
 SLOT = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
@@ -30,15 +30,15 @@ def seed_prod(k8s: EmulatorThread) -> None:
 
 def samples(ctx: ops.Context) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     out = {}
-    for fam in text_string_to_metric_families(ctx.metrics.render().decode()):
+    for fam in text_string_to_metric_families(ctx.metrics.render()):
         for s in fam.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
 
 
-def test_scheduled_backup_spec_and_metrics(k8s, velero, settings) -> None:
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
-    outcome = ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+def test_scheduled_backup_spec_and_metrics(k8s, velero, cfg) -> None:
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
+    outcome = ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     assert outcome.name == "daily-zurich-20260301020000"
     obj = ctx.velero("zurich").get("backups", outcome.name)
     assert obj["spec"] == {"includedNamespaces": ["prod"], "ttl": "720h0m0s"}
@@ -66,16 +66,16 @@ def test_scheduled_backup_spec_and_metrics(k8s, velero, settings) -> None:
     rpo_labels = (("namespace", "prod"), ("site", "zurich"), ("tier", ""))
     assert ("gotthard_dr_rpo_seconds", rpo_labels) in got
     # the same slot again: 409, no second Backup
-    ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+    ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     assert len(ctx.velero("zurich").list("backups")) == 1
 
 
 @pytest.mark.parametrize("phase", ["PartiallyFailed", "Failed", "FailedValidation"])
-def test_unusable_backup_phases(k8s, velero, settings, phase) -> None:
+def test_unusable_backup_phases(k8s, velero, cfg, phase) -> None:
     velero.outcome = lambda kind, name: phase
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
     with pytest.raises(RuntimeError, match=phase):
-        ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+        ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     key = (
         "gotthard_dr_backups_total",
         (("phase", phase), ("schedule", "daily"), ("site", "zurich")),
@@ -84,19 +84,19 @@ def test_unusable_backup_phases(k8s, velero, settings, phase) -> None:
 
 
 def test_stuck_backup_times_out(k8s, velero, tmp_path) -> None:
-    settings = make_settings(tmp_path, backup_timeout_seconds=0.3)
+    cfg = make_config(tmp_path, backup_timeout_seconds=0.3)
     velero.outcome = lambda kind, name: "stuck"
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
     with pytest.raises(v.PhaseTimeout, match="InProgress"):
-        ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+        ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
 
 
-def test_drill_end_to_end(k8s, velero, settings) -> None:
+def test_drill_end_to_end(k8s, velero, cfg) -> None:
     seed_prod(k8s)
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
-    ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
+    ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     time.sleep(1.0)  # RPO is measured in whole seconds (Velero timestamps)
-    report = ops.run_drill(ctx, settings.drills[0])
+    report = ops.run_drill(ctx, cfg.dr.drills[0])
     assert report.verified, report.error
     assert report.backup == "daily-zurich-20260301020000"
     assert report.scratch_namespace.startswith("drill-prod-")
@@ -120,12 +120,12 @@ def test_drill_end_to_end(k8s, velero, settings) -> None:
     assert "verified" in report.to_markdown()
 
 
-def test_failed_drill_restore_partially_failed(k8s, velero, settings) -> None:
+def test_failed_drill_restore_partially_failed(k8s, velero, cfg) -> None:
     seed_prod(k8s)
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
-    ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
+    ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     velero.outcome = lambda kind, name: "PartiallyFailed" if kind == "Restore" else "Completed"
-    report = ops.run_drill(ctx, settings.drills[0])
+    report = ops.run_drill(ctx, cfg.dr.drills[0])
     assert not report.verified and report.rto_seconds is None
     assert "restore-completed: PartiallyFailed" in report.error
     assert report.cleaned and not k8s.emulator.namespaces
@@ -137,35 +137,35 @@ def test_failed_drill_restore_partially_failed(k8s, velero, settings) -> None:
     )
 
 
-def test_failed_drill_without_backup(k8s, velero, settings) -> None:
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
-    report = ops.run_drill(ctx, settings.drills[0])
+def test_failed_drill_without_backup(k8s, velero, cfg) -> None:
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
+    report = ops.run_drill(ctx, cfg.dr.drills[0])
     assert not report.verified and "no Completed backup" in report.error
 
 
-def test_api_500s_and_timeouts_are_retried(k8s, velero, settings) -> None:
+def test_api_500s_and_timeouts_are_retried(k8s, velero, cfg) -> None:
     retried: list[str] = []
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
     ctx.retry.on_retry = retried.append
     ctx.retry.timeout_seconds = 0.3
     k8s.fault("POST", "/apis/velero.io/v1/namespaces/velero/backups", status=500, times=2)
     k8s.fault("GET", "/apis/velero.io/v1/namespaces/velero/backups/", status=0, delay=1.0)
-    outcome = ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
+    outcome = ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     assert outcome.usable
     assert retried.count("create backups") == 2 and "get backups" in retried
     assert len(ctx.velero("zurich").list("backups")) == 1
 
 
-def test_api_faults_exhausted_raise_not_hang(k8s, settings) -> None:
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
+def test_api_faults_exhausted_raise_not_hang(k8s, cfg) -> None:
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
     k8s.fault("POST", "/apis/velero.io/v1/namespaces/velero/backups", status=503, times=10)
     with pytest.raises(client.ApiException) as err:
-        ops.trigger_backup(ctx, "zurich", settings.schedules[0], SLOT)
+        ops.trigger_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
     assert err.value.status == 503
 
 
-def test_public_api_backup_now(k8s, settings) -> None:
-    name = api.backup_now(settings, "prod", reason="runbook DRBackupTooOld", api_client=k8s.api())
+def test_public_api_backup_now(k8s, cfg) -> None:
+    name = api.backup_now(cfg, "prod", reason="runbook DRBackupTooOld", api_client=k8s.api())
     assert name.startswith("manual-prod-zurich-")
     obj = client.CustomObjectsApi(k8s.api()).get_namespaced_custom_object(
         "velero.io", "v1", "velero", "backups", name
@@ -194,11 +194,11 @@ def slow_velero(k8s, request) -> Iterator[SimulatedVeleroController]:
 
 
 @pytest.mark.parametrize("slow_velero", [1.0], indirect=True)
-def test_a_drill_waits_for_a_slow_restore_to_become_ready(k8s, slow_velero, settings) -> None:
+def test_a_drill_waits_for_a_slow_restore_to_become_ready(k8s, slow_velero, cfg) -> None:
     seed_prod(k8s)
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
-    ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
-    report = ops.run_drill(ctx, settings.drills[0])
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
+    ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
+    report = ops.run_drill(ctx, cfg.dr.drills[0])
     assert report.verified, report.error
     restore, verify = report.phases[1:3]
     assert verify["ok"] and verify["detail"] == "passed: deployments.apps/v1"
@@ -212,11 +212,11 @@ def test_a_drill_waits_for_a_slow_restore_to_become_ready(k8s, slow_velero, sett
 def test_a_restore_not_ready_within_the_restore_timeout_fails_the_verify_phase(
     k8s, slow_velero, tmp_path
 ) -> None:
-    settings = make_settings(tmp_path, restore_timeout_seconds=1.5)
+    cfg = make_config(tmp_path, restore_timeout_seconds=1.5)
     seed_prod(k8s)
-    ctx = ops.Context(settings, api_clients={"zurich": k8s.api()})
-    ops.run_backup(ctx, "zurich", settings.schedules[0], SLOT)
-    report = ops.run_drill(ctx, settings.drills[0])
+    ctx = ops.Context(cfg, api_clients={"zurich": k8s.api()})
+    ops.run_backup(ctx, "zurich", cfg.dr.schedules[0], SLOT)
+    report = ops.run_drill(ctx, cfg.dr.drills[0])
     assert not report.verified and report.rto_seconds is None
     assert [(p["name"], p["ok"]) for p in report.phases] == [
         ("backup", True),

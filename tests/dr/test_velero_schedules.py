@@ -12,7 +12,7 @@ from gotthard.dr.daemon import DrDaemon, bsl_job
 from tests.support.kube import EmulatorThread
 from tests.support.wait import wait_until
 
-from .conftest import make_settings
+from .conftest import make_config
 from .emulator import SimulatedVeleroController
 
 SCHEDULES = [
@@ -49,9 +49,9 @@ def test_leader_start_applies_velero_schedules_and_checks_bsl(
 ) -> None:
     create(k8s, "backupstoragelocations", bsl("default", "Available"))
     create(k8s, "backupstoragelocations", bsl("offsite", "Unavailable"))
-    settings = make_settings(tmp_path, schedules=SCHEDULES, drills=[])
+    cfg = make_config(tmp_path, schedules=SCHEDULES, drills=[])
     apis = {"zurich": k8s.api(), "lugano": k8s.api()}
-    daemon = DrDaemon(settings, api_clients=apis, identity="a")
+    daemon = DrDaemon(cfg, api_clients=apis, identity="a")
     assert daemon.step(None)  # leader (no Lease): start-up chores, then the scheduler
     try:
         got = schedules(k8s)
@@ -114,7 +114,7 @@ def test_leader_start_applies_velero_schedules_and_checks_bsl(
     # The configuration changes: new cron, Lugano dropped. A restart patches and prunes.
     changed = [dict(SCHEDULES[0], cron="30 3 * * 0", sites=["zurich"]), SCHEDULES[1]]
     restarted = DrDaemon(
-        make_settings(tmp_path, schedules=changed, drills=[]), api_clients=apis, identity="a"
+        make_config(tmp_path, schedules=changed, drills=[]), api_clients=apis, identity="a"
     )
     assert restarted.sync_velero_schedules() == {
         "zurich": {"daily-zurich": "updated"},
@@ -126,11 +126,11 @@ def test_leader_start_applies_velero_schedules_and_checks_bsl(
 
 
 def test_velero_schedule_failure_does_not_block_start(k8s: EmulatorThread, tmp_path: Path) -> None:
-    settings = make_settings(
+    cfg = make_config(
         tmp_path, schedules=SCHEDULES, drills=[], api_attempts=1, api_timeout_seconds=1
     )
     k8s.fault("POST", "/apis/velero.io/v1/namespaces/velero/schedules", status=500, times=2)
-    daemon = DrDaemon(settings, api_clients={"zurich": k8s.api(), "lugano": k8s.api()})
+    daemon = DrDaemon(cfg, api_clients={"zurich": k8s.api(), "lugano": k8s.api()})
     try:
         assert daemon.step(None) and daemon.scheduler is not None
     finally:

@@ -11,6 +11,7 @@ from gotthard.sandbox import free_ports
 from tests.support.cli import gotthard, gotthard_argv
 from tests.support.golden import assert_golden, mask
 from tests.support.monitoring import http_ok, promtool_check_metrics
+from tests.support.tls import write_web_config
 from tests.support.wait import wait_until
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -61,6 +62,27 @@ def test_unreadable_config_file_names_the_file(tmp_path: Path) -> None:
     bad = write_config(tmp_path, "[exporter\n")
     result = gotthard("--config", str(bad), "exporter", "--once")
     assert result.returncode == 2 and "not valid TOML" in result.stderr
+
+
+def test_once_reads_the_web_config_first(tmp_path: Path) -> None:
+    """--once checks --web.config as serving does: a missing or bad file (or a TLS file
+    it names) is exit 2 naming the file, before anything is collected."""
+    config = write_config(tmp_path, f'[exporter.slurm]\nbin_dir = "{RECORDED_BIN}"\n')
+    web = tmp_path / "web.yml"
+    missing_cert = tmp_path / "missing.crt"
+    cases = {
+        str(tmp_path / "nonexistent.yml"): str(tmp_path / "nonexistent.yml"),
+        str(write_web_config(web, missing_cert, tmp_path / "x.key")): str(missing_cert),
+    }
+    for path, named in cases.items():
+        result = gotthard("--config", str(config), "exporter", "--once", "--web.config", path)
+        assert result.returncode == 2, result.stderr
+        assert named in result.stderr and "Traceback" not in result.stderr
+        assert result.stdout == ""  # nothing collected
+    bad = tmp_path / "bad.yml"
+    bad.write_text("tls_server_config: [1]\n")
+    result = gotthard("--config", str(config), "exporter", "--once", "--web.config", str(bad))
+    assert result.returncode == 2 and str(bad) in result.stderr
 
 
 def test_config_error_names_the_bad_key(tmp_path: Path) -> None:

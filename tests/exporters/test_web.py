@@ -15,7 +15,7 @@ import pytest
 
 from gotthard.exporters.web import make_server
 from gotthard.serve import WebConfigError, load_web_config
-from tests.support.tls import basic, make_certificate
+from tests.support.tls import basic, make_certificate, write_web_config
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +117,29 @@ def test_bad_web_config_is_a_clear_error(tmp_path: Path, body: str, message: str
     config.write_text(body)
     with pytest.raises(WebConfigError, match=message):
         load_web_config(config)
+
+
+def test_a_tls_file_that_does_not_load_is_named(
+    tmp_path: Path, certificate: tuple[Path, Path]
+) -> None:
+    cert, key = certificate
+    not_pem = tmp_path / "not-pem.crt"
+    not_pem.write_text("hello\n")
+    absent_cert, absent_key = tmp_path / "absent.crt", tmp_path / "absent.key"
+    # (cert_file, key_file, the file the message names, why)
+    cases = [
+        (absent_cert, key, absent_cert, "tls_server_config.cert_file: cannot read"),
+        (cert, absent_key, absent_key, "tls_server_config.key_file: cannot read"),
+        (not_pem, key, not_pem, "not a PEM certificate and its private key"),
+        (cert, cert, cert, "not a PEM certificate and its private key"),  # no key there
+    ]
+    for i, (cert_file, key_file, named, why) in enumerate(cases):
+        config = write_web_config(tmp_path / f"web{i}.yml", cert_file, key_file)
+        with pytest.raises(WebConfigError) as error:
+            load_web_config(config)
+        message = str(error.value)
+        assert message.startswith(f"{config}: ") and why in message, message
+        assert str(named) in message and "Errno" not in message
 
 
 def test_the_exporter_over_tls_serves_keep_alive_scrapes_past_idle_connections(

@@ -18,11 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gotthard.config import Config
 from gotthard.dr.daemon import DrDaemon
 from gotthard.dr.metrics import MetricsServer
 from gotthard.dr.placement import SiteHealth
-from gotthard.dr.settings import DrConfig
-from tests.dr.conftest import make_settings
+from tests.dr.conftest import make_config
 from tests.dr.emulator import SimulatedVeleroController, dr_resources
 from tests.dr.test_velero_drill import seed_prod
 from tests.exporters import lustre_tree, slingshot_tree
@@ -181,8 +181,8 @@ ROUNDS = (("backup:zurich:daily", "placement"), ("drill:zurich:prod", "bsl:zuric
 HEALTHY = {"api_up": True, "ingress_up": True, "gpu_capacity": 8.0, "slurm_up": True}
 
 
-def dr_settings(root: Path) -> DrConfig:
-    """The DR tests' settings (Zurich and Lugano on one emulator; a daily backup and a
+def dr_config(root: Path) -> Config:
+    """The DR tests' configuration (Zurich and Lugano on one emulator; a daily backup and a
     drill of ``prod`` in Zurich) with one service, ``inference``, placed on its primary
     site Zurich."""
     service = {
@@ -192,7 +192,7 @@ def dr_settings(root: Path) -> DrConfig:
         "resources": [{"apiVersion": "apps/v1", "kind": "Deployment"}],
     }
     placement = {"enabled": True, "state_file": f"{root}/placement.json", "services": [service]}
-    return make_settings(root, placement=placement)
+    return make_config(root, placement=placement)
 
 
 #: A pod the pod policy denies (privileged): ``policy eval`` writes one violation.
@@ -240,7 +240,7 @@ class LiveDr:
         self.velero = SimulatedVeleroController(api).start()
         seed_prod(self.k8s)  # the Deployments the drill restores and verifies
         self.daemon = DrDaemon(
-            dr_settings(self.root),
+            dr_config(self.root),
             api_clients={"zurich": api, "lugano": api},
             karmada_api=api,
             identity="dashboards",

@@ -30,7 +30,7 @@ def _samples(path: Path, name: str) -> dict[tuple[tuple[str, str], ...], float]:
 def test_every_textfile_says_when_it_was_written(tmp_path: Path) -> None:
     before = time.time()
     path = tmp_path / "policies.prom"
-    metrics.write_textfile(path, metrics.violations_registry({("admission", "no-root"): 2}))
+    metrics.write_textfile(path, metrics.violations_families({("admission", "no-root"): 2}))
     written = _samples(path, "gotthard_audit_last_run_timestamp_seconds")
     assert list(written) == [(("textfile", "policies.prom"),)]
     assert before - 1 <= written[(("textfile", "policies.prom"),)] <= time.time() + 1
@@ -43,7 +43,7 @@ def test_waivers_export_the_end_of_their_last_day(tmp_path: Path) -> None:
     report = kube_bench.parse_report(json.loads(RKE2.read_text()))
     waivers = [{"id": "1.1.7", "owner": "platform", "reason": "vendor", "expires": "2031-05-04"}]
     path = tmp_path / "kube-bench.prom"
-    metrics.write_textfile(path, metrics.kube_bench_registry(report, [], waivers=waivers))
+    metrics.write_textfile(path, metrics.kube_bench_families(report, [], waivers=waivers))
     end = dt.datetime(2031, 5, 5, tzinfo=dt.UTC).timestamp()
     assert _samples(path, "gotthard_kube_bench_waiver_expiry_timestamp_seconds") == {
         (("id", "1.1.7"), ("owner", "platform")): end

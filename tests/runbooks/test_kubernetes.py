@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from gotthard.config import Config
 from gotthard.runbooks.actions import CORDON_ANNOTATION, DrActions, KubernetesActions
 from tests.runbooks.conftest import (
     RepairFeed,
@@ -104,10 +105,8 @@ def test_unknown_node_is_a_reported_failure(
 def test_backup_now_creates_a_velero_backup_through_the_dr_api(
     tmp_path: Path, fake_slurm: Any, start_server: Any, kube: EmulatorThread
 ) -> None:
-    from gotthard.dr.settings import DrConfig
-
     settings = settings_for(tmp_path, fake_slurm, mode="enforce")
-    dr = DrActions(DrConfig(), api_client=kube.api())
+    dr = DrActions(Config(), api_client=kube.api())
     running = start_server(settings, dr=dr)
     payload = alert_payload("DRBackupTooOld", namespace="billing", severity="warning")
     code, answer = running.post(payload)

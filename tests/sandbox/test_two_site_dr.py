@@ -80,7 +80,8 @@ class Placement:
     """The placed services of the sandbox and their PropagationPolicies on Karmada."""
 
     def __init__(self, sites: MultiSiteSandbox) -> None:
-        self.settings = site_config(sites, "zurich").dr
+        self.cfg = site_config(sites, "zurich")
+        self.settings = self.cfg.dr
         self.karmada = client.CustomObjectsApi(kube(sites.karmada_kubeconfig, "karmada"))
         p = self.settings.placement
         assert p.enabled, "the sandbox's DR daemons run without placement"
@@ -101,7 +102,8 @@ class Placement:
         return found[0]
 
     def members(self, *sites: str) -> set[str]:
-        return {m for site in sites for m in self.settings.sites[site].karmada_members or [site]}
+        model = self.cfg.site_model
+        return {m for site in sites for m in model[site].karmada_members or [site]}
 
     def clusters(self, svc: PlacedService) -> set[str]:
         """clusterNames of the service's PropagationPolicy (empty: no policy yet)."""
@@ -228,9 +230,10 @@ def clear_of_minute_boundary() -> None:
 def test_cross_site_drill_backs_up_in_zurich_and_restores_in_lugano(
     two_sites: MultiSiteSandbox, tmp_path: Path
 ) -> None:
-    settings = site_config(two_sites, "zurich").dr
+    cfg = site_config(two_sites, "zurich")
+    settings = cfg.dr
     app = next(d.namespace for d in settings.drills if d.site == "zurich")  # the sandbox's
-    velero_ns = {name: site.velero_namespace for name, site in settings.sites.items()}
+    velero_ns = {name: site.velero_namespace for name, site in cfg.site_model.items()}
     zurich = kube(two_sites.kubeconfig("zurich"), "zurich")
     lugano = kube(two_sites.kubeconfig("lugano"), "lugano")
     add_zurich_only_deployment(zurich, app)

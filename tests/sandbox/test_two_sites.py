@@ -442,7 +442,7 @@ def test_down_after_a_killed_up_stops_exactly_what_was_started(
         busy = [name for name, port in manifest["ports"].items() if port in listening]
         assert busy == []
         assert not (directory / "state.json").exists() and not (directory / "sites.json").exists()
-        assert cli("sandbox", "status", "--dir", str(directory)) == 3
+        assert cli("sandbox", "status", "--dir", str(directory)) == 1
         assert bystander.poll() is None
         assert two_sites.is_up()
     finally:

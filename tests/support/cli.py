@@ -2,7 +2,9 @@
 
 :func:`gotthard` runs ``python -m gotthard ARGS`` in a child process, as a user would;
 :func:`run_in_process` runs ``gotthard.cli.main(ARGS)`` in this process (its output goes
-to pytest's ``capsys``).
+to pytest's ``capsys``). Both fail the test when the command crashed: for an error
+nothing expected, the CLI shows a user one line and exit 2, which a test expecting exit
+2 must not take for the error it provoked.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any, TextIO
+
+import pytest
 
 from gotthard import cli
 
@@ -59,10 +64,45 @@ def gotthard(
     the variables named in *without*, plus *env*."""
     removed = set(without)
     child = {k: v for k, v in os.environ.items() if k not in removed}
-    return run(gotthard_argv(*args), env={**child, **(env or {})}, timeout=timeout, cwd=cwd)
+    done = run(gotthard_argv(*args), env={**child, **(env or {})}, timeout=timeout, cwd=cwd)
+    fail_on_crash(args, done.stderr)
+    return done
+
+
+#: How ``gotthard.cli`` reports an error nothing expected: a bug.
+CRASH = "gotthard: internal error: "
+
+
+def fail_on_crash(args: Sequence[str], stderr: str) -> None:
+    """Fail the test if ``gotthard ARGS`` crashed (its stderr says so)."""
+    if CRASH in stderr:
+        line = next(line for line in stderr.splitlines() if CRASH in line)
+        pytest.fail(f"gotthard {' '.join(args)} crashed (a hidden traceback): {line}")
+
+
+class _Tee:
+    """A stream that forwards to *stream* and keeps a copy of what was written."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.written: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.written.append(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
 
 
 def run_in_process(*args: str) -> int:
     """``gotthard ARGS`` in this process through the real entry point (its output goes to
     pytest's ``capsys``); the exit status."""
-    return cli.main(list(args))
+    stderr = _Tee(sys.stderr)
+    sys.stderr = stderr  # type: ignore[assignment]
+    try:
+        status = cli.main(list(args))
+    finally:
+        sys.stderr = stderr.stream
+    fail_on_crash(args, "".join(stderr.written))
+    return status
