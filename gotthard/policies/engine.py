@@ -56,7 +56,7 @@ POLICIES: dict[str, Policy] = {
         Policy(
             "pod",
             "gotthard.admission.pod",
-            ("pod.rego", "pod_site.rego", "pod_pss.rego"),
+            ("pod.rego", "pod_input.rego", "pod_fields.rego", "pod_site.rego", "pod_pss.rego"),
             (
                 "Pod",
                 "Deployment",

@@ -8,10 +8,9 @@ import rego.v1
 
 # POD-PRIV-001: no privileged containers (also the Baseline "Privileged Containers" control).
 deny contains {"rule": "POD-PRIV-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"privileged" in security_keys
+	security_keys.privileged
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	c.securityContext.privileged == true
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " is privileged"])
 }
@@ -61,7 +60,7 @@ deny contains {"rule": "POD-HOSTNET-001", "message": msg} if {
 # strings of digits (malformed values are left out: POD-INPUT-001 denies them). Computed only for a pod that names a GPU.
 gpu_pod if {
 	some group in container_lists
-	some c in spec[group]
+	some c in containers_in[group]
 	some kind in ["requests", "limits"]
 	some gpu in site.gpu_resources
 	c.resources[kind][gpu]
@@ -149,22 +148,22 @@ denied_prefixes := registry_prefixes(object.get(site, "denied_registries", []))
 
 allowed_images := object.get(site, "allowed_images", [])
 
+allowed_image_set := {image | some image in allowed_images}
+
 deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	is_string(c.image)
-	not c.image in allowed_images
+	not allowed_image_set[c.image]
 	count([p | some p in allowed_prefixes; startswith(c.image, p)]) == 0
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is not from an allowed registry"])
 }
 
 deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	is_string(c.image)
-	not c.image in allowed_images
+	not allowed_image_set[c.image]
 	some p in denied_prefixes
 	startswith(c.image, p)
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is from a denied registry"])
@@ -174,8 +173,7 @@ deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c,
 # image's last path segment split at ":".
 deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	is_string(c.image)
 	not contains(c.image, "@")
 	parts := split(c.image, "/")
@@ -185,8 +183,7 @@ deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c,
 
 deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	is_string(c.image)
 	not contains(c.image, "@")
 	parts := split(c.image, "/")
@@ -199,8 +196,7 @@ deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c,
 deny contains {"rule": "POD-IMG-003", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	site.require_image_digest == true
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	is_string(c.image)
 	not contains(c.image, "@")
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is not pinned by digest"])
@@ -208,19 +204,18 @@ deny contains {"rule": "POD-IMG-003", "message": msg, "container": object.get(c,
 
 # POD-SEC-001: runAsNonRoot, set on the pod or on every container (the container wins).
 deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"runAsNonRoot" in security_keys
+	security_keys.runAsNonRoot
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
-	c.securityContext.runAsNonRoot != true
+	some position, c in containers_in[group]
+	non_root := c.securityContext.runAsNonRoot
+	not non_root == true
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set runAsNonRoot"])
 }
 
 deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not pod_security.runAsNonRoot == true
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	count([v | v := c.securityContext.runAsNonRoot]) == 0
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set runAsNonRoot"])
 }
@@ -228,9 +223,8 @@ deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c,
 # POD-RES-001: cpu and memory limits on every container.
 deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	some r in ["cpu", "memory"]
-	count([v | v := c.resources.limits[r]; v != null]) == 0
+	count([v | v := c.resources.limits[r]; not v == null]) == 0
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " has no ", r, " limit"])
 }
