@@ -308,7 +308,7 @@ deny contains {"rule": "POD-PSS-R-CAPS-001", "message": msg, "container": object
 	not windows_pod
 	some group in container_lists
 	some position, c in containers_in[group]
-	count([x | some x in c.securityContext.capabilities.drop; x == "ALL"]) == 0
+	not drops_all(c)
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not drop ALL capabilities"])
 }
 
@@ -321,6 +321,11 @@ deny contains {"rule": "POD-PSS-R-CAPS-001", "message": msg, "container": object
 	is_string(capability)
 	not capability == "NET_BIND_SERVICE"
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " adds capability ", capability])
+}
+
+drops_all(c) if {
+	some capability in c.securityContext.capabilities.drop
+	capability == "ALL"
 }
 
 # Restricted "/proc Mount Type": Default only, also in a user namespace.
