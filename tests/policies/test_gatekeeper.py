@@ -173,7 +173,7 @@ def test_all_violations_equal_each_template_asked_alone(
     """The one query per parameters object answers as each template queried alone."""
     templates, _, _ = setup
     fired = set()
-    for _, review in REVIEWS[::7]:
+    for _, review in REVIEWS[::20]:
         together = templates.all_violations(review["request"])
         alone = {rule: templates.violations(rule, review["request"]) for rule in templates.pairs}
         assert together == alone

@@ -319,15 +319,16 @@ quantity(value) if {
 
 quantity(value) if {
 	is_string(value)
+	quantity_text(value)
+}
+
+# (regopy evaluates every body of a function, and compiles the expression on each call:
+# the regular expression runs only when the common form does not hold.)
+quantity_text(value) if {
 	suffix := trim_left(value, digits)
 	quantity_suffixes[suffix]
 	not suffix == value
-}
-
-quantity(value) if {
-	is_string(value)
-	regex.match(quantity_pattern, value)
-}
+} else := regex.match(quantity_pattern, value)
 
 malformed contains [["spec", group, position, "resources", kind, gpu], "count"] if {
 	container_keys.resources
