@@ -13,10 +13,10 @@ sidecar receives them), not through ``evaluate``: that way the Rego, not Python'
 handling, has to catch every malformed field. ``deny`` of the pod package holds every rule
 (site rules and every Pod Security Standards control), unfiltered by profiles.
 
-A field of a container is mutated in the base pod less its other containers (the one
-holding the field, and the first app container when it holds none: ``spec.containers`` is
-required); the cost of a decision grows with the pod, and the other containers play no part
-in how the policy judges this one. Containers that differ from an earlier sibling of their
+A field of the pod spec is mutated in the base pod less the containers it does not lie in
+(the first app container stays: ``spec.containers`` is required); the cost of a decision
+grows with the pod, and the other containers play no part in how the policy judges the
+field. Containers that differ from an earlier sibling of their
 list only in their name are not mutated again: the policy reads no container by its index,
 so it cannot tell such siblings apart (``containers[1]``, "worker", repeats
 ``containers[0]``, "app", and is still part of every pod-level case).
@@ -145,16 +145,20 @@ def _in_container(path: Path) -> bool:
 
 
 def _carrier(path: Path) -> tuple[dict[str, Any], Path]:
-    """The pod a case mutates, and the field's path in it: the base pod, less the other
-    containers when the field lies inside one container."""
-    if not _in_container(path):
+    """The pod a case mutates, and the field's path in it: the base pod less the containers
+    the field does not lie in (the first app container stays: spec.containers is required);
+    a container list itself, or one of its items, is mutated with the whole list."""
+    if len(path) < 2 or path[0] != "spec":
         return BASE_POD, path
-    group, index = path[1], path[2]
     spec = {k: v for k, v in BASE_POD["spec"].items() if k not in CONTAINER_LISTS}
-    spec[group] = [BASE_POD["spec"][group][index]]
-    if group != "containers":
-        spec["containers"] = BASE_POD["spec"]["containers"][:1]
-    return {**BASE_POD, "spec": spec}, (*path[:2], 0, *path[3:])
+    spec["containers"] = BASE_POD["spec"]["containers"][:1]
+    group = path[1]
+    if group in CONTAINER_LISTS and _in_container(path):
+        spec[group] = [BASE_POD["spec"][group][path[2]]]
+        path = (*path[:2], 0, *path[3:])
+    elif group in CONTAINER_LISTS:
+        spec[group] = BASE_POD["spec"][group]
+    return {**BASE_POD, "spec": spec}, path
 
 
 def _repeats_a_sibling(path: Path) -> bool:

@@ -170,12 +170,19 @@ def test_template_verdicts_equal_policy_eval(
 def test_all_violations_equal_each_template_asked_alone(
     setup: tuple[Templates, eng.EmbeddedEngine, dict[str, Any]],
 ) -> None:
-    """The one query per parameters object answers as each template queried alone."""
+    """The one query per parameters object answers as each template queried alone, on the
+    first reviews that fire a template no earlier one fired (three of them)."""
     templates, _, _ = setup
-    fired = set()
-    for _, review in REVIEWS[::20]:
+    fired: set[str] = set()
+    compared = 0
+    for _, review in REVIEWS:
         together = templates.all_violations(review["request"])
+        if {rule for rule, found in together.items() if found} <= fired:
+            continue
         alone = {rule: templates.violations(rule, review["request"]) for rule in templates.pairs}
         assert together == alone
         fired |= {rule for rule, found in alone.items() if found}
-    assert len(fired) > 3  # the sample reaches several templates
+        compared += 1
+        if compared == 3:
+            break
+    assert compared == 3 and len(fired) >= 3

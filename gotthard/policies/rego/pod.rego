@@ -10,19 +10,24 @@
 # constraints); rules.yml gives each rule its level, its PSS control and its parameters.
 # Violations of container-level rules carry the container's name ("container") and "image".
 #
-# Fail closed: every field a rule reads is listed in the input shape below; a field that is
+# Fail closed: every field a rule reads is listed in the input shape (pod_input.rego); a field that is
 # null, of the wrong type or required but absent is denied as POD-INPUT-001, and the rules
 # read the input only through guards that never fail on such a field (an undefined value
 # must never turn into "no violation").
 #
-# Cost on regopy (rego-cpp): a call of a user-defined function costs about 0.1 ms, generic
-# path walks and collections of large values more, and object.get on a non-object aborts
-# the process. The per-field and per-container work below therefore uses references and
-# built-in functions only (object.get only on values known to be objects); user functions
-# run once per pod or only on rare values. A violation names its container with
-# object.get(c, "name", "<unnamed>"): a malformed name is POD-INPUT-001 anyway.
+# Cost on regopy (rego-cpp, docs/policies.md: Benchmark): every built-in call copies the
+# interpreter's whole frame, comparisons other than of numbers serialise both sides, a field
+# lookup compares keys one by one, and object.get on a non-object aborts the process. The
+# rules therefore visit the containers that are objects once (containers_in), guard with
+# set lookups (container_keys.lifecycle) rather than `in`, write `not a == b` rather than
+# `a != b` where both sides are defined, and call object.get only on values known to be
+# objects. A violation names its container with object.get(c, "name", "<unnamed>"): a
+# malformed name is POD-INPUT-001 anyway.
 # regopy's sprintf also quotes strings that come from a literal or from concat a second
 # time (broken JSON output): messages are built with concat.
+#
+# Modules: pod.rego (this: the reads the rules share), pod_input.rego (the input shape and
+# POD-INPUT-001), pod_fields.rego (the shape as one table), pod_site.rego, pod_pss.rego.
 package gotthard.admission.pod
 
 import rego.v1
