@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as dt
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ POLICIES: dict[str, Policy] = {
         Policy(
             "pod",
             "gotthard.admission.pod",
-            ("pod.rego", "pod_site.rego", "pod_pss.rego"),
+            ("pod.rego", "pod_input.rego", "pod_fields.rego", "pod_site.rego", "pod_pss.rego"),
             (
                 "Pod",
                 "Deployment",
@@ -179,6 +180,11 @@ def _short(err: BaseException) -> str:
     return str(err)[:500]
 
 
+#: libyaml's parser where PyYAML has it (the same safe constructors; inputs parse many
+#: times faster, which matters for large multi-document files).
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _parse(text: str, where: str) -> Any:
     try:
         return json.loads(text)
@@ -187,7 +193,7 @@ def _parse(text: str, where: str) -> Any:
     except ValueError:
         pass
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_YAML_LOADER) if d is not None]
     except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as err:
         # constructors raise ValueError/TypeError for e.g. a 5000-digit int or a bad date
         raise PolicyError(f"{where}: neither JSON nor YAML: {_short(err)}") from err
@@ -566,13 +572,38 @@ def violations_of(result: Any) -> list[Violation]:
     return sorted(out, key=lambda v: (v.rule, v.message))
 
 
+#: Entry points compiled into the embedded engine's bundle: every policy's ``deny`` and
+#: constrained verdict.
+ENTRYPOINTS = frozenset(
+    {f"{policy.package.replace('.', '/')}/deny" for policy in POLICIES.values()}
+    | {f"{CONSTRAINTS_PACKAGE.replace('.', '/')}/{p.verdict_rule}" for p in POLICIES.values()}
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(modules: tuple[tuple[str, str], ...], data_json: str) -> tuple[Any, Any]:
+    """(interpreter with the modules and data, bundle of :data:`ENTRYPOINTS`), compiled once
+    per modules and data: an engine made again for the same data in one process (a
+    long-running caller, a test suite) reuses them instead of compiling again (~0.2 s).
+    Each build uses a fresh interpreter: regopy answers a second build of one interpreter
+    with the plans of the first."""
+    import regopy
+
+    interp = regopy.Interpreter()
+    for name, src in modules:
+        interp.add_module(name, src)
+    interp.add_data_json(data_json)
+    return interp, interp.build(None, sorted(ENTRYPOINTS))
+
+
 class EmbeddedEngine:
     """regopy (rego-cpp) in-process. Modules and data compiled once into a bundle.
 
     ``Interpreter.query`` recompiles every module on every call (about 12 ms); the
-    ``deny`` entry points of every policy are therefore compiled once with
+    entry points in :data:`ENTRYPOINTS` are therefore compiled once with
     ``Interpreter.build`` and evaluated with ``query_bundle_entrypoint``. Other rules
-    fall back to a plain query.
+    fall back to a plain query. What a decision costs on regopy, and how the policies are
+    written for it, is in docs/policies.md (Benchmark).
     """
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
@@ -583,15 +614,10 @@ class EmbeddedEngine:
                 f"the embedded engine needs regopy: {install_hint('policy')}"
                 " (hosts with glibc < 2.34: --engine opa)"
             ) from err
-        self._interp = regopy.Interpreter()
-        for name, src in rego_modules().items():
-            self._interp.add_module(name, src)
-        self._interp.add_data_json(json.dumps({"gotthard": ready_data(data)}))
-        constrained = CONSTRAINTS_PACKAGE.replace(".", "/")
-        self._entrypoints = {
-            f"{policy.package.replace('.', '/')}/deny" for policy in POLICIES.values()
-        } | {f"{constrained}/{policy.verdict_rule}" for policy in POLICIES.values()}
-        self._bundle = self._interp.build(None, sorted(self._entrypoints))
+        modules = tuple(rego_modules().items())
+        data_json = json.dumps({"gotthard": ready_data(data)})
+        self._interp, self._bundle = _compiled(modules, data_json)
+        self._entrypoints = ENTRYPOINTS
         self._bundle_interp = regopy.Interpreter()
 
     def query(self, package: str, rule: str, input_doc: Any) -> Any:

@@ -6,6 +6,10 @@ REST API that the client uses: ``GET /health``, ``PUT/GET/DELETE /v1/policies/{i
 ``PUT/GET /v1/data/{path}`` and ``POST /v1/data/{path}`` with ``{"input": ...}``
 (answering ``{"result": ...}``, no ``result`` key when undefined). It is not OPA: policies
 are evaluated by rego-cpp, and only what these tests need is implemented.
+
+Like OPA, it compiles the policies and data once, when they change, not per query: the
+rules queried so far are compiled into one bundle (a rule queried for the first time
+rebuilds it) and each query evaluates its entry point in that bundle.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ class EmbeddedBackedOpaServer:
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._interp: regopy.Interpreter | None = None
+        self._entrypoints: set[str] = set()
+        self._bundle: regopy.Bundle | None = None
+        self._evaluator = regopy.Interpreter()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -43,20 +50,44 @@ class EmbeddedBackedOpaServer:
 
     # evaluation ------------------------------------------------------------------------
 
+    def _loaded(self) -> regopy.Interpreter:
+        interp = regopy.Interpreter()
+        for pid, src in self.policies.items():
+            interp.add_module(pid, src)
+        interp.add_data_json(json.dumps(self.data))
+        return interp
+
     def _interpreter(self) -> regopy.Interpreter:
         if self._interp is None:
-            interp = regopy.Interpreter()
-            for pid, src in self.policies.items():
-                interp.add_module(pid, src)
-            interp.add_data_json(json.dumps(self.data))
-            self._interp = interp
+            self._interp = self._loaded()
+            self._bundle = None
         return self._interp
+
+    def _compiled(self, entrypoint: str) -> regopy.Bundle | None:
+        """The bundle of every entry point queried so far (rebuilt for a new one), or None
+        when *entrypoint* names no rule (a package, or nothing): then a plain query.
+        (Each build on a fresh interpreter: regopy keeps the entry points of earlier builds
+        of an interpreter, and a second build of one answers with the wrong plans.)"""
+        self._interpreter()
+        if self._bundle is None or entrypoint not in self._entrypoints:
+            try:
+                bundle = self._loaded().build(None, sorted({*self._entrypoints, entrypoint}))
+            except regopy.RegoError:
+                return None
+            self._entrypoints.add(entrypoint)
+            self._bundle = bundle
+        return self._bundle
 
     def evaluate(self, path: list[str], input_doc: Any) -> tuple[bool, Any]:
         with self._lock:
-            interp = self._interpreter()
-            interp.set_input_term(json.dumps(input_doc))
-            out = interp.query("data." + ".".join(path) if path else "data")
+            bundle = self._compiled("/".join(path)) if path else None
+            if bundle is None:
+                interp = self._interpreter()
+                interp.set_input_term(json.dumps(input_doc))
+                out = interp.query("data." + ".".join(path) if path else "data")
+            else:
+                self._evaluator.set_input_term(json.dumps(input_doc))
+                out = self._evaluator.query_bundle_entrypoint(bundle, "/".join(path))
             if not out.ok():
                 raise RuntimeError("evaluation failed")
             if len(out) == 0:

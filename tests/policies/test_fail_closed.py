@@ -12,6 +12,14 @@ The policy is queried with Pod-shaped documents directly (as an admission contro
 sidecar receives them), not through ``evaluate``: that way the Rego, not Python's input
 handling, has to catch every malformed field. ``deny`` of the pod package holds every rule
 (site rules and every Pod Security Standards control), unfiltered by profiles.
+
+A field of the pod spec is mutated in the base pod less the containers it does not lie in
+(the first app container stays: ``spec.containers`` is required); the cost of a decision
+grows with the pod, and the other containers play no part in how the policy judges the
+field. Containers that differ from an earlier sibling of their
+list only in their name are not mutated again: the policy reads no container by its index,
+so it cannot tell such siblings apart (``containers[1]``, "worker", repeats
+``containers[0]``, "app", and is still part of every pod-level case).
 """
 
 from __future__ import annotations
@@ -128,10 +136,49 @@ def _expand(
             yield from _expand(rest, node[key], names, (*prefix, key))
 
 
+CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
+
+def _in_container(path: Path) -> bool:
+    """Whether *path* lies inside one container (spec.<list>.<index>.<key>...)."""
+    return len(path) > 3 and path[0] == "spec" and path[1] in CONTAINER_LISTS
+
+
+def _carrier(path: Path) -> tuple[dict[str, Any], Path]:
+    """The pod a case mutates, and the field's path in it: the base pod less the containers
+    the field does not lie in (the first app container stays: spec.containers is required);
+    a container list itself, or one of its items, is mutated with the whole list."""
+    if len(path) < 2 or path[0] != "spec":
+        return BASE_POD, path
+    spec = {k: v for k, v in BASE_POD["spec"].items() if k not in CONTAINER_LISTS}
+    spec["containers"] = BASE_POD["spec"]["containers"][:1]
+    group = path[1]
+    if group in CONTAINER_LISTS and _in_container(path):
+        spec[group] = [BASE_POD["spec"][group][path[2]]]
+        path = (*path[:2], 0, *path[3:])
+    elif group in CONTAINER_LISTS:
+        spec[group] = BASE_POD["spec"][group]
+    return {**BASE_POD, "spec": spec}, path
+
+
+def _repeats_a_sibling(path: Path) -> bool:
+    """Whether the container *path* lies in equals an earlier one of its list but for
+    its name."""
+    if not _in_container(path):
+        return False
+    siblings = BASE_POD["spec"][path[1]]
+
+    def unnamed(c: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in c.items() if k != "name"}
+
+    return any(unnamed(c) == unnamed(siblings[path[2]]) for c in siblings[: path[2]])
+
+
 def _mutated(path: Path, mutation: str, value: Any = None) -> Any:
-    doc = copy.deepcopy(BASE_POD)
     if not path:
         return value
+    base, path = _carrier(path)
+    doc = copy.deepcopy(base)
     parent = doc
     for key in path[:-1]:
         parent = parent[key]
@@ -241,7 +288,7 @@ def _field_cases(engine: eng.Engine) -> list[FieldCase]:
             paths = [p for p in paths if p not in named]
         assert paths, f"the base pod lacks table field {field['path']}: add it to BASE_POD"
         assert field["type"] in WRONG, f"no wrong values for type {field['type']!r}"
-        cases.extend(FieldCase(field, path) for path in paths)
+        cases.extend(FieldCase(field, path) for path in paths if not _repeats_a_sibling(path))
     return cases
 
 

@@ -187,11 +187,15 @@ def _mutate(doc: Any, rng: random.Random) -> Any:
     return doc
 
 
+#: libyaml's safe dumper where PyYAML has it (the pure-Python one dominates the run time).
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 def _text(doc: Any, rng: random.Random) -> str:
     roll = rng.random()
     try:
-        text = yaml.safe_dump(doc) if roll < 0.3 else json.dumps(doc)
-    except (ValueError, RecursionError):
+        text = yaml.dump(doc, Dumper=_DUMPER) if roll < 0.3 else json.dumps(doc)
+    except (ValueError, RecursionError, yaml.YAMLError):
         text = repr(doc)[:10_000]
     if roll > 0.97:  # nesting far deeper than any parser's recursion limit
         depth = rng.choice([500, 5000, 100_000])

@@ -12,8 +12,14 @@ default constraints := {}
 constraints := data.gotthard.constraints
 
 # --- one violation -------------------------------------------------------------------
+#
+# Read with lookups and `else` defaults, not object.get: on regopy a built-in call costs
+# tens of microseconds (see pod.rego), and these functions run for every violation.
 
-setting(v) := object.get(constraints, object.get(v, "rule", ""), {})
+setting(v) := c if {
+	c := constraints[v.rule]
+	is_object(c)
+} else := {}
 
 # Whether violation v counts in `mode` (enforce | warn); ctx is context(document): the
 # document itself is not passed around (regopy is slow binding large values).
@@ -30,46 +36,55 @@ split(violations, ctx) := {
 	counted := {v | some v in violations; kept(v, ctx)}
 }
 
-mode_of(v) := object.get(setting(v), "mode", "enforce")
+mode_of(v) := mode if {
+	mode := setting(v).mode
+} else := "enforce"
+
+enabled(c) := value if {
+	value := c.enabled
+} else := true
 
 # Whether violation v counts at all: its rule is enabled, nothing exempts it.
 kept(v, ctx) if {
 	c := setting(v)
-	object.get(c, "enabled", true) == true
+	enabled(c) == true
 	not exempt(v, c, ctx)
 	not skipped(c, ctx)
 }
 
-exemptions(c) := object.get(c, "exempt", {})
-
-exempt(v, c, ctx) if violation_namespace(v, ctx) in object.get(exemptions(c), "namespaces", [])
+exempt(v, c, ctx) if {
+	some ns in c.exempt.namespaces
+	ns == violation_namespace(v, ctx)
+}
 
 exempt(v, c, ctx) if {
-	some label in object.get(exemptions(c), "namespace_labels", [])
+	some label in c.exempt.namespace_labels
 	namespace_labels(violation_namespace(v, ctx))[label.key] == label.value
 }
 
 exempt(v, c, _) if {
-	image := object.get(v, "image", null)
+	some pattern in c.exempt.images
+	image := v.image
 	is_string(image)
-	some pattern in object.get(exemptions(c), "images", [])
 	glob.match(pattern, null, image) # null: no delimiters, "*" also matches "/" and "."
 }
 
 # The violation's own namespace (mesh), else the reviewed object's.
-violation_namespace(v, ctx) := v.namespace if is_string(object.get(v, "namespace", null))
+violation_namespace(v, ctx) := v.namespace if is_string(v.namespace)
 
 else := ctx.namespace
 
 namespace_labels(ns) := object_or_empty(object.get(object_or_empty(object.get(object_or_empty(object.get(object_or_empty(data.gotthard.inventory), "namespaces", {})), ns, {})), "labels", {}))
 
 # DELETE and CONNECT reviews have nothing to judge.
-skipped(_, ctx) if ctx.operation in {"DELETE", "CONNECT"}
+skipped_operations := {"DELETE", "CONNECT"}
+
+skipped(_, ctx) if skipped_operations[ctx.operation]
 
 # An UPDATE of an existing Pod that changes no image and no container list: the PSS rules
 # are not applied (Pod Security admission exempts it; Gatekeeper's templates skip UPDATE).
 skipped(c, ctx) if {
-	object.get(c, "pss", false) == true
+	c.pss == true
 	ctx.operation == "UPDATE"
 	ctx.kind == "Pod"
 	not ctx.significant

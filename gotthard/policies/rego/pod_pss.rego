@@ -17,10 +17,9 @@ deny contains {"rule": "POD-PSS-B-HOSTPROCESS-001", "message": msg} if {
 }
 
 deny contains {"rule": "POD-PSS-B-HOSTPROCESS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"windowsOptions" in security_keys
+	security_keys.windowsOptions
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	c.securityContext.windowsOptions.hostProcess == true
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " sets windowsOptions.hostProcess"])
 }
@@ -40,10 +39,9 @@ host_network_by_site_rule("hostNetwork") if site.pss_hostnetwork_by_label == tru
 
 # Baseline "Capabilities": only the baseline capabilities may be added.
 deny contains {"rule": "POD-PSS-B-CAPS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"capabilities" in security_keys
+	security_keys.capabilities
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	some capability in c.securityContext.capabilities.add
 	is_string(capability)
 	not capability in site.allowed_capabilities
@@ -54,21 +52,21 @@ deny contains {"rule": "POD-PSS-B-CAPS-001", "message": msg, "container": object
 deny contains {"rule": "POD-PSS-B-HOSTPATH-001", "message": msg} if {
 	some index, v in volume_list
 	is_object(v)
-	v.hostPath != null
+	host_path := v.hostPath
+	not host_path == null
 	msg := concat("", ["pod ", pod_name, ": volume ", volume_name(v, index), " is a hostPath volume"])
 }
 
 # Baseline "Host Ports": hostPort unset or 0, or in allowed_host_ports (ports and "low-high"
 # ranges; none by default).
 deny contains {"rule": "POD-PSS-B-HOSTPORTS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"ports" in container_keys
+	container_keys.ports
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	some port in c.ports
 	host_port := port.hostPort
 	is_number(host_port)
-	host_port != 0
+	not host_port == 0
 	not host_port_allowed(host_port)
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " uses hostPort ", sprintf("%v", [host_port])])
 }
@@ -104,18 +102,17 @@ apparmor_annotation_allowed(value) if startswith(value, "localhost/")
 deny contains {"rule": "POD-PSS-B-APPARMOR-001", "message": msg} if {
 	profile := pod_security.appArmorProfile.type
 	is_string(profile)
-	not profile in apparmor_types
+	not apparmor_types[profile]
 	msg := concat("", ["pod ", pod_name, ": appArmorProfile type ", profile, " is not allowed"])
 }
 
 deny contains {"rule": "POD-PSS-B-APPARMOR-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"appArmorProfile" in security_keys
+	security_keys.appArmorProfile
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	profile := c.securityContext.appArmorProfile.type
 	is_string(profile)
-	not profile in apparmor_types
+	not apparmor_types[profile]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " appArmorProfile type ", profile, " is not allowed"])
 }
 
@@ -130,10 +127,9 @@ deny contains {"rule": "POD-PSS-B-SELINUX-001", "message": msg} if {
 }
 
 deny contains {"rule": "POD-PSS-B-SELINUX-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"seLinuxOptions" in security_keys
+	security_keys.seLinuxOptions
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	some field, value in c.securityContext.seLinuxOptions
 	is_string(value)
 	selinux_forbidden(field, value)
@@ -150,13 +146,12 @@ selinux_forbidden(field, value) if {
 # Baseline "/proc Mount Type": Default only (any type in a user namespace, hostUsers: false).
 deny contains {"rule": "POD-PSS-B-PROCMOUNT-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not user_namespaces
-	"procMount" in security_keys
+	security_keys.procMount
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	proc_mount := c.securityContext.procMount
 	is_string(proc_mount)
-	proc_mount != "Default"
+	not proc_mount == "Default"
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " procMount ", proc_mount, " is not Default"])
 }
 
@@ -166,18 +161,17 @@ seccomp_types := {"RuntimeDefault", "Localhost"}
 deny contains {"rule": "POD-PSS-B-SECCOMP-001", "message": msg} if {
 	profile := pod_security.seccompProfile.type
 	is_string(profile)
-	not profile in seccomp_types
+	not seccomp_types[profile]
 	msg := concat("", ["pod ", pod_name, ": seccompProfile type ", profile, " is not allowed"])
 }
 
 deny contains {"rule": "POD-PSS-B-SECCOMP-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"seccompProfile" in security_keys
+	security_keys.seccompProfile
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	profile := c.securityContext.seccompProfile.type
 	is_string(profile)
-	not profile in seccomp_types
+	not seccomp_types[profile]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " seccompProfile type ", profile, " is not allowed"])
 }
 
@@ -194,26 +188,24 @@ deny contains {"rule": "POD-PSS-B-SYSCTLS-001", "message": msg} if {
 deny contains {"rule": "POD-PSS-B-PROBEHOST-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	container_probes
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	some probe in probe_keys
 	some action in ["httpGet", "tcpSocket"]
 	host := c[probe][action].host
 	is_string(host)
-	host != ""
+	not host == ""
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " ", probe, " ", action, " sets host ", host])
 }
 
 deny contains {"rule": "POD-PSS-B-PROBEHOST-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"lifecycle" in container_keys
+	container_keys.lifecycle
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	some hook in hook_keys
 	some action in ["httpGet", "tcpSocket"]
 	host := c.lifecycle[hook][action].host
 	is_string(host)
-	host != ""
+	not host == ""
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " ", hook, " hook ", action, " sets host ", host])
 }
 
@@ -222,7 +214,7 @@ deny contains {"rule": "POD-PSS-R-VOLUMES-001", "message": msg} if {
 	some index, v in volume_list
 	is_object(v)
 	some source, _ in v
-	source != "name"
+	not source == "name"
 	not source in site.allowed_volume_types
 	msg := concat("", ["pod ", pod_name, ": volume ", volume_name(v, index), " is of type ", source])
 }
@@ -232,8 +224,7 @@ deny contains {"rule": "POD-PSS-R-VOLUMES-001", "message": msg} if {
 deny contains {"rule": "POD-PSS-R-ESCALATION-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not windows_pod
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	not c.securityContext.allowPrivilegeEscalation == false
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set allowPrivilegeEscalation to false"])
 }
@@ -249,10 +240,9 @@ deny contains {"rule": "POD-PSS-R-NONROOT-001", "message": msg} if {
 
 deny contains {"rule": "POD-PSS-R-NONROOT-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not user_namespaces
-	"runAsNonRoot" in security_keys
+	security_keys.runAsNonRoot
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	c.securityContext.runAsNonRoot == false
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " sets runAsNonRoot to false"])
 }
@@ -261,8 +251,7 @@ deny contains {"rule": "POD-PSS-R-NONROOT-001", "message": msg, "container": obj
 	not user_namespaces
 	not pod_security.runAsNonRoot == true
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	count([v | v := c.securityContext.runAsNonRoot]) == 0
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set runAsNonRoot and the pod does not either"])
 }
@@ -277,10 +266,9 @@ deny contains {"rule": "POD-PSS-R-NONROOTUSER-001", "message": msg} if {
 
 deny contains {"rule": "POD-PSS-R-NONROOTUSER-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not user_namespaces
-	"runAsUser" in security_keys
+	security_keys.runAsUser
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	c.securityContext.runAsUser == 0
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " sets runAsUser to 0"])
 }
@@ -291,28 +279,26 @@ deny contains {"rule": "POD-PSS-R-SECCOMP-001", "message": msg} if {
 	not windows_pod
 	profile := pod_security.seccompProfile.type
 	is_string(profile)
-	not profile in seccomp_types
+	not seccomp_types[profile]
 	msg := concat("", ["pod ", pod_name, ": seccompProfile type ", profile, " is not RuntimeDefault or Localhost"])
 }
 
 deny contains {"rule": "POD-PSS-R-SECCOMP-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not windows_pod
-	"seccompProfile" in security_keys
+	security_keys.seccompProfile
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	profile := c.securityContext.seccompProfile.type
 	is_string(profile)
-	not profile in seccomp_types
+	not seccomp_types[profile]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " seccompProfile type ", profile, " is not RuntimeDefault or Localhost"])
 }
 
 deny contains {"rule": "POD-PSS-R-SECCOMP-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not windows_pod
-	not pod_security.seccompProfile.type in seccomp_types
+	not seccomp_types[pod_security.seccompProfile.type]
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	count([p | p := c.securityContext.seccompProfile]) == 0
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " has no seccompProfile and the pod has none either"])
 }
@@ -321,32 +307,34 @@ deny contains {"rule": "POD-PSS-R-SECCOMP-001", "message": msg, "container": obj
 deny contains {"rule": "POD-PSS-R-CAPS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not windows_pod
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
-	count([x | some x in c.securityContext.capabilities.drop; x == "ALL"]) == 0
+	some position, c in containers_in[group]
+	not drops_all(c)
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not drop ALL capabilities"])
 }
 
 deny contains {"rule": "POD-PSS-R-CAPS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not windows_pod
-	"capabilities" in security_keys
+	security_keys.capabilities
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	some capability in c.securityContext.capabilities.add
 	is_string(capability)
-	capability != "NET_BIND_SERVICE"
+	not capability == "NET_BIND_SERVICE"
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " adds capability ", capability])
+}
+
+drops_all(c) if {
+	some capability in c.securityContext.capabilities.drop
+	capability == "ALL"
 }
 
 # Restricted "/proc Mount Type": Default only, also in a user namespace.
 deny contains {"rule": "POD-PSS-R-PROCMOUNT-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"procMount" in security_keys
+	security_keys.procMount
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	proc_mount := c.securityContext.procMount
 	is_string(proc_mount)
-	proc_mount != "Default"
+	not proc_mount == "Default"
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " procMount ", proc_mount, " is not Default"])
 }

@@ -8,10 +8,9 @@ import rego.v1
 
 # POD-PRIV-001: no privileged containers (also the Baseline "Privileged Containers" control).
 deny contains {"rule": "POD-PRIV-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"privileged" in security_keys
+	security_keys.privileged
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	c.securityContext.privileged == true
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " is privileged"])
 }
@@ -61,7 +60,7 @@ deny contains {"rule": "POD-HOSTNET-001", "message": msg} if {
 # strings of digits (malformed values are left out: POD-INPUT-001 denies them). Computed only for a pod that names a GPU.
 gpu_pod if {
 	some group in container_lists
-	some c in spec[group]
+	some c in containers_in[group]
 	some kind in ["requests", "limits"]
 	some gpu in site.gpu_resources
 	c.resources[kind][gpu]
@@ -149,78 +148,77 @@ denied_prefixes := registry_prefixes(object.get(site, "denied_registries", []))
 
 allowed_images := object.get(site, "allowed_images", [])
 
-deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+allowed_image_set := {image | some image in allowed_images}
+
+# The images of the containers, by list and position (an image that is not a string is
+# POD-INPUT-001): each image is tested for being a string once, not in every image rule.
+images_in := {group: string_images(containers_in[group]) | some group in container_lists}
+
+string_images(containers) := {position: c.image |
+	some position, c in containers
 	is_string(c.image)
-	not c.image in allowed_images
-	count([p | some p in allowed_prefixes; startswith(c.image, p)]) == 0
-	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is not from an allowed registry"])
 }
 
-deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": image} if {
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
-	is_string(c.image)
-	not c.image in allowed_images
-	some p in denied_prefixes
-	startswith(c.image, p)
-	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is from a denied registry"])
+	some position, image in images_in[group]
+	not allowed_image_set[image]
+	not strings.any_prefix_match(image, allowed_prefixes)
+	c := containers_in[group][position]
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is not from an allowed registry"])
 }
 
-# POD-IMG-002: no ':latest' and no untagged images (a digest pins the image). `tag` is the
-# image's last path segment split at ":".
-deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": image} if {
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
-	is_string(c.image)
-	not contains(c.image, "@")
-	parts := split(c.image, "/")
-	count(split(parts[count(parts) - 1], ":")) == 1
-	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is untagged or :latest"])
+	some position, image in images_in[group]
+	not allowed_image_set[image]
+	strings.any_prefix_match(image, denied_prefixes)
+	c := containers_in[group][position]
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is from a denied registry"])
 }
 
-deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+# POD-IMG-002: no ':latest' and no untagged images (a digest pins the image): the image's
+# last path segment has no ":", or the image ends in ":latest".
+deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": image} if {
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
-	is_string(c.image)
-	not contains(c.image, "@")
-	parts := split(c.image, "/")
-	tag := split(parts[count(parts) - 1], ":")
-	tag[count(tag) - 1] == "latest"
-	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is untagged or :latest"])
+	some position, image in images_in[group]
+	not contains(image, "@")
+	untagged_or_latest(image)
+	c := containers_in[group][position]
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is untagged or :latest"])
+}
+
+untagged_or_latest(image) if endswith(image, ":latest")
+
+untagged_or_latest(image) if {
+	parts := split(image, "/")
+	not contains(parts[count(parts) - 1], ":")
 }
 
 # POD-IMG-003: images pinned by digest (image@sha256:...), when the site requires it.
-deny contains {"rule": "POD-IMG-003", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+deny contains {"rule": "POD-IMG-003", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": image} if {
 	site.require_image_digest == true
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
-	is_string(c.image)
-	not contains(c.image, "@")
-	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", c.image, " is not pinned by digest"])
+	some position, image in images_in[group]
+	not contains(image, "@")
+	c := containers_in[group][position]
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is not pinned by digest"])
 }
 
 # POD-SEC-001: runAsNonRoot, set on the pod or on every container (the container wins).
 deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	"runAsNonRoot" in security_keys
+	security_keys.runAsNonRoot
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
-	c.securityContext.runAsNonRoot != true
+	some position, c in containers_in[group]
+	non_root := c.securityContext.runAsNonRoot
+	not non_root == true
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set runAsNonRoot"])
 }
 
 deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	not pod_security.runAsNonRoot == true
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	count([v | v := c.securityContext.runAsNonRoot]) == 0
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set runAsNonRoot"])
 }
@@ -228,9 +226,13 @@ deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c,
 # POD-RES-001: cpu and memory limits on every container.
 deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some group in container_lists
-	some position, c in spec[group]
-	is_object(c)
+	some position, c in containers_in[group]
 	some r in ["cpu", "memory"]
-	count([v | v := c.resources.limits[r]; v != null]) == 0
+	not limit_set(c, r)
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " has no ", r, " limit"])
+}
+
+limit_set(c, r) if {
+	value := c.resources.limits[r]
+	not value == null
 }

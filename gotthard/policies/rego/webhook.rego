@@ -5,7 +5,7 @@
 #                                OPA's default decision for `POST /`)
 #   data.gotthard.webhook.deny / .warn   the violations the constraints keep
 #
-# The pod policy runs as data.gotthard.webhook.pod, generated from pod.rego with its
+# The pod policy runs as data.gotthard.webhook.pod, generated from pod*.rego with its
 # input re-targeted to data.gotthard.review.pod; the constraints are constrain.rego's.
 package gotthard.webhook
 
