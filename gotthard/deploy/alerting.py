@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from gotthard.config import Config
 from gotthard.deploy.roles import RUNBOOKS
-from gotthard.deploy.topology import Alertmanagers, check_sites, clusters, site_model
+from gotthard.deploy.topology import Alertmanagers, check_sites, clusters
 from gotthard.monitoring import alertmanager
 from gotthard.monitoring.alertmanager import AlertmanagerSettings
 
@@ -24,7 +24,7 @@ def webhook_urls(cfg: Config) -> dict[str, str]:
     """site -> its runbook webhook: ``[deploy.alertmanager] webhook_urls``, else the first
     ``runbooks`` target of the site's clusters."""
     given = cfg.deploy.alertmanager.webhook_urls
-    check_sites("deploy.alertmanager.webhook_urls", given, site_model(cfg))
+    check_sites("deploy.alertmanager.webhook_urls", given, cfg.site_model)
     if given:
         return dict(given)
     found: dict[str, str] = {}
@@ -38,7 +38,7 @@ def webhook_urls(cfg: Config) -> dict[str, str]:
 def settings(cfg: Config) -> AlertmanagerSettings:
     """The receivers and grouping of the site model's ``alertmanager.yml``."""
     given = cfg.deploy.alertmanager
-    sites = site_model(cfg)
+    sites = cfg.site_model
     check_sites("deploy.alertmanager.pager_urls", given.pager_urls, sites)
     # the settings named alike in [deploy.alertmanager] and in the builder
     alike = given.model_dump(include=set(AlertmanagerSettings.__dataclass_fields__))

@@ -36,7 +36,6 @@ from gotthard.deploy.topology import (
     alertmanagers,
     clusters,
     prometheuses,
-    site_model,
     url_address,
 )
 from gotthard.monitoring.deliver import ALERTS_FILE, RECORDING_FILE
@@ -72,7 +71,7 @@ def _dr_clusters(cfg: Config) -> list[dict[str, Any]]:
     webhook that owns that cluster acts on its alerts)."""
     return [
         {"source_labels": ["site"], "regex": name, "target_label": "cluster", "replacement": kube}
-        for name, site in site_model(cfg).items()
+        for name, site in cfg.site_model.items()
         for kube in [site.kube_cluster]
         if kube
     ]

@@ -16,20 +16,14 @@ from urllib.parse import urlsplit
 
 from gotthard.config import Config
 from gotthard.deploy.manifest import RenderError
-from gotthard.site import ClusterConfig, SiteConfig
 
 #: The port of an http(s) URL that names none.
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def site_model(cfg: Config) -> dict[str, SiteConfig]:
-    """``[sites]``, or the installation's own site and cluster when there is none."""
-    return dict(cfg.sites) or {cfg.site: SiteConfig(clusters={cfg.cluster: ClusterConfig()})}
-
-
 def clusters(cfg: Config) -> list[tuple[str, str]]:
     """(site, cluster) of every cluster of the site model."""
-    return [(name, cluster) for name, site in site_model(cfg).items() for cluster in site.clusters]
+    return [(name, cluster) for name, site in cfg.site_model.items() for cluster in site.clusters]
 
 
 def url_host(url: str) -> str:
@@ -80,7 +74,7 @@ def prometheuses(cfg: Config, *, every_cluster: bool = True) -> list[SitePrometh
     With *every_cluster* (the global view), a cluster with no Prometheus at all is a
     :class:`RenderError` naming the key to set; else such clusters are left out."""
     found = []
-    for site_name, site in site_model(cfg).items():
+    for site_name, site in cfg.site_model.items():
         by_url: dict[str, list[str]] = {}
         for cluster_name in site.clusters:
             url = site.prometheus_of(cluster_name)
@@ -141,7 +135,7 @@ def alertmanagers(cfg: Config) -> Alertmanagers:
     """Where each site's Alertmanagers run (``[deploy.alertmanager]``, else derived): a site
     with neither hosts nor a Prometheus has none."""
     settings = cfg.deploy.alertmanager
-    model = site_model(cfg)
+    model = cfg.site_model
     for key in ("hosts", "ports", "cluster_ports"):
         check_sites(f"deploy.alertmanager.{key}", getattr(settings, key), model)
     first = {p.site: p.url for p in reversed(prometheuses(cfg, every_cluster=False))}
