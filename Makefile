@@ -28,9 +28,11 @@ sandbox: system-deps venv
 sandbox-down: venv
 	$(BIN)/gotthard sandbox down
 
-## Install everything, then run the whole test suite (starts and stops its own services).
+## Install everything, then run the whole test suite (starts and stops its own services):
+## parallel workers first, then the RBAC proof on the API calls they recorded
+## (scripts/run-tests; GOTTHARD_TEST_WORKERS=N sets the workers).
 test: system-deps venv
-	$(BIN)/python -m pytest
+	PYTHON=$(BIN)/python scripts/run-tests
 
 lint: venv
 	$(BIN)/ruff check .

@@ -12,11 +12,16 @@ ClusterRoles and bindings as the API server's RBAC authorizer would:
 * minimal: every verb on every resource of every rule bound to a role is used by at
   least one of its calls.
 
-Where the calls come from, robust to how pytest is started: this test is moved to the
-end of the session (``tests/deploy/conftest.py``). When the session itself ran every
-test of the three suites to the end, the calls its emulators recorded are used; else
-(``pytest tests/deploy``, a ``-k`` selection, a failure) the three suites run in a child
-pytest that appends its calls to a file (``$GOTTHARD_KUBE_CALLS``).
+Where the calls come from, robust to how pytest is started:
+
+* ``make test`` (``scripts/run-tests``) runs the suite on parallel workers that append
+  their calls to one file, and only when that run passed, runs this proof on that file
+  (``$GOTTHARD_KUBE_CALLS_RECORDED``);
+* else this test is moved to the end of the session (``tests/deploy/conftest.py``). When
+  the session itself ran every test of the three suites to the end, the calls its
+  emulators recorded are used; else (``pytest tests/deploy``, a ``-k`` selection, a
+  failure) the three suites run in a child pytest that appends its calls to a file
+  (``$GOTTHARD_KUBE_CALLS``).
 """
 
 from __future__ import annotations
@@ -54,11 +59,19 @@ def _from_child(tmp_path: Path) -> set[kube.ApiCall]:
     result = _child_pytest("-q", env={kube.CALLS_FILE_ENV: str(calls_file)})
     if result.returncode not in (0, 1) or not calls_file.exists():
         pytest.fail(f"the recorded suites did not run:\n{result.stdout[-3000:]}", pytrace=False)
-    lines = calls_file.read_text().splitlines()
-    return {kube.ApiCall(**json.loads(line)) for line in lines}
+    return _read_calls(calls_file)
+
+
+def _read_calls(path: Path) -> set[kube.ApiCall]:
+    return {kube.ApiCall(**json.loads(line)) for line in path.read_text().splitlines()}
 
 
 def recorded_calls(config: pytest.Config, tmp_path: Path) -> set[kube.ApiCall]:
+    given = os.environ.get(kube.RECORDED_FILE_ENV)
+    if given:
+        if not Path(given).is_file():
+            pytest.fail(f"${kube.RECORDED_FILE_ENV}: no such file {given}", pytrace=False)
+        return _read_calls(Path(given))
     collected, finished = suites_run_here(config)
     if collected and collected <= finished:
         listed = _child_pytest("--collect-only", "-q", timeout=300)

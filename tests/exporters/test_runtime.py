@@ -66,16 +66,19 @@ def test_a_failing_collector_reports_up_0_and_the_others_still_report() -> None:
 
 
 def test_a_slow_collector_never_holds_the_scrape_past_its_timeout() -> None:
-    slow, fast = CountingCollector("slow", delay=1.5), CountingCollector("fast")
-    exporter = Exporter([CollectorRunner(slow), CollectorRunner(fast)])
+    slow, fast = CountingCollector("slow", delay=3.0), CountingCollector("fast")
+    slow_runner = CollectorRunner(slow)
+    exporter = Exporter([slow_runner, CollectorRunner(fast)])
     started = time.monotonic()
     text = exporter.scrape(timeout=0.3)
-    assert time.monotonic() - started < 0.8
+    # the scrape returned long before the 3 s poll could have finished
+    assert time.monotonic() - started < 2.5
     # no snapshot yet: nothing to serve, and the collector is not up
     assert value(text, "gotthard_collector_up", collector="slow") == 0
     assert value(text, "slow_polls") is None
     assert value(text, "fast_polls") == 1
-    time.sleep(1.4)  # let the first poll finish
+    first_poll = slow_runner.kick()  # the poll still in flight (none is due yet)
+    assert first_poll is not None and first_poll.wait(10), "the first slow poll never ended"
     text = exporter.scrape(timeout=0.3)  # starts a second slow poll, serves the first
     assert value(text, "slow_polls") == 1
     assert value(text, "gotthard_collector_stale", collector="slow") == 1
@@ -92,7 +95,8 @@ def test_a_one_shot_scrape_waits_for_the_poll_up_to_the_collectors_poll_timeout(
     started = time.monotonic()
     text = exporter.scrape(timeout=0.1, wait_for_polls=True)
     # the slow poll is awaited past the scrape timeout; the other only up to its own bound
-    assert 0.6 <= time.monotonic() - started < 1.5
+    # (0.8 s, far below its 3 s poll)
+    assert 0.6 <= time.monotonic() - started < 2.8
     assert value(text, "slow_polls") == 1
     assert value(text, "gotthard_collector_up", collector="slow") == 1
     assert value(text, "gotthard_collector_duration_seconds", collector="slow") >= 0.6

@@ -111,6 +111,11 @@ def seed_slurm(slurm: SiteSandbox) -> None:
     )
 
 
+#: The two-site sandbox is one session fixture of 21 processes: the files that use it run on
+#: one worker (``pytest -n N --dist loadgroup``), so that it starts once, not once per worker.
+TWO_SITES = pytest.mark.xdist_group("two_sites")
+
+
 @pytest.fixture(scope="session")
 def two_sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiSiteSandbox]:
     """The two-site sandbox, runbook webhooks enforcing (``up_seconds``: how long ``up``

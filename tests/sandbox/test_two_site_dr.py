@@ -32,12 +32,13 @@ from gotthard.dr.settings import PlacedService
 from gotthard.kube import client_for
 from gotthard.sandbox.sites import MultiSiteSandbox
 from gotthard.site import KubeAccess
+from tests.sandbox.conftest import TWO_SITES
 from tests.support.cli import gotthard
 from tests.support.kube import deployment_manifest
 from tests.support.monitoring import get_json, instant
 from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, TWO_SITES]
 
 ALERT = "DRServiceFailedOver"
 

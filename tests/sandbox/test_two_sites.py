@@ -28,11 +28,12 @@ from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.dashboards import check as live
 from gotthard.sandbox.processes import process_start_time
 from gotthard.sandbox.sites import VELERO_KIND, MultiSiteSandbox
+from tests.sandbox.conftest import TWO_SITES
 from tests.support.cli import gotthard
 from tests.support.monitoring import get_json, instant
 from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, TWO_SITES]
 
 SITES = ("zurich", "lugano")
 PER_SITE_KINDS = {

@@ -96,6 +96,9 @@ __all__ = [
 
 #: File (JSON lines) the recorded API calls are appended to, when set.
 CALLS_FILE_ENV = "GOTTHARD_KUBE_CALLS"
+#: File of calls recorded by an earlier pytest run that ran the recorded suites to the end
+#: (``scripts/run-tests``: parallel workers first, then the RBAC proof on their calls).
+RECORDED_FILE_ENV = "GOTTHARD_KUBE_CALLS_RECORDED"
 #: Request header naming the module that made a call (set by this process' client).
 CALLER_HEADER = "X-Gotthard-Caller"
 
