@@ -14,6 +14,7 @@ from gotthard import config
 from gotthard.site import ClusterConfig, KubeAccess, SiteConfig
 
 EXAMPLE = Path(__file__).parent.parent / "docs" / "site.example.toml"
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def test_defaults_need_no_file(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,68 +107,14 @@ def test_environment_variable_names_the_file(
     assert config.load().site == "lugano"
 
 
-@pytest.mark.parametrize(
-    ("body", "key", "reason"),
-    [
-        (
-            "[exporter.slurm]\npoll_interval_seconds = 0\n",
-            "exporter.slurm.poll_interval_seconds",
-            "greater than 0",
-        ),
-        ("[exporter]\nlisten = 'everywhere'\n", "exporter.listen", "HOST:PORT"),
-        ("[exporter]\ncollectors = ['slurm', 'nvidia']\n", "exporter.collectors", "nvidia"),
-        ("[exporter.slurm]\nbackend = 'sacct'\n", "exporter.slurm.backend", "'cli'"),
-        ("colour = 'red'\n", "colour", "unknown key"),
-        ("site = 'geneva'\n[sites.zurich]\n", "site", "geneva"),
-        (
-            "site = 'zurich'\ncluster = 'x'\n[sites.zurich.clusters.alps]\n",
-            "cluster",
-            "not a cluster of site 'zurich'",
-        ),
-        ("[dr.sites.zurich]\n", "dr.sites", "moved to [sites.NAME]"),
-        ("[runbooks]\nslurm_conf = '/x'\n", "runbooks.slurm_conf", "moved to [sites."),
-        ("[exporter.slurm]\nrest_url = 'http://x'\n", "exporter.slurm.rest_url", "slurmrestd_url"),
-        (
-            "[[dr.drills]]\nsite = 'geneva'\nnamespace = 'prod'\n",
-            "dr.drills[0].site",
-            "unknown site 'geneva' (known: local)",
-        ),
-        (
-            "site = 'zurich'\ncluster = 'alps'\n[sites.zurich.clusters.alps]\n[sites.lugano]\n"
-            "[dr.lease]\nsite = 'bern'\n",
-            "dr.lease.site",
-            "unknown site 'bern' (known: lugano, zurich)",
-        ),
-        (
-            "[dr.placement.overrides]\napi = 'lugano'\n",
-            "dr.placement.overrides.api",
-            "unknown site 'lugano' (known: local)",
-        ),
-        ("[dr]\nsite = 'zurich'\n", "dr.site", "moved to the top-level `site` key"),
-        (
-            "[sites.a.clusters.c1.kubernetes]\n[sites.a.clusters.c2.kubernetes]\n",
-            "sites.a.kubernetes_cluster",
-            "several Kubernetes clusters",
-        ),
-        (
-            "[sites.a.clusters.c1.kubernetes]\nin_cluster = true\nkubeconfig = '/k'\n",
-            "sites.a.clusters.c1.kubernetes",
-            "excludes kubeconfig",
-        ),
-        (
-            "site = 'a'\ncluster = 'c1'\n[sites.a.clusters.c1]\n[sites.b.clusters.c1]\n",
-            "sites.b.clusters.c1",
-            "already used at sites.a.clusters.c1",
-        ),
-        (
-            "site = 'a'\ncluster = 'c1'\n[sites.a.clusters.c1]\nkarmada_members = ['m']\n"
-            "[sites.b.clusters.c2]\nkarmada_members = ['m']\n",
-            "sites.b.clusters.c2.karmada_members",
-            "'m' already used at sites.a.clusters.c1.karmada_members",
-        ),
-        ("site = 'a b'\n", "site", "letters, digits"),
-    ],
-)
+#: (site file, the key its error names, a part of the reason on that key's line)
+INVALID = [
+    (case["body"], case["key"], case["reason"])
+    for case in tomllib.loads((FIXTURES / "config" / "invalid.toml").read_text())["case"]
+]
+
+
+@pytest.mark.parametrize(("body", "key", "reason"), INVALID, ids=[key for _, key, _ in INVALID])
 def test_errors_name_the_key_and_the_reason(
     tmp_path: Path, body: str, key: str, reason: str
 ) -> None:

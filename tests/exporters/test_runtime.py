@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gotthard.exporters.families import MetricFamily, gauge, render_text
 from gotthard.exporters.runtime import CollectorRunner, Exporter
+from tests.support.threads import in_threads
 
 
 class CountingCollector:
@@ -122,21 +123,12 @@ def test_concurrent_scrapers_share_one_poll_per_interval() -> None:
     source = CountingCollector("shared", interval=0.5, delay=0.05)
     exporter = Exporter([CollectorRunner(source)])
     stop = time.monotonic() + 2.0
-    failures: list[BaseException] = []
 
     def scraper() -> None:
-        try:
-            while time.monotonic() < stop:
-                exporter.scrape(timeout=1)
-        except BaseException as err:  # pragma: no cover - reported below
-            failures.append(err)
+        while time.monotonic() < stop:
+            exporter.scrape(timeout=1)
 
-    threads = [threading.Thread(target=scraper) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures
+    in_threads([scraper] * 20)  # raises what any scraper raised
     # 2 s at one poll per 0.5 s: 4 intervals, plus the one at t=0
     assert 3 <= source.polls <= 5
 

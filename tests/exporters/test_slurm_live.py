@@ -22,6 +22,7 @@ from gotthard.exporters.slurm.collector import SlurmCollector
 from gotthard.exporters.web import make_server
 from gotthard.sandbox import Sandbox
 from gotthard.slurm.text import parse_sdiag
+from tests.support.threads import in_threads
 
 pytestmark = pytest.mark.slurm
 
@@ -257,28 +258,20 @@ def test_twenty_scrapers_for_ten_seconds_poll_slurm_once_per_interval(sandbox: S
     url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
     before = _job_info_rpcs(sandbox)
     stop = time.monotonic() + duration
-    scrapes: list[int] = []
-    errors: list[BaseException] = []
 
-    def scraper() -> None:
+    def scraper() -> int:
         count = 0
-        try:
-            while time.monotonic() < stop:
-                with urllib.request.urlopen(url, timeout=10) as response:
-                    assert b"slurm_up 1" in response.read()
-                count += 1
-        except BaseException as err:
-            errors.append(err)
-        scrapes.append(count)
+        while time.monotonic() < stop:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                assert b"slurm_up 1" in response.read()
+            count += 1
+        return count
 
-    threads = [threading.Thread(target=scraper) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    server.shutdown()
-    server.server_close()
-    assert not errors, errors[:3]
+    try:
+        scrapes = in_threads([scraper] * 20)  # raises what any scraper raised
+    finally:
+        server.shutdown()
+        server.server_close()
     allowed = math.ceil(duration / interval) + 1
     # slurmctld's own count of squeue's REQUEST_JOB_INFO (sdiag itself sends none)
     assert _job_info_rpcs(sandbox) - before <= allowed

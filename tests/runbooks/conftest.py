@@ -8,7 +8,6 @@ import json
 import shutil
 import sys
 import tempfile
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -339,20 +338,6 @@ def many_alerts(alerts: list[dict[str, Any]]) -> dict[str, Any]:
     template = payload["alerts"][0]
     payload["alerts"] = [{**template, **alert} for alert in alerts]
     return payload
-
-
-def run_threads(funcs: list[Callable[[], Any]]) -> list[Any]:
-    results: list[Any] = [None] * len(funcs)
-
-    def call(i: int) -> None:
-        results[i] = funcs[i]()
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(funcs))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return results
 
 
 class RecordingKubernetes:

@@ -21,13 +21,13 @@ from tests.runbooks.conftest import (
     Running,
     alert_payload,
     many_alerts,
-    run_threads,
     sample_payload,
     settings_for,
     with_repair_query,
 )
 from tests.support.cli import ROOT, gotthard, gotthard_argv
 from tests.support.monitoring import get_json, http_ok
+from tests.support.threads import in_threads
 from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,7 +150,7 @@ def test_enforce_drains_once_for_duplicates_and_resumes_on_resolve(
     for _ in range(3):
         assert running.post(firing)[0] == 200
     # Concurrent repeats too.
-    run_threads([lambda: running.post(firing) for _ in range(5)])
+    in_threads([lambda: running.post(firing) for _ in range(5)])
     drains = [c for c in fake_slurm.updates() if "State=DRAIN" in c]
     assert drains == [
         [
@@ -325,7 +325,7 @@ def _post_storm(
     running = start_server(settings, kubernetes=_NoKubernetes())
     storm = _storm()
     started = time.monotonic()
-    run_threads([lambda part=storm[i::10]: running.post(many_alerts(part)) for i in range(10)])
+    in_threads([lambda part=storm[i::10]: running.post(many_alerts(part)) for i in range(10)])
     return running, time.monotonic() - started
 
 
@@ -372,7 +372,7 @@ def test_storm_respects_the_rate_limit_per_cluster(tmp_path, fake_slurm, start_s
 def test_dry_run_storm_plans_within_the_limits(tmp_path, fake_slurm, start_server) -> None:
     running = start_server(settings_for(tmp_path, fake_slurm), kubernetes=_NoKubernetes())
     storm = _storm()
-    run_threads([lambda part=storm[i::4]: running.post(many_alerts(part)) for i in range(4)])
+    in_threads([lambda part=storm[i::4]: running.post(many_alerts(part)) for i in range(4)])
     planned = [
         r["targets"]["node"]
         for r in running.audit()

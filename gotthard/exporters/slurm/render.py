@@ -269,9 +269,11 @@ def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
                 flag_counts[(flag, partition)] += 1
     # Per-node families are the bulk of a big cluster's output: build them in bulk.
     info.samples = [((n.name, n.full_state, n.reason), 1) for n in all_nodes]
-    node_cpus.samples = _per_node(all_nodes, _CPU_COLUMNS)
-    node_memory.samples = _per_node(all_nodes, _MEMORY_COLUMNS)
-    node_gpus.samples = _per_node([n for n in all_nodes if n.gpus_total], _GPU_COLUMNS)
+    node_cpus.samples = _per_node(all_nodes, "cpus_{}", ("alloc", "idle", "other", "total"))
+    node_memory.samples = _per_node(all_nodes, "memory_{}_bytes", ("alloc", "total"))
+    node_gpus.samples = _per_node(
+        [n for n in all_nodes if n.gpus_total], "gpus_{}", ("alloc", "total")
+    )
     node_load.samples = [((n.name,), n.cpu_load) for n in all_nodes if n.cpu_load is not None]
     for key, count in sorted(counts.items()):
         nodes.add(key, count)
@@ -280,28 +282,17 @@ def _nodes(snapshot: SlurmSnapshot) -> list[MetricFamily]:
     return [nodes, flags, info, node_cpus, node_memory, node_gpus, node_load]
 
 
-#: (state label, Node attribute) of the per-node families.
-_CPU_COLUMNS = (
-    ("alloc", "cpus_alloc"),
-    ("idle", "cpus_idle"),
-    ("other", "cpus_other"),
-    ("total", "cpus_total"),
-)
-_MEMORY_COLUMNS = (("alloc", "memory_alloc_bytes"), ("total", "memory_total_bytes"))
-_GPU_COLUMNS = (("alloc", "gpus_alloc"), ("total", "gpus_total"))
-
-
 def _per_node(
-    nodes: Sequence[Node], columns: tuple[tuple[str, str], ...]
+    nodes: Sequence[Node], attribute: str, states: tuple[str, ...]
 ) -> list[tuple[tuple[str, str], int]]:
-    """``((node, state), value)`` per node and column, in bulk (the bulk of a big
-    cluster's output)."""
-    labels = [label for label, _ in columns]
-    values = operator.attrgetter(*(attribute for _, attribute in columns))
+    """``((node, state), value)`` per node and state, in bulk (the bulk of a big cluster's
+    output): the value is the Node attribute *attribute* names with the state filled in
+    (``"cpus_{}"``: ``cpus_alloc``, ``cpus_idle``, ...)."""
+    values = operator.attrgetter(*(attribute.format(state) for state in states))
     return [
-        ((n.name, label), value)
+        ((n.name, state), value)
         for n in nodes
-        for label, value in zip(labels, values(n), strict=True)
+        for state, value in zip(states, values(n), strict=True)
     ]
 
 
