@@ -52,10 +52,24 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return inside
 
 
+def _parse(path: Path) -> ast.AST:
+    """``ast.parse``, retried: CPython 3.11 before 3.11.8 keeps one AST recursion counter
+    for all threads and can raise a spurious "AST constructor recursion depth mismatch"
+    SystemError when another thread builds an AST at the same time (CPython gh-106905),
+    as in a pytest-xdist worker."""
+    source = path.read_text(encoding="utf-8")
+    for _ in range(4):
+        try:
+            return ast.parse(source, filename=str(path))
+        except SystemError:
+            continue
+    return ast.parse(source, filename=str(path))
+
+
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
     """Package modules *name* imports anywhere in its code (at module level or inside a
     function; ``if TYPE_CHECKING`` excluded), relative imports resolved."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _parse(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     annotations_only = _type_checking_only(tree)
     found: set[str] = set()

@@ -116,10 +116,30 @@ def seed_slurm(slurm: SiteSandbox) -> None:
 TWO_SITES = pytest.mark.xdist_group("two_sites")
 
 
+def _start_once_per_run(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Fail when another xdist worker of this run has started the two-site sandbox too:
+    its tests were not kept together (run with ``--dist loadgroup``, as ``make test``
+    does, on a pytest-xdist that honours ``xdist_group``)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return
+    # every worker's base temporary directory lies in the run's one directory
+    run_dir = tmp_path_factory.getbasetemp().parent
+    (run_dir / f"two-sites-started-by-{worker}").touch()
+    others = sorted(p.name for p in run_dir.glob("two-sites-started-by-*"))
+    if len(others) > 1:
+        pytest.fail(
+            f"the two-site sandbox was started by more than one worker ({others}): "
+            "xdist_group('two_sites') is not honoured; run with --dist loadgroup",
+            pytrace=False,
+        )
+
+
 @pytest.fixture(scope="session")
 def two_sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiSiteSandbox]:
     """The two-site sandbox, runbook webhooks enforcing (``up_seconds``: how long ``up``
     took)."""
+    _start_once_per_run(tmp_path_factory)
     root = tmp_path_factory.mktemp("two-sites")
     with Processes(root / "source-logs") as procs:
         sources = DashboardSources(root / "sources", procs)
