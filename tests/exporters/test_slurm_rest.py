@@ -959,11 +959,11 @@ def test_connection_refused_is_unavailable_quickly() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    backend = RestBackend(f"http://127.0.0.1:{port}", timeout=5.0)
+    backend = RestBackend(f"http://127.0.0.1:{port}", timeout=30.0)
     started = time.monotonic()
     with pytest.raises(SlurmUnavailable, match="ConnectionRefusedError"):
         backend.poll(PollOptions())
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 10, "waited for the timeout"
 
 
 def test_missing_unix_socket_is_unavailable(tmp_path: Path) -> None:
@@ -980,7 +980,7 @@ def test_silent_server_times_out() -> None:
         started = time.monotonic()
         with pytest.raises(SlurmUnavailable, match="timed out"):
             backend.poll(PollOptions())
-        assert time.monotonic() - started < 2.0
+        assert time.monotonic() - started < 10, "never timed out"
 
 
 # --- the real slurmrestd (Slurm 22.05 sandbox) ----------------------------------------------------

@@ -536,12 +536,12 @@ def test_devices_garbage_response() -> None:
 
 def test_no_socket() -> None:
     with short_socket_dir() as directory:
-        client = PodResources(directory / "kubelet.sock", timeout=5.0)
+        client = PodResources(directory / "kubelet.sock", timeout=30.0)
         assert not client.available()
         start = time.monotonic()
         with pytest.raises(PodResourcesError, match="no kubelet pod-resources socket"):
             client.devices()
-        assert time.monotonic() - start < 0.5
+        assert time.monotonic() - start < 10, "waited for the timeout"
 
 
 def test_regular_file_is_not_a_socket(tmp_path: Path) -> None:
@@ -559,7 +559,7 @@ def test_socket_without_listener() -> None:
         start = time.monotonic()
         with pytest.raises(PodResourcesError, match=r"unavailable|no answer"):
             client.devices()
-        assert time.monotonic() - start < 2.0 + 1.0
+        assert time.monotonic() - start < 2.0 + 8.0, "not bounded by the timeout"
 
 
 def test_slow_kubelet_times_out() -> None:
@@ -568,7 +568,7 @@ def test_slow_kubelet_times_out() -> None:
         start = time.monotonic()
         with pytest.raises(PodResourcesError, match=r"no answer within 0\.3s"):
             PodResources(kubelet.socket_path, timeout=0.3).devices()
-        assert time.monotonic() - start < 0.3 + 1.0
+        assert time.monotonic() - start < 10, "waited for the slow kubelet"
 
 
 def test_kubelet_error_status() -> None:
