@@ -5,7 +5,7 @@ See :mod:`gotthard.monitoring.rules` for the conventions the rules follow.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -104,6 +104,31 @@ class AlertRule:
         if self.repair_query:
             notes["repair_query"] = self.repair_query
         return notes
+
+
+def on_condition(
+    alert: Callable[..., AlertRule],
+    name: str,
+    condition: str,
+    for_: str,
+    severity: Severity,
+    summary: str,
+    description: str,
+    note: str = "",
+    expr_summary: str = "",
+) -> AlertRule:
+    """Alert *name* (built by *alert*, a component's partial :class:`AlertRule`) on a
+    plain *condition*. Its line in docs/alerts.md is *expr_summary*, or else quotes the
+    condition, followed by *note*, so that the expression and its summary cannot disagree."""
+    return alert(
+        name=name,
+        expr=condition,
+        expr_summary=expr_summary or f"`{condition}`{note}",
+        for_=for_,
+        severity=severity,
+        summary=summary,
+        description=description,
+    )
 
 
 def regex_any(values: Iterable[str]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from gotthard.monitoring.rule_model import AlertRule, RecordingRule
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule, on_condition
 from gotthard.monitoring.thresholds import ThresholdValues, num, seconds
 
 COMPONENT = "security"
@@ -28,29 +28,26 @@ _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     return (
-        _alert(
-            name="SecurityKubeBenchCheckFailed",
-            expr=f"{KUBE_BENCH_FAILED} > 0",
-            for_="15m",
-            severity="warning",
-            summary="A required CIS kube-bench check fails.",
-            description=(
-                "kube-bench check {{ $labels.id }} ({{ $labels.node_type }}) fails in "
-                "{{ $labels.site }}/{{ $labels.cluster }} and is not waived."
-            ),
-            expr_summary=f"`{KUBE_BENCH_FAILED} > 0` (not waived)",
+        on_condition(
+            _alert,
+            "SecurityKubeBenchCheckFailed",
+            f"{KUBE_BENCH_FAILED} > 0",
+            "15m",
+            "warning",
+            "A required CIS kube-bench check fails.",
+            "kube-bench check {{ $labels.id }} ({{ $labels.node_type }}) fails in "
+            "{{ $labels.site }}/{{ $labels.cluster }} and is not waived.",
+            " (not waived)",
         ),
-        _alert(
-            name="SecurityPolicyViolations",
-            expr=f"{VIOLATIONS} > 0",
-            for_="15m",
-            severity="warning",
-            summary="Live objects violate the security policies.",
-            description=(
-                "{{ $value | humanize }} live objects in {{ $labels.site }}/{{ $labels.cluster }} "
-                "violate rule {{ $labels.rule }} of policy {{ $labels.policy }}."
-            ),
-            expr_summary=f"`{VIOLATIONS} > 0`",
+        on_condition(
+            _alert,
+            "SecurityPolicyViolations",
+            f"{VIOLATIONS} > 0",
+            "15m",
+            "warning",
+            "Live objects violate the security policies.",
+            "{{ $value | humanize }} live objects in {{ $labels.site }}/{{ $labels.cluster }} "
+            "violate rule {{ $labels.rule }} of policy {{ $labels.policy }}.",
         ),
         _alert(
             name="SecurityAuditStale",
