@@ -11,6 +11,7 @@ from typing import Literal
 
 from gotthard import areas
 from gotthard.monitoring.shared import DASHBOARD_UIDS
+from gotthard.monitoring.thresholds import num
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
@@ -128,6 +129,45 @@ def on_condition(
         severity=severity,
         summary=summary,
         description=description,
+    )
+
+
+def above(
+    alert: Callable[..., AlertRule],
+    name: str,
+    series: str,
+    limit: float,
+    for_: str,
+    severity: Severity,
+    summary: str,
+    description: str,
+    expr_summary: str,
+) -> AlertRule:
+    """Alert *name* (see :func:`on_condition`) on *series* above the threshold value
+    *limit*."""
+    condition = f"{series} > {num(limit)}"
+    return on_condition(
+        alert, name, condition, for_, severity, summary, description, expr_summary=expr_summary
+    )
+
+
+def expiring(
+    alert: Callable[..., AlertRule],
+    name: str,
+    expiry: str,
+    notice: float,
+    summary: str,
+    description: str,
+    what: str,
+    note: str = "",
+) -> AlertRule:
+    """Alert *name* (see :func:`on_condition`), a warning after 15 minutes, while the
+    timestamp *expiry* is less than *notice* seconds away, or past; docs/alerts.md reads
+    "*what* within N days", followed by *note*."""
+    condition = f"{expiry} - time() < {num(notice)}"
+    within = f"{what} within {num(notice / 86400)} days{note}"
+    return on_condition(
+        alert, name, condition, "15m", "warning", summary, description, expr_summary=within
     )
 
 

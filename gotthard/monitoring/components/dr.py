@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from gotthard.monitoring.rule_model import AlertRule, RecordingRule, on_condition
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule, above, on_condition
 from gotthard.monitoring.thresholds import ThresholdValues, duration, lasting, num, seconds
 
 COMPONENT = "dr"
@@ -124,18 +124,18 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 f"{num(drill_grace / 3600)} h"
             ),
         ),
-        _alert(
-            name="DRRTOOverTarget",
-            expr=f"{DRILL_RTO} > {num(rto)}",
-            for_="5m",
-            severity="warning",
-            summary="The measured recovery time exceeds the RTO target.",
-            description=(
-                "The last drill of namespace {{ $labels.namespace }} at {{ $labels.site }} took "
-                "{{ $value | humanizeDuration }} to restore and verify (target "
-                f"{num(rto / 60)} minutes)."
-            ),
-            expr_summary=f"drill RTO > {num(rto / 60)} minutes",
+        above(
+            _alert,
+            "DRRTOOverTarget",
+            DRILL_RTO,
+            rto,
+            "5m",
+            "warning",
+            "The measured recovery time exceeds the RTO target.",
+            "The last drill of namespace {{ $labels.namespace }} at {{ $labels.site }} took "
+            "{{ $value | humanizeDuration }} to restore and verify (target "
+            f"{num(rto / 60)} minutes).",
+            f"drill RTO > {num(rto / 60)} minutes",
         ),
         on_condition(
             _alert,

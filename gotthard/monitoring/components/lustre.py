@@ -11,7 +11,7 @@ from gotthard.monitoring.rule_model import (
     AlertRule,
     RecordingRule,
     Severity,
-    on_condition,
+    above,
 )
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
@@ -127,24 +127,7 @@ RECORDING_RULES = (
 )
 
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
-
-
-def _above(
-    name: str,
-    series: str,
-    limit: float,
-    for_: str,
-    severity: Severity,
-    summary: str,
-    description: str,
-    expr_summary: str,
-) -> AlertRule:
-    """An alert on a recorded *series* (one per target, file system or node) above the
-    threshold value *limit*."""
-    condition = f"{series} > {num(limit)}"
-    return on_condition(
-        _alert, name, condition, for_, severity, summary, description, expr_summary=expr_summary
-    )
+_above = partial(above, _alert)
 
 
 def _ost_fill(
