@@ -23,6 +23,8 @@ class Role:
     name: str
     #: What it does, for comments and the docs.
     summary: str
+    #: The ``gotthard`` arguments that run it (after ``--config FILE``; see :func:`command`).
+    subcommand: tuple[str, ...]
     #: Port of its /metrics and /healthz; 0: it serves nothing (a job or a timer).
     port: int
     #: It calls the Kubernetes API (and gets a ServiceAccount token and RBAC).
@@ -37,18 +39,33 @@ class Role:
 
 
 NODE_EXPORTER = Role(
-    "node-exporter", "GPU, Slingshot and Lustre metrics of each node", NODE_EXPORTER_PORT
+    "node-exporter",
+    "GPU, Slingshot and Lustre metrics of each node",
+    ("exporter",),
+    NODE_EXPORTER_PORT,
 )
-SLURM_EXPORTER = Role("slurm-exporter", "Slurm scheduler metrics", SLURM_EXPORTER_PORT)
+SLURM_EXPORTER = Role(
+    "slurm-exporter",
+    "Slurm scheduler metrics",
+    ("exporter", "--collectors=slurm"),
+    SLURM_EXPORTER_PORT,
+)
 DR = Role(
     "dr",
     "DR daemon: Velero backups, restore drills, placement",
+    ("dr", "daemon"),
     DR_PORT,
     kube_api=True,
     ready_path="/metrics",
 )
-RUNBOOKS = Role("runbooks", "runbook webhook for Alertmanager", RUNBOOKS_PORT, kube_api=True)
-AUDIT = Role("audit", "policy audit of the live cluster", 0, kube_api=True)
+RUNBOOKS = Role(
+    "runbooks",
+    "runbook webhook for Alertmanager",
+    ("runbooks", "serve"),
+    RUNBOOKS_PORT,
+    kube_api=True,
+)
+AUDIT = Role("audit", "policy audit of the live cluster", ("audit", "cluster"), 0, kube_api=True)
 
 ROLES: tuple[Role, ...] = (NODE_EXPORTER, SLURM_EXPORTER, DR, RUNBOOKS, AUDIT)
 #: The roles Prometheus scrapes.
@@ -59,13 +76,9 @@ API_CLIENTS: tuple[Role, ...] = tuple(role for role in ROLES if role.kube_api)
 
 def command(role: Role, listen: str, node_collectors: Sequence[str] = ("gpu",)) -> list[str]:
     """``gotthard`` arguments (after ``--config FILE``) that run *role* on *listen*
-    (``HOST:PORT``; ignored for the audit); *node_collectors* are the node exporter's."""
+    (``HOST:PORT``; ignored for a role that serves nothing); *node_collectors* are the node
+    exporter's."""
+    args = list(role.subcommand)
     if role == NODE_EXPORTER:
-        return ["exporter", f"--collectors={','.join(node_collectors)}", f"--listen={listen}"]
-    if role == SLURM_EXPORTER:
-        return ["exporter", "--collectors=slurm", f"--listen={listen}"]
-    if role == DR:
-        return ["dr", "daemon", f"--listen={listen}"]
-    if role == RUNBOOKS:
-        return ["runbooks", "serve", f"--listen={listen}"]
-    return ["audit", "cluster"]
+        args.append(f"--collectors={','.join(node_collectors)}")
+    return [*args, f"--listen={listen}"] if role.port else args

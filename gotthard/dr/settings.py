@@ -16,7 +16,7 @@ import re
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from gotthard.base import DnsLabel, ListenAddress, Strict
 from gotthard.base import LongSeconds as Seconds
@@ -54,6 +54,10 @@ def _check_cron(value: str) -> str:
     return value
 
 
+#: A 5-field crontab expression (day-of-week 0 and 7 are Sunday, see :func:`cron_trigger`).
+Cron = Annotated[str, AfterValidator(_check_cron)]
+
+
 class RecoveryTier(Strict):
     """A recovery tier (``[dr.tiers.NAME]``): the RPO and RTO its namespaces promise."""
 
@@ -70,7 +74,7 @@ class BackupSchedule(Strict):
     #: Recovery tier of the namespaces it covers (a key of ``[dr.tiers]``); "" = none.
     tier: str = ""
     namespaces: list[str] = Field(min_length=1)
-    cron: str = "0 2 * * *"
+    cron: Cron = "0 2 * * *"
     #: Sites to back up; empty = every configured site.
     sites: list[str] = Field(default_factory=list)
     ttl: str = "720h0m0s"
@@ -81,8 +85,6 @@ class BackupSchedule(Strict):
     velero_schedule: bool = False
     #: Velero exec hooks run in the backed-up pods (pre: quiesce, post: release).
     hooks: list[BackupHook] = Field(default_factory=list)
-
-    _cron = field_validator("cron")(classmethod(lambda cls, v: _check_cron(v)))
 
     def covers(self, site: str) -> bool:
         """Whether the schedule backs up *site* (no ``sites``: every site)."""
@@ -112,7 +114,7 @@ class DrillSpec(Strict):
     tier: str = ""
     #: Restore on this site's cluster instead (cross-site drill); empty = same site.
     target_site: str = ""
-    cron: str = "0 4 * * 0"
+    cron: Cron = "0 4 * * 0"
     #: Take a fresh backup first instead of using the latest Completed one.
     fresh_backup: bool = False
     checks: list[ResourceCheck] = Field(default_factory=lambda: [ResourceCheck()])
@@ -120,8 +122,6 @@ class DrillSpec(Strict):
     http_probe: str = ""
     #: Velero exec hooks run in the restored pods (matched in the scratch namespace).
     restore_hooks: list[RestoreHook] = Field(default_factory=list)
-
-    _cron = field_validator("cron")(classmethod(lambda cls, v: _check_cron(v)))
 
 
 class PlacedService(Strict):

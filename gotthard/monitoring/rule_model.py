@@ -5,12 +5,13 @@ See :mod:`gotthard.monitoring.rules` for the conventions the rules follow.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 from gotthard import areas
 from gotthard.monitoring.shared import DASHBOARD_UIDS
+from gotthard.monitoring.thresholds import num
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
@@ -104,6 +105,70 @@ class AlertRule:
         if self.repair_query:
             notes["repair_query"] = self.repair_query
         return notes
+
+
+def on_condition(
+    alert: Callable[..., AlertRule],
+    name: str,
+    condition: str,
+    for_: str,
+    severity: Severity,
+    summary: str,
+    description: str,
+    note: str = "",
+    expr_summary: str = "",
+) -> AlertRule:
+    """Alert *name* (built by *alert*, a component's partial :class:`AlertRule`) on a
+    plain *condition*. Its line in docs/alerts.md is *expr_summary*, or else quotes the
+    condition, followed by *note*, so that the expression and its summary cannot disagree."""
+    return alert(
+        name=name,
+        expr=condition,
+        expr_summary=expr_summary or f"`{condition}`{note}",
+        for_=for_,
+        severity=severity,
+        summary=summary,
+        description=description,
+    )
+
+
+def above(
+    alert: Callable[..., AlertRule],
+    name: str,
+    series: str,
+    limit: float,
+    for_: str,
+    severity: Severity,
+    summary: str,
+    description: str,
+    expr_summary: str,
+) -> AlertRule:
+    """Alert *name* (see :func:`on_condition`) on *series* above the threshold value
+    *limit*."""
+    condition = f"{series} > {num(limit)}"
+    return on_condition(
+        alert, name, condition, for_, severity, summary, description, expr_summary=expr_summary
+    )
+
+
+def expiring(
+    alert: Callable[..., AlertRule],
+    name: str,
+    expiry: str,
+    notice: float,
+    summary: str,
+    description: str,
+    what: str,
+    note: str = "",
+) -> AlertRule:
+    """Alert *name* (see :func:`on_condition`), a warning after 15 minutes, while the
+    timestamp *expiry* is less than *notice* seconds away, or past; docs/alerts.md reads
+    "*what* within N days", followed by *note*."""
+    condition = f"{expiry} - time() < {num(notice)}"
+    within = f"{what} within {num(notice / 86400)} days{note}"
+    return on_condition(
+        alert, name, condition, "15m", "warning", summary, description, expr_summary=within
+    )
 
 
 def regex_any(values: Iterable[str]) -> str:

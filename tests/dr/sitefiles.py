@@ -7,7 +7,6 @@ real daemon reaches a cluster, through a kubeconfig file
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -16,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gotthard.deploy.manifest import dump_toml
 from gotthard.sandbox import free_ports
 from tests.support import cli
 from tests.support.cli import ROOT, gotthard_argv
@@ -24,21 +24,6 @@ from tests.support.monitoring import get_json
 from tests.support.wait import wait_until
 
 __all__ = ["ROOT", "background", "gotthard", "site_entry", "site_file", "wait_http"]
-
-
-def toml_value(value: Any) -> str:
-    """A TOML (inline) value; enough for the site files of these tests."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{json.dumps(k)} = {toml_value(v)}" for k, v in value.items()) + "}"
-    raise TypeError(type(value))
 
 
 def site_entry(kubeconfig: str, member: str, **extra: Any) -> dict[str, Any]:
@@ -77,8 +62,7 @@ def site_file(
     data.update(dr)
     path = tmp_path / "site.toml"
     path.write_text(
-        f'site = "zurich"\ncluster = "zrh-a-k8s"\nsites = {toml_value(sites)}\n'
-        f"dr = {toml_value(data)}\n"
+        dump_toml({"site": "zurich", "cluster": "zrh-a-k8s", "sites": sites, "dr": data})
     )
     return path
 

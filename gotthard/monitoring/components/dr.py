@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from gotthard.monitoring.rule_model import AlertRule, RecordingRule
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule, above, on_condition
 from gotthard.monitoring.thresholds import ThresholdValues, duration, lasting, num, seconds
 
 COMPONENT = "dr"
@@ -83,29 +83,26 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 f"cron's period + {num(grace / 3600)} h"
             ),
         ),
-        _alert(
-            name="DRBackupStorageUnavailable",
-            expr=f"{STORAGE_AVAILABLE} == 0",
-            for_="15m",
-            severity="warning",
-            summary="A Velero backup storage location is unavailable.",
-            description=(
-                "BackupStorageLocation {{ $labels.location }} at {{ $labels.site }} has been "
-                "unavailable for 15 minutes; backups to it fail."
-            ),
-            expr_summary=f"`{STORAGE_AVAILABLE} == 0` for 15 minutes",
+        on_condition(
+            _alert,
+            "DRBackupStorageUnavailable",
+            f"{STORAGE_AVAILABLE} == 0",
+            "15m",
+            "warning",
+            "A Velero backup storage location is unavailable.",
+            "BackupStorageLocation {{ $labels.location }} at {{ $labels.site }} has been "
+            "unavailable for 15 minutes; backups to it fail.",
+            " for 15 minutes",
         ),
-        _alert(
-            name="DRDrillFailed",
-            expr=f"{DRILL_PASSED} == 0",
-            for_="5m",
-            severity="warning",
-            summary="The last DR drill failed.",
-            description=(
-                "The last restore drill of namespace {{ $labels.namespace }} at "
-                "{{ $labels.site }} did not verify; restores from its backups are unproven."
-            ),
-            expr_summary=f"`{DRILL_PASSED} == 0`",
+        on_condition(
+            _alert,
+            "DRDrillFailed",
+            f"{DRILL_PASSED} == 0",
+            "5m",
+            "warning",
+            "The last DR drill failed.",
+            "The last restore drill of namespace {{ $labels.namespace }} at "
+            "{{ $labels.site }} did not verify; restores from its backups are unproven.",
         ),
         _alert(
             name="DRDrillOverdue",
@@ -127,31 +124,30 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 f"{num(drill_grace / 3600)} h"
             ),
         ),
-        _alert(
-            name="DRRTOOverTarget",
-            expr=f"{DRILL_RTO} > {num(rto)}",
-            for_="5m",
-            severity="warning",
-            summary="The measured recovery time exceeds the RTO target.",
-            description=(
-                "The last drill of namespace {{ $labels.namespace }} at {{ $labels.site }} took "
-                "{{ $value | humanizeDuration }} to restore and verify (target "
-                f"{num(rto / 60)} minutes)."
-            ),
-            expr_summary=f"drill RTO > {num(rto / 60)} minutes",
+        above(
+            _alert,
+            "DRRTOOverTarget",
+            DRILL_RTO,
+            rto,
+            "5m",
+            "warning",
+            "The measured recovery time exceeds the RTO target.",
+            "The last drill of namespace {{ $labels.namespace }} at {{ $labels.site }} took "
+            "{{ $value | humanizeDuration }} to restore and verify (target "
+            f"{num(rto / 60)} minutes).",
+            f"drill RTO > {num(rto / 60)} minutes",
         ),
-        _alert(
-            name="DRTierBreach",
-            expr=f"{TIER_BREACH} == 1",
-            for_="5m",
-            severity="warning",
-            summary="A namespace misses its recovery tier's objective.",
-            description=(
-                "Namespace {{ $labels.namespace }} at {{ $labels.site }} misses the "
-                "{{ $labels.objective }} objective of recovery tier {{ $labels.tier }} "
-                "([dr.tiers] in the site file)."
-            ),
-            expr_summary=f"`{TIER_BREACH} == 1` (objective rpo or rto of the namespace's tier)",
+        on_condition(
+            _alert,
+            "DRTierBreach",
+            f"{TIER_BREACH} == 1",
+            "5m",
+            "warning",
+            "A namespace misses its recovery tier's objective.",
+            "Namespace {{ $labels.namespace }} at {{ $labels.site }} misses the "
+            "{{ $labels.objective }} objective of recovery tier {{ $labels.tier }} "
+            "([dr.tiers] in the site file).",
+            " (objective rpo or rto of the namespace's tier)",
         ),
         _alert(
             name="DRNoLeader",
@@ -167,31 +163,28 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             expr_summary=f"`sum({LEADER}) == 0` or no `{LEADER}` at all",
             url_labels=(),
         ),
-        _alert(
-            name="DRSiteUnhealthy",
-            expr=f"{SITE_HEALTHY} == 0",
-            for_="5m",
-            severity="critical",
-            summary="The DR placement controller judges a site unhealthy.",
-            description=(
-                "The placement controller has judged site {{ $labels.site }} unhealthy for "
-                "5 minutes; services may fail over to the other site."
-            ),
-            expr_summary=f"`{SITE_HEALTHY} == 0`",
+        on_condition(
+            _alert,
+            "DRSiteUnhealthy",
+            f"{SITE_HEALTHY} == 0",
+            "5m",
+            "critical",
+            "The DR placement controller judges a site unhealthy.",
+            "The placement controller has judged site {{ $labels.site }} unhealthy for "
+            "5 minutes; services may fail over to the other site.",
         ),
-        _alert(
-            name="DRServiceFailedOver",
-            expr=f"{FAILED_OVER} == 1",
-            for_=moved_for,
-            severity="warning",
-            summary="A placed service runs off its primary site, or on fewer sites than usual.",
-            description=(
-                "The placement controller has run service {{ $labels.service }} at "
-                "{{ $labels.site }} instead of its usual placement (primary site "
-                f"{{{{ $labels.primary_site }}}}) for {moved_for}: "
-                "a failover, or a spread service degraded to its healthy sites. It moves "
-                "back after the failback cool-down once the sites are healthy again."
-            ),
-            expr_summary=f"`{FAILED_OVER} == 1` (off its primary site, or a spread degraded)",
+        on_condition(
+            _alert,
+            "DRServiceFailedOver",
+            f"{FAILED_OVER} == 1",
+            moved_for,
+            "warning",
+            "A placed service runs off its primary site, or on fewer sites than usual.",
+            "The placement controller has run service {{ $labels.service }} at "
+            "{{ $labels.site }} instead of its usual placement (primary site "
+            f"{{{{ $labels.primary_site }}}}) for {moved_for}: "
+            "a failover, or a spread service degraded to its healthy sites. It moves "
+            "back after the failback cool-down once the sites are healthy again.",
+            " (off its primary site, or a spread degraded)",
         ),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from gotthard.monitoring.rule_model import AlertRule, RecordingRule
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule, above, expiring, on_condition
 from gotthard.monitoring.thresholds import ThresholdValues, num, seconds
 
 COMPONENT = "self"
@@ -28,50 +28,41 @@ _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     return (
-        _alert(
-            name="GotthardExporterDown",
-            expr='up{job=~"gotthard.*"} == 0',
-            for_="5m",
-            severity="warning",
-            summary="A Gotthard exporter cannot be scraped.",
-            description=(
-                "Prometheus has not scraped {{ $labels.job }} target {{ $labels.instance }} "
-                "({{ $labels.site }}/{{ $labels.cluster }}) for 5 minutes; its alerts cannot "
-                "fire."
-            ),
-            expr_summary='`up{job=~"gotthard.*"} == 0`',
+        on_condition(
+            _alert,
+            "GotthardExporterDown",
+            'up{job=~"gotthard.*"} == 0',
+            "5m",
+            "warning",
+            "A Gotthard exporter cannot be scraped.",
+            "Prometheus has not scraped {{ $labels.job }} target {{ $labels.instance }} "
+            "({{ $labels.site }}/{{ $labels.cluster }}) for 5 minutes; its alerts cannot "
+            "fire.",
         ),
-        _alert(
-            name="GotthardCollectorDown",
-            expr="gotthard_collector_up == 0",
-            for_="5m",
-            severity="warning",
-            summary="A Gotthard collector is failing.",
-            description=(
-                "Collector {{ $labels.collector }} of exporter {{ $labels.instance }} "
-                "({{ $labels.site }}/{{ $labels.cluster }}) has failed its polls for 5 "
-                "minutes; its metrics are missing."
-            ),
-            expr_summary="`gotthard_collector_up == 0`",
+        on_condition(
+            _alert,
+            "GotthardCollectorDown",
+            "gotthard_collector_up == 0",
+            "5m",
+            "warning",
+            "A Gotthard collector is failing.",
+            "Collector {{ $labels.collector }} of exporter {{ $labels.instance }} "
+            "({{ $labels.site }}/{{ $labels.cluster }}) has failed its polls for 5 "
+            "minutes; its metrics are missing.",
         ),
-        _alert(
-            name="GotthardCollectorStale",
-            expr=(
-                "time() - gotthard_collector_last_success_timestamp_seconds"
-                f" > {num(t[COLLECTOR_STALE])}"
-            ),
-            for_="5m",
-            severity="warning",
-            summary="A Gotthard collector serves old data.",
-            description=(
-                "Collector {{ $labels.collector }} of exporter {{ $labels.instance }} "
-                "({{ $labels.site }}/{{ $labels.cluster }}) last polled successfully "
-                "{{ $value | humanizeDuration }} ago; its metrics are stale."
-            ),
-            expr_summary=(
-                f"last successful poll of a collector older than {num(t[COLLECTOR_STALE] / 60)} "
-                "minutes"
-            ),
+        above(
+            _alert,
+            "GotthardCollectorStale",
+            "time() - gotthard_collector_last_success_timestamp_seconds",
+            t[COLLECTOR_STALE],
+            "5m",
+            "warning",
+            "A Gotthard collector serves old data.",
+            "Collector {{ $labels.collector }} of exporter {{ $labels.instance }} "
+            "({{ $labels.site }}/{{ $labels.cluster }}) last polled successfully "
+            "{{ $value | humanizeDuration }} ago; its metrics are stale.",
+            f"last successful poll of a collector older than {num(t[COLLECTOR_STALE] / 60)} "
+            "minutes",
         ),
         _alert(
             name="GotthardRunbookActionsFailing",
@@ -90,19 +81,15 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             ),
             expr_summary=(f"runbook steps ending {', '.join(ACTION_PROBLEMS)} within 15 minutes"),
         ),
-        _alert(
-            name="GotthardTLSCertificateExpiring",
-            expr=f"{CERTIFICATE_NOT_AFTER} - time() < {num(t[CERTIFICATE_EXPIRY])}",
-            for_="15m",
-            severity="warning",
-            summary="A TLS certificate Gotthard serves expires soon.",
-            description=(
-                "The certificate {{ $labels.instance }} serves on {{ $labels.listen }} "
-                "({{ $labels.site }}/{{ $labels.cluster }}) expires in "
-                "{{ $value | humanizeDuration }}."
-            ),
-            expr_summary=(
-                f"served certificate's notAfter within {num(t[CERTIFICATE_EXPIRY] / 86400)} days"
-            ),
+        expiring(
+            _alert,
+            "GotthardTLSCertificateExpiring",
+            CERTIFICATE_NOT_AFTER,
+            t[CERTIFICATE_EXPIRY],
+            "A TLS certificate Gotthard serves expires soon.",
+            "The certificate {{ $labels.instance }} serves on {{ $labels.listen }} "
+            "({{ $labels.site }}/{{ $labels.cluster }}) expires in "
+            "{{ $value | humanizeDuration }}.",
+            "served certificate's notAfter",
         ),
     )

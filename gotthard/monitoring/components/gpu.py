@@ -5,7 +5,15 @@ from __future__ import annotations
 from functools import partial
 
 from gotthard.exporters.gpu.xid import FATAL_XIDS
-from gotthard.monitoring.rule_model import GPU, NODE_REGEX, AlertRule, RecordingRule, Severity
+from gotthard.monitoring.rule_model import (
+    GPU,
+    NODE_REGEX,
+    AlertRule,
+    RecordingRule,
+    Severity,
+    above,
+    on_condition,
+)
 from gotthard.monitoring.shared import GPU_JOB_INFO, GPU_KEY, SC
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
@@ -90,14 +98,16 @@ def _throttling(reason: str, ratio: float, for_: str, severity: Severity) -> Ale
 
 def _rate(name: str, expr: str, limit: float, what: str) -> AlertRule:
     """A GPU whose 5-minute rate of *what* (*expr*) stays above *limit* for 15 minutes."""
-    return _alert(
-        name=name,
-        expr=f"{expr} > {num(limit)}",
-        for_="15m",
-        severity="warning",
-        summary=f"A GPU has a high rate of {what}.",
-        description=GPU + " counts {{ $value | humanize }} " + what + " per second.",
-        expr_summary=f"{what} > {num(limit)}/s (5-minute rate) for 15 minutes",
+    return above(
+        _alert,
+        name,
+        expr,
+        limit,
+        "15m",
+        "warning",
+        f"A GPU has a high rate of {what}.",
+        GPU + " counts {{ $value | humanize }} " + what + " per second.",
+        f"{what} > {num(limit)}/s (5-minute rate) for 15 minutes",
     )
 
 
@@ -159,17 +169,16 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             ),
             expr_summary=f"a new XID {', '.join(map(str, PAGING_XIDS))} within 10 minutes",
         ),
-        _alert(
-            name="GPURowRemapPending",
-            expr='gpu_remapped_rows{state="pending"} > 0',
-            for_="15m",
-            severity="warning",
-            summary="A GPU has a memory row remap pending a reset.",
-            description=(
-                GPU + " has a memory row remapping pending; it takes effect only after "
-                "the GPU is reset."
-            ),
-            expr_summary='`gpu_remapped_rows{state="pending"} > 0` for 15 minutes',
+        on_condition(
+            _alert,
+            "GPURowRemapPending",
+            'gpu_remapped_rows{state="pending"} > 0',
+            "15m",
+            "warning",
+            "A GPU has a memory row remap pending a reset.",
+            GPU + " has a memory row remapping pending; it takes effect only after "
+            "the GPU is reset.",
+            " for 15 minutes",
         ),
         _rate(
             "GPUNVLinkErrors",
@@ -178,17 +187,16 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             "NVLink errors",
         ),
         _rate("GPUPCIeReplays", "rate(gpu_pcie_replay_total[5m])", t[PCIE_REPLAYS], "PCIe replays"),
-        _alert(
-            name="GPUUnhealthy",
-            expr="gpu_health == 0",
-            for_="5m",
-            severity="warning",
-            summary="A GPU is marked unhealthy.",
-            description=(
-                GPU + " has been unhealthy (lost, row-remap "
-                "failure or a recent fatal XID) for 5 minutes."
-            ),
-            expr_summary="`gpu_health == 0` (any cause)",
+        on_condition(
+            _alert,
+            "GPUUnhealthy",
+            "gpu_health == 0",
+            "5m",
+            "warning",
+            "A GPU is marked unhealthy.",
+            GPU + " has been unhealthy (lost, row-remap "
+            "failure or a recent fatal XID) for 5 minutes.",
+            " (any cause)",
         ),
         _alert(
             name="GPUUncorrectableECCErrors",
@@ -202,16 +210,14 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             ),
             expr_summary="uncorrected ECC errors increased within 10 minutes",
         ),
-        _alert(
-            name="GPURowRemapFailure",
-            expr='gpu_remapped_rows{state="failure"} > 0',
-            for_="0s",
-            severity="critical",
-            summary="GPU memory row remapping failed.",
-            description=(
-                GPU + " could not remap a failing memory row; it must be taken out of service."
-            ),
-            expr_summary='`gpu_remapped_rows{state="failure"} > 0`',
+        on_condition(
+            _alert,
+            "GPURowRemapFailure",
+            'gpu_remapped_rows{state="failure"} > 0',
+            "0s",
+            "critical",
+            "GPU memory row remapping failed.",
+            GPU + " could not remap a failing memory row; it must be taken out of service.",
         ),
         _throttling("thermal", t[THERMAL_THROTTLE], "15m", "warning"),
         _throttling("power", t[POWER_THROTTLE], "30m", "info"),

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from functools import partial
 
-from gotthard.monitoring.rule_model import FS, HOST, TARGET, AlertRule, RecordingRule, Severity
+from gotthard.monitoring.rule_model import (
+    FS,
+    HOST,
+    TARGET,
+    AlertRule,
+    RecordingRule,
+    Severity,
+    above,
+)
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
     count,
@@ -119,24 +127,22 @@ RECORDING_RULES = (
 )
 
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
+_above = partial(above, _alert)
 
 
 def _ost_fill(
     name: str, threshold: float, for_: str, severity: Severity, consequence: str = ""
 ) -> AlertRule:
     """An OST fuller than *threshold*; *consequence* ends the description."""
-    return _alert(
-        name=name,
-        expr=f"{OST_FILL} > {num(threshold)}",
-        for_=for_,
-        severity=severity,
-        summary=f"A Lustre OST is more than {pct(threshold)} full.",
-        description="OST "
-        + TARGET
-        + " is {{ $value | humanizePercentage }} full"
-        + consequence
-        + ".",
-        expr_summary=f"OST used fraction > {pct(threshold)}",
+    return _above(
+        name,
+        OST_FILL,
+        threshold,
+        for_,
+        severity,
+        f"A Lustre OST is more than {pct(threshold)} full.",
+        "OST " + TARGET + " is {{ $value | humanizePercentage }} full" + consequence + ".",
+        f"OST used fraction > {pct(threshold)}",
     )
 
 
@@ -174,16 +180,16 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 f"OST over {pct(t[PREDICT_MIN_FILL])} full"
             ),
         ),
-        _alert(
-            name="LustreInodesNearlyExhausted",
-            expr=f"{INODES_USED} > {num(t[INODE_FILL])}",
-            for_="30m",
-            severity="critical",
-            summary=f"A Lustre target has used more than {pct(t[INODE_FILL])} of its inodes.",
-            description=TARGET
-            + " has used {{ $value | humanizePercentage }} of its inodes; file creation "
+        _above(
+            "LustreInodesNearlyExhausted",
+            INODES_USED,
+            t[INODE_FILL],
+            "30m",
+            "critical",
+            f"A Lustre target has used more than {pct(t[INODE_FILL])} of its inodes.",
+            TARGET + " has used {{ $value | humanizePercentage }} of its inodes; file creation "
             "fails with ENOSPC when they run out.",
-            expr_summary=f"used inodes (`lustre_target_files`) > {pct(t[INODE_FILL])}",
+            f"used inodes (`lustre_target_files`) > {pct(t[INODE_FILL])}",
         ),
         _alert(
             name="LustreTargetInactive",
@@ -196,27 +202,29 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             "read or written there.",
             expr_summary="a target with `lustre_target_active == 0` on any node",
         ),
-        _alert(
-            name="LustreOSTImbalance",
-            expr=f"{FILL_SPREAD} > {num(spread)}",
-            for_="1h",
-            severity="warning",
-            summary="Lustre OSTs are unevenly filled.",
-            description="The fullest and the emptiest OST of "
+        _above(
+            "LustreOSTImbalance",
+            FILL_SPREAD,
+            spread,
+            "1h",
+            "warning",
+            "Lustre OSTs are unevenly filled.",
+            "The fullest and the emptiest OST of "
             + FS
             + " differ by {{ $value | humanizePercentage }} of their capacity.",
-            expr_summary=f"max - min OST used fraction per file system > {num(spread)}",
+            f"max - min OST used fraction per file system > {num(spread)}",
         ),
-        _alert(
-            name="LustreMetadataLatencyHigh",
-            expr=f"{MDT_LATENCY} > {num(latency)}",
-            for_="15m",
-            severity="warning",
-            summary="Lustre metadata operations are slow.",
-            description="Metadata operations on "
+        _above(
+            "LustreMetadataLatencyHigh",
+            MDT_LATENCY,
+            latency,
+            "15m",
+            "warning",
+            "Lustre metadata operations are slow.",
+            "Metadata operations on "
             + TARGET
             + " take {{ $value | humanizeDuration }} on average.",
-            expr_summary=f"mean MDT operation latency > {num(latency * 1000)} ms",
+            f"mean MDT operation latency > {num(latency * 1000)} ms",
         ),
         _alert(
             name="LustreHealthCheckFailed",
@@ -241,22 +249,24 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             " IO to it is blocked.",
             expr_summary=f"recovery_status RECOVERING or WAITING for {stuck}",
         ),
-        _alert(
-            name="LustreEvictionStorm",
-            expr=f"{EVICTIONS} > {num(evictions)}",
-            for_="2m",
-            severity="warning",
-            summary="A Lustre target is evicting many clients.",
-            description=TARGET + " evicted {{ $value | humanize }} clients in the last 10 minutes.",
-            expr_summary=f"more than {num(evictions)} evictions from one target in 10 minutes",
+        _above(
+            "LustreEvictionStorm",
+            EVICTIONS,
+            evictions,
+            "2m",
+            "warning",
+            "A Lustre target is evicting many clients.",
+            TARGET + " evicted {{ $value | humanize }} clients in the last 10 minutes.",
+            f"more than {num(evictions)} evictions from one target in 10 minutes",
         ),
-        _alert(
-            name="LustreLNetDrops",
-            expr=f"{LNET_DROPS} > {num(drops)}",
-            for_="15m",
-            severity="warning",
-            summary="LNet is dropping messages.",
-            description="LNet on " + HOST + " drops {{ $value | humanize }} messages per second.",
-            expr_summary=f"LNet drops > {num(drops)}/s (5-minute rate)",
+        _above(
+            "LustreLNetDrops",
+            LNET_DROPS,
+            drops,
+            "15m",
+            "warning",
+            "LNet is dropping messages.",
+            "LNet on " + HOST + " drops {{ $value | humanize }} messages per second.",
+            f"LNet drops > {num(drops)}/s (5-minute rate)",
         ),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from gotthard.monitoring.rule_model import AlertRule, RecordingRule
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule, above, expiring, on_condition
 from gotthard.monitoring.thresholds import ThresholdValues, num, seconds
 
 COMPONENT = "security"
@@ -27,58 +27,53 @@ _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
+    max_age = t[AUDIT_MAX_AGE]
     return (
-        _alert(
-            name="SecurityKubeBenchCheckFailed",
-            expr=f"{KUBE_BENCH_FAILED} > 0",
-            for_="15m",
-            severity="warning",
-            summary="A required CIS kube-bench check fails.",
-            description=(
-                "kube-bench check {{ $labels.id }} ({{ $labels.node_type }}) fails in "
-                "{{ $labels.site }}/{{ $labels.cluster }} and is not waived."
-            ),
-            expr_summary=f"`{KUBE_BENCH_FAILED} > 0` (not waived)",
+        on_condition(
+            _alert,
+            "SecurityKubeBenchCheckFailed",
+            f"{KUBE_BENCH_FAILED} > 0",
+            "15m",
+            "warning",
+            "A required CIS kube-bench check fails.",
+            "kube-bench check {{ $labels.id }} ({{ $labels.node_type }}) fails in "
+            "{{ $labels.site }}/{{ $labels.cluster }} and is not waived.",
+            " (not waived)",
         ),
-        _alert(
-            name="SecurityPolicyViolations",
-            expr=f"{VIOLATIONS} > 0",
-            for_="15m",
-            severity="warning",
-            summary="Live objects violate the security policies.",
-            description=(
-                "{{ $value | humanize }} live objects in {{ $labels.site }}/{{ $labels.cluster }} "
-                "violate rule {{ $labels.rule }} of policy {{ $labels.policy }}."
-            ),
-            expr_summary=f"`{VIOLATIONS} > 0`",
+        on_condition(
+            _alert,
+            "SecurityPolicyViolations",
+            f"{VIOLATIONS} > 0",
+            "15m",
+            "warning",
+            "Live objects violate the security policies.",
+            "{{ $value | humanize }} live objects in {{ $labels.site }}/{{ $labels.cluster }} "
+            "violate rule {{ $labels.rule }} of policy {{ $labels.policy }}.",
         ),
-        _alert(
-            name="SecurityAuditStale",
-            expr=f"time() - {AUDIT_LAST_RUN} > {num(t[AUDIT_MAX_AGE])}",
-            for_="15m",
-            severity="warning",
-            summary="Policy or kube-bench results are stale.",
-            description=(
-                "{{ $labels.textfile }} on {{ $labels.instance }} "
-                "({{ $labels.site }}/{{ $labels.cluster }}) was written "
-                "{{ $value | humanizeDuration }} ago; the compliance results are out of date."
-            ),
-            expr_summary=f"audit textfile older than {num(t[AUDIT_MAX_AGE] / 3600)} h",
+        above(
+            _alert,
+            "SecurityAuditStale",
+            f"time() - {AUDIT_LAST_RUN}",
+            max_age,
+            "15m",
+            "warning",
+            "Policy or kube-bench results are stale.",
+            "{{ $labels.textfile }} on {{ $labels.instance }} "
+            "({{ $labels.site }}/{{ $labels.cluster }}) was written "
+            "{{ $value | humanizeDuration }} ago; the compliance results are out of date.",
+            f"audit textfile older than {num(max_age / 3600)} h",
         ),
-        _alert(
-            name="SecurityWaiverExpiring",
-            expr=f"{WAIVER_EXPIRY} - time() < {num(t[WAIVER_NOTICE])}",
-            for_="15m",
-            severity="warning",
-            summary="A kube-bench waiver expires soon.",
-            description=(
-                "The waiver of kube-bench check {{ $labels.id }} (owner {{ $labels.owner }}) "
-                "in {{ $labels.site }}/{{ $labels.cluster }} ends in "
-                "{{ $value | humanizeDuration }}; the check then fails unless it is fixed or "
-                "the waiver renewed."
-            ),
-            expr_summary=(
-                f"a waiver's expiry within {num(t[WAIVER_NOTICE] / 86400)} days (or past)"
-            ),
+        expiring(
+            _alert,
+            "SecurityWaiverExpiring",
+            WAIVER_EXPIRY,
+            t[WAIVER_NOTICE],
+            "A kube-bench waiver expires soon.",
+            "The waiver of kube-bench check {{ $labels.id }} (owner {{ $labels.owner }}) "
+            "in {{ $labels.site }}/{{ $labels.cluster }} ends in "
+            "{{ $value | humanizeDuration }}; the check then fails unless it is fixed or "
+            "the waiver renewed.",
+            "a waiver's expiry",
+            " (or past)",
         ),
     )

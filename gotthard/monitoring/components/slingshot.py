@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from gotthard.exporters.slingshot.limits import MAX_RESTARTS_1H, MAX_RESTARTS_10H
-from gotthard.monitoring.rule_model import LINK, AlertRule, RecordingRule
+from gotthard.monitoring.rule_model import LINK, AlertRule, RecordingRule, above
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
     count,
@@ -69,6 +69,7 @@ RECORDING_RULES = (
 )
 
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
+_above = partial(above, _alert)
 
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
@@ -107,40 +108,36 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 f">= {flaps_1h} link restarts in 1 h or >= {flaps_10h} in 10 h (cxi_healthcheck)"
             ),
         ),
-        _alert(
-            name="SlingshotUncorrectedFECErrors",
-            expr=f'{FEC_RATE}{{type="uncorrected"}} > 0',
-            for_="10m",
-            severity="warning",
-            summary="A Slingshot link has uncorrectable FEC codewords.",
-            description=(
-                LINK + " has received "
-                "{{ $value | humanize }} uncorrectable FEC codewords per second for 10 minutes."
-            ),
-            expr_summary="uncorrected FEC codewords on every evaluation for 10 minutes",
+        _above(
+            "SlingshotUncorrectedFECErrors",
+            f'{FEC_RATE}{{type="uncorrected"}}',
+            0,
+            "10m",
+            "warning",
+            "A Slingshot link has uncorrectable FEC codewords.",
+            LINK + " has received "
+            "{{ $value | humanize }} uncorrectable FEC codewords per second for 10 minutes.",
+            "uncorrected FEC codewords on every evaluation for 10 minutes",
         ),
-        _alert(
-            name="SlingshotHighBER",
-            expr=f'{BER}{{type="corrected"}} > {ber}',
-            for_="30m",
-            severity="warning",
-            summary="A Slingshot link has a high corrected bit error rate.",
-            description=(
-                LINK + " has a corrected BER of {{ $value | humanize }} (threshold "
-                f"{ber}); the cable or optic is degrading."
-            ),
-            expr_summary=f"corrected-codeword BER (cxi_stat style) > {ber}",
+        _above(
+            "SlingshotHighBER",
+            f'{BER}{{type="corrected"}}',
+            t[CORRECTED_BER],
+            "30m",
+            "warning",
+            "A Slingshot link has a high corrected bit error rate.",
+            LINK + " has a corrected BER of {{ $value | humanize }} (threshold "
+            f"{ber}); the cable or optic is degrading.",
+            f"corrected-codeword BER (cxi_stat style) > {ber}",
         ),
-        _alert(
-            name="SlingshotRetransmissionTimeoutsHigh",
-            expr=f'{TIMEOUTS}{{type="spt"}} > {spt}',
-            for_="15m",
-            severity="warning",
-            summary="Slingshot retransmission timeouts are rising.",
-            description=(
-                LINK
-                + " has {{ $value | humanize }} packet retransmission (SPT) timeouts per second."
-            ),
-            expr_summary=f"SPT timeouts > {spt}/s (5-minute rate)",
+        _above(
+            "SlingshotRetransmissionTimeoutsHigh",
+            f'{TIMEOUTS}{{type="spt"}}',
+            t[SPT_TIMEOUTS],
+            "15m",
+            "warning",
+            "Slingshot retransmission timeouts are rising.",
+            LINK + " has {{ $value | humanize }} packet retransmission (SPT) timeouts per second.",
+            f"SPT timeouts > {spt}/s (5-minute rate)",
         ),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from gotthard.monitoring.rule_model import AlertRule, RecordingRule, regex_any
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule, above, on_condition, regex_any
 from gotthard.monitoring.shared import SC
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
@@ -131,6 +131,7 @@ RECORDING_RULES = (
 )
 
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
+_above = partial(above, _alert)
 
 
 def _node_flag(name: str, flag: str, for_: str, summary: str, what: str) -> AlertRule:
@@ -202,30 +203,28 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 "exporter reads 1"
             ),
         ),
-        _alert(
-            name="SlurmSubmitProbeFailing",
-            expr='slurm_probe_success{op="submit"} == 0',
-            for_="10m",
-            severity="critical",
-            summary="Users cannot submit Slurm jobs.",
-            description=(
-                "The synthetic job submission of {{ $labels.instance }} to "
-                "{{ $labels.site }}/{{ $labels.cluster }} has failed for 10 minutes."
-            ),
-            expr_summary='`slurm_probe_success{op="submit"} == 0` for 10 minutes',
+        on_condition(
+            _alert,
+            "SlurmSubmitProbeFailing",
+            'slurm_probe_success{op="submit"} == 0',
+            "10m",
+            "critical",
+            "Users cannot submit Slurm jobs.",
+            "The synthetic job submission of {{ $labels.instance }} to "
+            "{{ $labels.site }}/{{ $labels.cluster }} has failed for 10 minutes.",
+            " for 10 minutes",
         ),
-        _alert(
-            name="SlurmDBDBacklog",
-            expr=f"slurm_scheduler_dbd_agent_queue_size > {num(t[DBD_QUEUE])}",
-            for_="15m",
-            severity="warning",
-            summary="slurmctld cannot hand its accounting records to slurmdbd.",
-            description=(
-                "slurmctld of {{ $labels.site }}/{{ $labels.cluster }} holds "
-                "{{ $value | humanize }} messages for slurmdbd: slurmdbd or its database is "
-                "down or too slow."
-            ),
-            expr_summary=f"more than {num(t[DBD_QUEUE])} messages queued for slurmdbd",
+        _above(
+            "SlurmDBDBacklog",
+            "slurm_scheduler_dbd_agent_queue_size",
+            t[DBD_QUEUE],
+            "15m",
+            "warning",
+            "slurmctld cannot hand its accounting records to slurmdbd.",
+            "slurmctld of {{ $labels.site }}/{{ $labels.cluster }} holds "
+            "{{ $value | humanize }} messages for slurmdbd: slurmdbd or its database is "
+            "down or too slow.",
+            f"more than {num(t[DBD_QUEUE])} messages queued for slurmdbd",
         ),
         _alert(
             name="SlurmNodesUnavailable",
@@ -275,18 +274,15 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 f"while over {pct(idle)} of its CPUs are idle"
             ),
         ),
-        _alert(
-            name="SlurmSchedulerCycleSlow",
-            expr=f"avg_over_time(slurm_scheduler_cycle_last_seconds[10m]) > {num(cycle)}",
-            for_="15m",
-            severity="warning",
-            summary="The Slurm main scheduler cycle is slow.",
-            description=(
-                "The main scheduling cycle of {{ $labels.site }}/{{ $labels.cluster }} took "
-                "{{ $value | humanizeDuration }} on average over the last 10 minutes."
-            ),
-            expr_summary=(
-                f"10-minute average of `slurm_scheduler_cycle_last_seconds` > {num(cycle)} s"
-            ),
+        _above(
+            "SlurmSchedulerCycleSlow",
+            "avg_over_time(slurm_scheduler_cycle_last_seconds[10m])",
+            cycle,
+            "15m",
+            "warning",
+            "The Slurm main scheduler cycle is slow.",
+            "The main scheduling cycle of {{ $labels.site }}/{{ $labels.cluster }} took "
+            "{{ $value | humanizeDuration }} on average over the last 10 minutes.",
+            f"10-minute average of `slurm_scheduler_cycle_last_seconds` > {num(cycle)} s",
         ),
     )

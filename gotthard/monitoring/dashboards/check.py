@@ -155,13 +155,13 @@ def _explain_empty(prometheus: Prometheus, expr: str, values: dict[str, str]) ->
         return "no series"
     empty = []
     for selector in analysis.selectors:
-        text = substitute(expr[selector.start : selector.end], values)
+        text = substitute(selector.written, values)
         try:
             _, found = prometheus.query(f"count({text})")
         except PrometheusError:
             continue
         if not found:
-            empty.append(expr[selector.start : selector.end])
+            empty.append(selector.written)
     if empty:
         unique = list(dict.fromkeys(empty))
         return "no series; nothing matches " + ", ".join(unique)

@@ -112,12 +112,11 @@ class Matcher:
 
 @dataclass(frozen=True)
 class Selector:
-    """One vector selector: ``name{matchers}``; *start*/*end* slice it out of the expr."""
+    """One vector selector: ``name{matchers}``, and *written*, as the expr writes it."""
 
     name: str
     matchers: tuple[Matcher, ...]
-    start: int
-    end: int
+    written: str
 
     def matcher(self, label: str) -> Matcher | None:
         for matcher in self.matchers:
@@ -228,11 +227,12 @@ def analyse(expr: str) -> Analysis:
                 matchers = _matchers(following[1])
                 stop = following[3]
                 index += 1
-            analysis.selectors.append(Selector(text, matchers, start, stop))
+            analysis.selectors.append(Selector(text, matchers, expr[start:stop]))
         elif kind == "braces":
             matchers = _matchers(text)
             names = [m.value for m in matchers if m.label == "__name__" and m.op == "="]
-            analysis.selectors.append(Selector(names[0] if names else "", matchers, start, end))
+            name = names[0] if names else ""
+            analysis.selectors.append(Selector(name, matchers, expr[start:end]))
         elif kind == "lparen":
             stack.append(pending)
             pending = ""

@@ -354,6 +354,16 @@ def label_variable(name: str, label: str, metric: str) -> Template:
     return query_variable(name, label, f"label_values({sel(metric)}, {name})")
 
 
+#: The matcher of the nodes chosen in a :func:`node_variable`.
+NODE = 'instance=~"$instance"'
+
+
+def node_variable(metric: str) -> Template:
+    """The ``instance`` variable ("Node") of a per-node dashboard: the nodes that report
+    *metric*; :data:`NODE` selects them."""
+    return label_variable("instance", "Node", metric)
+
+
 def base_variables() -> list[Template]:
     return [
         Template(

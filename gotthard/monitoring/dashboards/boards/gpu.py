@@ -6,6 +6,7 @@ from grafanalib.core import Dashboard
 
 from gotthard.monitoring.components import gpu
 from gotthard.monitoring.dashboards import panels as ui
+from gotthard.monitoring.dashboards.panels import NODE
 from gotthard.monitoring.shared import (
     GPU_KEY,
     agg,
@@ -24,8 +25,7 @@ DESCRIPTION = (
 )
 TAGS = ("gpu",)
 #: The dashboard's own variable, after datasource, site and cluster.
-VARIABLES = (ui.label_variable("instance", "Node", "gpu_info"),)
-NODE = 'instance=~"$instance"'
+VARIABLES = (ui.node_variable("gpu_info"),)
 #: The whole GPU rather than one of its MIG instances.
 WHOLE = 'gpu_instance=""'
 
@@ -74,7 +74,7 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
     board.row(
         ui.ratio_timeseries(
             "GPU utilisation by node",
-            ui.Query(f"avg by (instance) ({sel('gpu_utilization_ratio', NODE)})", "{{instance}}"),
+            ui.Query(agg("avg", "instance", sel("gpu_utilization_ratio", NODE)), "{{instance}}"),
         ),
         ui.ratio_timeseries(
             "SM and tensor activity",
@@ -87,8 +87,8 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             description="GPM metrics (Hopper and newer), averaged over the selected GPUs.",
         ),
     )
-    power = f"sum by (instance) ({sel('gpu_power_watts', NODE)})"
-    power_limit = f"sum by (instance) ({sel('gpu_power_limit_watts', NODE)})"
+    power = agg("sum", "instance", sel("gpu_power_watts", NODE))
+    power_limit = agg("sum", "instance", sel("gpu_power_limit_watts", NODE))
     board.row(
         ui.ratio_timeseries(
             "Memory used by node",
@@ -112,7 +112,7 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             "Hottest GPU by node",
             "celsius",
             ui.Query(
-                f"max by (instance, sensor) ({sel('gpu_temperature_celsius', NODE)})",
+                agg("max", "instance, sensor", sel("gpu_temperature_celsius", NODE)),
                 "{{instance}} {{sensor}}",
             ),
         ),
@@ -121,7 +121,7 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
         ui.timeseries(
             "Throttled time by reason",
             "percentunit",
-            ui.Query(f"avg by (reason) ({rate('gpu_throttle_seconds_total', NODE)})", "{{reason}}"),
+            ui.Query(agg("avg", "reason", rate("gpu_throttle_seconds_total", NODE)), "{{reason}}"),
             description="Share of time the clocks were held back (NVML violation counters), "
             "averaged over the selected GPUs. Lines: the thermal (orange) and power (red) "
             "throttling alerts' thresholds, which apply to each GPU.",
@@ -131,14 +131,14 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
         ui.timeseries(
             "Clock event reasons active",
             "short",
-            ui.Query(f"sum by (reason) ({sel('gpu_clocks_event_reasons', NODE)})", "{{reason}}"),
+            ui.Query(agg("sum", "reason", sel("gpu_clocks_event_reasons", NODE)), "{{reason}}"),
             description="GPUs whose clocks are held down by each reason right now.",
         ),
         ui.timeseries(
             "XID errors",
             "short",
             ui.Query(
-                f"sum by (instance, xid) ({rate('gpu_xid_errors_total', NODE, fn='increase')})",
+                agg("sum", "instance, xid", rate("gpu_xid_errors_total", NODE, fn="increase")),
                 "{{instance}} XID {{xid}}",
             ),
             description="A series appears only after a GPU reported an XID.",
@@ -149,14 +149,14 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             "ECC errors",
             "short",
             ui.Query(
-                f"sum by (instance, type) ({rate('gpu_ecc_errors_total', NODE, fn='increase')})",
+                agg("sum", "instance, type", rate("gpu_ecc_errors_total", NODE, fn="increase")),
                 "{{instance}} {{type}}",
             ),
         ),
         ui.bargauge(
             "Remapped rows",
             "short",
-            ui.Query(f"sum by (state) ({sel('gpu_remapped_rows', NODE)})", "{{state}}"),
+            ui.Query(agg("sum", "state", sel("gpu_remapped_rows", NODE)), "{{state}}"),
             description="Correctable and uncorrectable remapped rows; pending and failure "
             "count GPUs.",
             thresholds=ui.BAD_FROM_ONE,
@@ -164,7 +164,7 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
         ui.timeseries(
             "PCIe replays",
             "cps",
-            ui.Query(f"sum by (instance) ({rate('gpu_pcie_replay_total', NODE)})", "{{instance}}"),
+            ui.Query(agg("sum", "instance", rate("gpu_pcie_replay_total", NODE)), "{{instance}}"),
         ),
     )
     board.row(

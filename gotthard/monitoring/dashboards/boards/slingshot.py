@@ -6,6 +6,7 @@ from grafanalib.core import Dashboard, TimeSeries
 
 from gotthard.monitoring.components import slingshot
 from gotthard.monitoring.dashboards import panels as ui
+from gotthard.monitoring.dashboards.panels import NODE
 from gotthard.monitoring.shared import agg, count_zero, eq, rate, rx, sel
 from gotthard.monitoring.thresholds import ThresholdValues
 
@@ -15,8 +16,7 @@ DESCRIPTION = (
 )
 TAGS = ("slingshot", "network")
 #: The dashboard's own variable, after datasource, site and cluster.
-VARIABLES = (ui.label_variable("instance", "Node", "slingshot_info"),)
-NODE = 'instance=~"$instance"'
+VARIABLES = (ui.node_variable("slingshot_info"),)
 #: The recorded FEC codeword rates of the selected nodes, corrected and uncorrected.
 FEC_ERRORS = sel(slingshot.FEC_RATE, NODE, rx("type", "corrected|uncorrected"))
 
