@@ -27,20 +27,19 @@ from collections.abc import Collection, Iterable
 #: A drain with any other reason is an operator's (maintenance): never resumed by Gotthard.
 DRAIN_REASON_PREFIX = "gotthard: "
 
-#: Base states, by every spelling (long and compact), to the name used as a label.
+#: Each base state's label, with its spellings (long and compact).
+_BASE_SPELLINGS: dict[str, tuple[str, ...]] = {
+    "idle": ("idle",),
+    "allocated": ("alloc", "allocated"),
+    "mixed": ("mix", "mixed"),
+    "down": ("down",),
+    "unknown": ("unk", "unknown"),
+    "future": ("futr", "future"),
+    "error": ("err", "error"),
+}
+#: Base states, by every spelling, to the name used as a label.
 BASE_STATES: dict[str, str] = {
-    "idle": "idle",
-    "alloc": "allocated",
-    "allocated": "allocated",
-    "mix": "mixed",
-    "mixed": "mixed",
-    "down": "down",
-    "unk": "unknown",
-    "unknown": "unknown",
-    "futr": "future",
-    "future": "future",
-    "err": "error",
-    "error": "error",
+    spelling: label for label, spellings in _BASE_SPELLINGS.items() for spelling in spellings
 }
 
 #: sinfo's one-character state suffixes (``%T``/``%t``), as flags.
@@ -77,28 +76,23 @@ FLAG_ALIASES: dict[str, str] = {
     "power_save": "powered_down",
 }
 
-#: sinfo's exclusive one-word states that name a flag rather than a base state, with
-#: the base state they stand for. ``drained`` is also printed for a down node that
-#: drains and ``completing`` for a mixed one; idle is the base that fits most nodes.
+#: sinfo's exclusive one-word states that name a flag rather than a base state, by the
+#: base state they stand for. ``drained`` is also printed for a down node that drains and
+#: ``completing`` for a mixed one; idle is the base that fits most nodes.
+_FOLDED_WORDS: dict[str, str] = {
+    "idle": "drained drain fail maint reboot boot completing comp reserved resv planned plnd"
+    " perfctrs npc",
+    "allocated": "draining drng failing failg",
+}
+#: The flag of a folded word that is neither a flag's name nor in :data:`FLAG_ALIASES`.
+_FOLDED_FLAGS = dict.fromkeys(("drained", "draining", "drng"), "drain") | dict.fromkeys(
+    ("failing", "failg"), "fail"
+)
+#: Each folded word -> (base state, flag).
 FOLDED_STATES: dict[str, tuple[str, str]] = {
-    "drained": ("idle", "drain"),
-    "drain": ("idle", "drain"),
-    "draining": ("allocated", "drain"),
-    "drng": ("allocated", "drain"),
-    "fail": ("idle", "fail"),
-    "failing": ("allocated", "fail"),
-    "failg": ("allocated", "fail"),
-    "maint": ("idle", "maint"),
-    "reboot": ("idle", "reboot_requested"),
-    "boot": ("idle", "reboot_requested"),
-    "completing": ("idle", "completing"),
-    "comp": ("idle", "completing"),
-    "reserved": ("idle", "reserved"),
-    "resv": ("idle", "reserved"),
-    "planned": ("idle", "planned"),
-    "plnd": ("idle", "planned"),
-    "perfctrs": ("idle", "perfctrs"),
-    "npc": ("idle", "perfctrs"),
+    word: (base, _FOLDED_FLAGS.get(word) or FLAG_ALIASES.get(word, word))
+    for base, words in _FOLDED_WORDS.items()
+    for word in words.split()
 }
 
 #: Flags shown as a node's one state, in the precedence sinfo's long form uses, after
