@@ -268,6 +268,23 @@ def test_a_dr_series_keeps_the_site_the_daemon_exports(two_sites: MultiSiteSandb
 # --------------------------------------------------------------------------- alerts, webhooks
 
 
+def test_a_node_drained_for_maintenance_with_slurmd_stopped_does_not_page(
+    two_sites: MultiSiteSandbox,
+) -> None:
+    """nid002 is drained by an operator and its slurmd is stopped, so Slurm flags it
+    NOT_RESPONDING: each site's rules see it in maintenance, and SlurmNodeNotResponding
+    does not even go pending (it would, at the first evaluation, without the exception)."""
+    not_responding = 'slurm_node_info{node="nid002", state=~".*not_responding.*"}'
+    maintenance = 'site_cluster_node:slurm_node_maintenance:group{node="nid002"}'
+    for site in SITES:
+        prometheus = two_sites.prometheus_url(site)
+        wait_until(lambda p=prometheus: instant(p, not_responding), 120, "nid002 flagged")
+        wait_until(lambda p=prometheus: instant(p, maintenance), 30, "nid002 in maintenance")
+        # a few more evaluations (every 2 s) of the alerting group
+        time.sleep(5)
+        assert instant(prometheus, 'ALERTS{alertname="SlurmNodeNotResponding"}') == [], site
+
+
 def test_gpu_lost_in_lugano_drains_lugano_only_and_notifies_once(
     two_sites: MultiSiteSandbox,
 ) -> None:

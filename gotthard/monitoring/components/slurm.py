@@ -55,6 +55,15 @@ FAILED = "site_cluster_partition:slurm_nodes_failed:sum"
 FAILED_RATIO = "site_cluster_partition:slurm_nodes_failed:ratio"
 IDLE_CPUS = "site_cluster_partition:slurm_partition_cpus_idle:ratio"
 MAINTENANCE_DRAINS = "site_cluster:slurm_nodes_maintenance_drained:count"
+#: One series (1) per node out of service on purpose: see :data:`_MAINTENANCE_NODE`.
+MAINTENANCE_NODES = "site_cluster_node:slurm_node_maintenance:group"
+
+#: Nodes drained (or draining) with a reason Gotthard did not write: an operator's drain
+#: (the drain reason Gotthard's runbook webhook writes starts with DRAIN_REASON_PREFIX).
+_OPERATOR_DRAIN = f'slurm_node_info{{state=~".*drain.*", reason!~"{DRAIN_REASON_PREFIX}.*"}}'
+#: A node in maintenance: an operator's drain, or Slurm's MAINT flag (a maintenance
+#: reservation). Such a node pages for nothing that its maintenance explains.
+_MAINTENANCE_NODE = f'{_OPERATOR_DRAIN}\n  or\n  slurm_node_info{{state=~".*maint.*"}}'
 
 
 def _allocated(name: str, metric: str, labels: str) -> RecordingRule:
@@ -112,12 +121,10 @@ RECORDING_RULES = (
     ),
     # Nodes drained (or draining) with a reason Gotthard did not write: maintenance.
     RecordingRule(
-        COMPONENT,
-        MAINTENANCE_DRAINS,
-        "count by (site, cluster) (\n"
-        '  slurm_node_info{state=~".*drain.*", '
-        # the drain reason Gotthard's runbook webhook writes starts with this prefix
-        f'reason!~"{DRAIN_REASON_PREFIX}.*"}}\n)',
+        COMPONENT, MAINTENANCE_DRAINS, f"count by (site, cluster) (\n  {_OPERATOR_DRAIN}\n)"
+    ),
+    RecordingRule(
+        COMPONENT, MAINTENANCE_NODES, f"group by (site, cluster, node) (\n  {_MAINTENANCE_NODE}\n)"
     ),
     _allocated(PARTITION_CPUS_ALLOC, "slurm_partition_cpus", _PARTITION),
     _allocated(PARTITION_GPUS_ALLOC, "slurm_partition_gpus", _PARTITION),
@@ -134,20 +141,28 @@ _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 _above = partial(above, _alert)
 
 
-def _node_flag(name: str, flag: str, for_: str, summary: str, what: str) -> AlertRule:
-    """A node that has carried Slurm state *flag* for *for_*, one alert per node."""
+def _node_flag(
+    name: str, flag: str, for_: str, summary: str, what: str, *, maintenance_explains: bool = False
+) -> AlertRule:
+    """A node that has carried Slurm state *flag* for *for_*, one alert per node; not for a
+    node in maintenance when *maintenance_explains* the flag."""
+    # one series per node whatever its base state, so that ``for`` survives a change
+    # from idle+FLAG to down+FLAG
+    expr = f'count by (site, cluster, node) (slurm_node_info{{state=~".*{flag}.*"}})'
+    expr_summary = f"a node with Slurm flag `{flag}` for {for_}"
+    if maintenance_explains:
+        expr += f"\nunless on (site, cluster, node)\n{MAINTENANCE_NODES}"
+        expr_summary += " (not in maintenance: an operator's drain or MAINT)"
     return _alert(
         name=name,
-        # one series per node whatever its base state, so that ``for`` survives a change
-        # from idle+FLAG to down+FLAG
-        expr=f'count by (site, cluster, node) (slurm_node_info{{state=~".*{flag}.*"}})',
+        expr=expr,
         for_=for_,
         severity="warning",
         summary=summary,
         description="Node {{ $labels.node }} in {{ $labels.site }}/{{ $labels.cluster }} "
         + what
         + f" for {_in_words(for_)}.",
-        expr_summary=f"a node with Slurm flag `{flag}` for {for_}",
+        expr_summary=expr_summary,
     )
 
 
@@ -249,6 +264,8 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             duration(t[NOT_RESPONDING_FOR]),
             "A Slurm node does not answer slurmctld.",
             "has not answered slurmctld",
+            # an operator who drains a node to work on it often stops its slurmd
+            maintenance_explains=True,
         ),
         _node_flag(
             "SlurmNodeStuckCompleting",
