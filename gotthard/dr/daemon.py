@@ -387,18 +387,27 @@ class DrDaemon:
         )
 
     def step(self, elector: LeaseElector | None) -> bool:
-        """One election round: start or stop the scheduler; returns leadership."""
+        """One election round: start or stop the scheduler, export what the round saw of
+        the Lease; returns leadership."""
         self.lease = elector
-        leader = _renew(elector)
+        leader = self._round(elector)
         if leader and self.scheduler is None:
             log.info("%s is leader: starting the scheduler", self.identity)
             self.startup_chores()
-            leader = _renew(elector)  # the chores may outlast the Lease
+            leader = self._round(elector)  # the chores may outlast the Lease
             if leader:
                 self.start_scheduler()
         elif not leader and self.scheduler is not None:
             log.warning("%s lost the lease: stopping the scheduler", self.identity)
             self.stop_scheduler()
+        return leader
+
+    def _round(self, elector: LeaseElector | None) -> bool:
+        """One election round (:func:`_renew`), then what it saw of the Lease exported:
+        every replica, leader or not, exports the Lease it reads (DRNoLeader judges it)."""
+        leader = _renew(elector)
+        if elector is not None:
+            self.metrics.record_lease(self.ctx.site, elector.seen)
         return leader
 
     def run(self) -> None:

@@ -15,6 +15,10 @@ anyone else can acquire. The margin must exceed the clock skew between the repli
 Every request of a round is bounded by the time left to that deadline, so a slow API
 server cannot keep a round (and the daemon waiting on it) past the deadline.
 
+Each round keeps what it read of the Lease, or wrote when it renewed it, in
+:attr:`LeaseElector.seen` (holder, renew time, duration): every replica, leader or not,
+exports it, so that each site can judge from its own replica whether anyone renews.
+
 ``kubernetes.leaderelection`` with its ``LeaseLock`` was not used: its ``run()`` blocks a
 thread for good (no stop, no release), reports leadership only through start/stop
 callbacks fired after its renew deadline, takes no clock and no ``ApiClient`` (its lock
@@ -28,6 +32,7 @@ import datetime as dt
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
@@ -52,6 +57,18 @@ def _parse(value: object) -> float | None:
     return None
 
 
+@dataclass(frozen=True)
+class LeaseView:
+    """What a replica last read of the Lease, or wrote when it renewed it."""
+
+    #: ``spec.holderIdentity`` ("" when released or unset).
+    holder: str
+    #: ``spec.renewTime`` (Unix seconds); None when the Lease has none.
+    renewed: float | None
+    #: ``spec.leaseDurationSeconds``.
+    duration: float
+
+
 class LeaseElector:
     """One replica's view of the Lease; :meth:`try_acquire` once per renew period."""
 
@@ -74,6 +91,9 @@ class LeaseElector:
         self.margin = max(duration_seconds * MARGIN_SHARE, 0.1)
         #: Clock reading until which this replica may act as leader.
         self.deadline = -math.inf
+        #: The Lease as the last round read or wrote it (None: never read); a round that
+        #: fails leaves it as it was.
+        self.seen: LeaseView | None = None
 
     def is_leader(self) -> bool:
         """Whether this replica may act as leader now (held, and its deadline not passed)."""
@@ -99,12 +119,16 @@ class LeaseElector:
             "metadata": metadata,
             "spec": {
                 "holderIdentity": self.identity,
-                "leaseDurationSeconds": max(math.ceil(self.duration), 1),
+                "leaseDurationSeconds": self._lease_seconds(),
                 "acquireTime": _fmt(acquired),
                 "renewTime": _fmt(renewed),
                 "leaseTransitions": transitions,
             },
         }
+
+    def _lease_seconds(self) -> int:
+        """The ``leaseDurationSeconds`` this replica writes (a whole number, at least 1)."""
+        return max(math.ceil(self.duration), 1)
 
     def _lose(self) -> bool:
         self.deadline = -math.inf
@@ -138,6 +162,7 @@ class LeaseElector:
         holder = spec.holder_identity if spec else None
         renewed = _parse(spec.renew_time) if spec else None
         duration = (spec.lease_duration_seconds if spec else None) or self.duration
+        self.seen = LeaseView(holder or "", renewed, duration)
         expired = renewed is None or started > renewed + duration
         if holder != self.identity and holder and not expired:
             return self._lose()
@@ -171,6 +196,7 @@ class LeaseElector:
 
     def _won(self, renewed: float) -> bool:
         self.deadline = renewed + self.duration - self.margin
+        self.seen = LeaseView(self.identity, renewed, self._lease_seconds())
         return self.is_leader()
 
     def release(self) -> None:

@@ -17,6 +17,7 @@ from gotthard import serve
 from gotthard.exposition import render_registry
 
 if TYPE_CHECKING:
+    from gotthard.dr.lease import LeaseView
     from gotthard.dr.placement import Decision
     from gotthard.dr.settings import DrConfig
 
@@ -150,6 +151,27 @@ _FAMILIES: tuple[tuple[str, type[Gauge | Counter], str, tuple[str, ...], str], .
         "1 while this replica holds the Lease and runs the scheduler.",
     ),
     (
+        "lease_renewed",
+        Gauge,
+        "gotthard_dr_lease_renew_timestamp_seconds",
+        ("site",),
+        "The Lease's renewTime (Unix seconds) as this replica last read or wrote it.",
+    ),
+    (
+        "lease_duration",
+        Gauge,
+        "gotthard_dr_lease_duration_seconds",
+        ("site",),
+        "The Lease's leaseDurationSeconds as this replica last read or wrote it.",
+    ),
+    (
+        "lease_holder",
+        Gauge,
+        "gotthard_dr_lease_holder_info",
+        ("site", "holder"),
+        "1 for the Lease's holderIdentity as this replica last read or wrote it.",
+    ),
+    (
         "schedule_period",
         Gauge,
         "gotthard_dr_schedule_period_seconds",
@@ -208,6 +230,9 @@ class DrMetrics:
     scheduler_events: Counter
     api_retries: Counter
     leader: Gauge
+    lease_renewed: Gauge
+    lease_duration: Gauge
+    lease_holder: Gauge
     schedule_period: Gauge
     schedule_loaded: Gauge
     drill_period: Gauge
@@ -220,6 +245,8 @@ class DrMetrics:
             setattr(self, attribute, family(name, help_text, labels, registry=self.registry))
         #: The label values of each service's failed_over series, to remove stale ones.
         self._failed_over: dict[str, set[tuple[str, str, str]]] = {}
+        #: The label values of the lease_holder series, to remove it when the holder changes.
+        self._lease_holder: tuple[str, str] | None = None
 
     def render(self) -> str:
         return render_registry(self.registry)
@@ -247,6 +274,22 @@ class DrMetrics:
             for labels in current:
                 self.failed_over.labels(*labels).set(1 if degraded else 0)
             self._failed_over[d.service] = current
+
+    def record_lease(self, site: str, seen: LeaseView | None) -> None:
+        """What the replica at *site* last read (or wrote) of the Lease: its renew time,
+        duration and holder, every round, leader or not. Nothing read yet: nothing
+        exported; a round that could not read it leaves the last values, whose age the
+        DRNoLeader alert judges. A former holder's series is removed."""
+        if seen is None:
+            return
+        if seen.renewed is not None:
+            self.lease_renewed.labels(site).set(seen.renewed)
+        self.lease_duration.labels(site).set(seen.duration)
+        holder = (site, seen.holder)
+        if self._lease_holder not in (None, holder):
+            self.lease_holder.remove(*self._lease_holder)
+        self.lease_holder.labels(*holder).set(1)
+        self._lease_holder = holder
 
     def record_schedules(self, settings: DrConfig, sites: Iterable[str], now: float) -> None:
         """Each backup schedule's and drill's period (from its cron) and load time, at

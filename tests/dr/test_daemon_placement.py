@@ -71,6 +71,61 @@ def test_two_daemons_one_lease_only_one_acts(k8s, tmp_path) -> None:
     b.stop_scheduler()
 
 
+RENEWED = "gotthard_dr_lease_renew_timestamp_seconds"
+DURATION = "gotthard_dr_lease_duration_seconds"
+HOLDER = "gotthard_dr_lease_holder_info"
+
+
+def lease_samples(daemon: DrDaemon) -> dict[tuple[str, ...], float]:
+    """The ``gotthard_dr_lease_*`` samples of *daemon*: (name, site[, holder]) -> value."""
+    return {
+        (s.name, s.labels["site"], *[s.labels[k] for k in ("holder",) if k in s.labels]): s.value
+        for family in text_string_to_metric_families(daemon.metrics.render())
+        for s in family.samples
+        if s.name.startswith("gotthard_dr_lease_")
+    }
+
+
+def lease_seen(site: str, renewed: float, holder: str) -> dict[tuple[str, ...], float]:
+    """What a replica at *site* exports having read a 30 s Lease of *holder*."""
+    return {(RENEWED, site): renewed, (DURATION, site): 30.0, (HOLDER, site, holder): 1.0}
+
+
+def test_every_replica_exports_the_lease_each_round(k8s, tmp_path) -> None:
+    """Leader and follower export the Lease's renew time, duration and holder every round,
+    labelled with their own site; a new holder replaces the old holder's series; a round
+    that cannot read the Lease keeps the last values (DRNoLeader judges their age)."""
+    clock = [1000.0]
+    lease = {"site": "zurich", "duration_seconds": 30}
+    a_cfg = make_config(tmp_path / "a", lease=lease)
+    b_cfg = make_config(tmp_path / "b", lease=lease).model_copy(update={"site": "lugano"})
+    apis = {"zurich": k8s.api(), "lugano": k8s.api()}
+    a = DrDaemon(a_cfg, api_clients=apis, identity="a", clock=lambda: clock[0])
+    b = DrDaemon(b_cfg, api_clients=apis, identity="b", clock=lambda: clock[0])
+    ea, eb = a.elector(), b.elector()
+    assert lease_samples(b) == {}  # nothing read yet: nothing exported
+    assert a.step(ea) and not b.step(eb)
+    assert lease_samples(a) == lease_seen("zurich", 1000.0, "a")  # written
+    assert lease_samples(b) == lease_seen("lugano", 1000.0, "a")  # read
+    clock[0] += 10
+    assert a.step(ea) and not b.step(eb)
+    assert lease_samples(a) == lease_seen("zurich", 1010.0, "a")
+    assert lease_samples(b) == lease_seen("lugano", 1010.0, "a")
+
+    # renewed again, but the follower's round cannot read it: it keeps what it read last
+    clock[0] += 10
+    assert a.step(ea)
+    k8s.fault("GET", "/apis/coordination.k8s.io/v1/namespaces/gotthard/leases", 500)
+    assert not b.step(eb)
+    assert lease_samples(b) == lease_seen("lugano", 1010.0, "a")
+
+    clock[0] += 100  # a stops renewing; b takes the Lease over, a reads it
+    assert b.step(eb) and not a.step(ea)
+    assert lease_samples(a) == lease_seen("zurich", 1120.0, "b")  # no stale holder "a"
+    assert lease_samples(b) == lease_seen("lugano", 1120.0, "b")
+    b.stop_scheduler()
+
+
 def test_crash_leaves_orphan_that_restart_cleans_and_marks_failed(k8s, velero, cfg) -> None:
     apis = {"zurich": k8s.api(), "lugano": k8s.api()}
     ctx = ops.Context(cfg, api_clients=apis)

@@ -239,7 +239,7 @@ def test_every_alert_carries_severity_summary_description_and_urls(built: Path) 
                 assert notes["repair_query"] == definition.repair_query, name
             assert set(notes) == expected_notes, name
             assert notes["summary"] and "{{" not in notes["summary"], name
-            # an alert about a labelled thing names it (DRNoLeader is about no series at all)
+            # an alert about a labelled thing names it
             assert "{{ $labels." in notes["description"] or not definition.url_labels, name
             assert notes["runbook_url"] == f"{rules.DEFAULT_RUNBOOK_BASE_URL}/{name}.md"
             variables = "&".join(

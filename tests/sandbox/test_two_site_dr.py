@@ -185,6 +185,23 @@ def firing(sites: MultiSiteSandbox, service: str) -> list[dict[str, Any]]:
     return found
 
 
+def assert_one_leader_and_no_leaderless_site(sites: MultiSiteSandbox) -> None:
+    """One replica leads; the follower's site Prometheus has its replica's reading of the
+    Lease, held by the leader; DRNoLeader is neither pending nor firing at either site nor
+    on the global view (it used to fire at the follower's site, whose replica's
+    ``gotthard_dr_leader`` is 0, and on the global view, which federates none)."""
+    health = {site: get_json(f"{sites.dr_url(site)}/healthz") for site in ("zurich", "lugano")}
+    leaders = [site for site, state in health.items() if state["leader"]]
+    assert len(leaders) == 1, health
+    follower = next(site for site in health if site not in leaders)
+    holders = instant(sites.prometheus_url(follower), "gotthard_dr_lease_holder_info")
+    assert holders, f"no gotthard_dr_lease_holder_info at {follower}"
+    assert {h["metric"]["holder"] for h in holders} == {health[leaders[0]]["identity"]}, holders
+    for prometheus in [*map(sites.prometheus_url, health), sites.global_url]:
+        alerts = get_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
+        assert not [a for a in alerts if a["labels"].get("alertname") == "DRNoLeader"], alerts
+
+
 def audited_placements(sites: MultiSiteSandbox) -> list[dict[str, Any]]:
     """Every ``dr.record_placement`` record of both sites' runbook audit logs, with the
     service, primary_site and site it carries merged in from its targets."""
@@ -414,6 +431,8 @@ def test_failover_to_lugano_and_failback_after_cooldown(
             f"{ALERT} to resolve",
         )
         say(f"{ALERT} resolved {time.monotonic() - seen_up_at - failback:.1f}s after the failback")
+        # minutes after start-up: long past the 1m `for` of DRNoLeader
+        assert_one_leader_and_no_leaderless_site(two_sites)
 
 
 class Evaluations:

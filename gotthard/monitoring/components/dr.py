@@ -17,9 +17,11 @@ DRILL_GRACE = seconds(
     "dr_drill_grace_seconds", 4 * 3600, "slack after a drill's period before it is overdue"
 )
 RTO_TARGET = seconds("dr_rto_target_seconds", 3600, "recovery time objective of a drill")
-# the Lease lasts 30 s by default: two lease durations without a holder
+# the expression itself waits two lease durations (60 s with the default 30 s Lease)
 LEADER_MISSING_FOR = lasting(
-    "dr_leader_missing_for", 60, "how long the DR daemon may run without a leader"
+    "dr_leader_missing_for",
+    60,
+    "how long the DR Lease may stay unrenewed past two lease durations before it pages",
 )
 # the placement controller has already waited failover_after evaluations before moving
 FAILED_OVER_FOR = lasting(
@@ -41,7 +43,9 @@ TIER_BREACH = "gotthard_dr_tier_breach"
 SITE_HEALTHY = "gotthard_dr_site_healthy"
 FAILED_OVER = "gotthard_dr_service_failed_over"
 STORAGE_AVAILABLE = "gotthard_dr_backup_storage_location_available"
-LEADER = "gotthard_dr_leader"
+LEASE_RENEWED = "gotthard_dr_lease_renew_timestamp_seconds"
+LEASE_DURATION = "gotthard_dr_lease_duration_seconds"
+LEASE_HOLDER = "gotthard_dr_lease_holder_info"
 
 RECORDING_RULES: tuple[RecordingRule, ...] = ()
 
@@ -151,17 +155,27 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _alert(
             name="DRNoLeader",
-            # summed over every replica: one leader anywhere is enough
-            expr=f"sum({LEADER}) == 0\nor\nabsent({LEADER})",
+            # every replica, leader or follower, exports the Lease as it reads it: each
+            # site judges from its own replica, and a follower's site sees the leader renew.
+            # No absent(): a site that scrapes no replica has a target problem
+            # (GotthardExporterDown while the target is down), not a leaderless DR.
+            expr=(
+                f"time() - max by (site, cluster) ({LEASE_RENEWED})\n"
+                f"> 2 * max by (site, cluster) ({LEASE_DURATION})"
+            ),
             for_=leaderless,
             severity="critical",
-            summary="No DR daemon replica holds the Lease: backups and drills do not run.",
+            summary="Nobody renews the DR daemon's Lease: backups and drills do not run.",
             description=(
-                f"No replica of the DR daemon has held its Lease for {leaderless} (or none is "
-                "scraped): no backup, drill or placement decision runs."
+                "The DR daemon's Lease, as the replica at {{ $labels.site }} reads it, was "
+                "last renewed {{ $value | humanizeDuration }} ago, more than two lease "
+                "durations: no replica leads, so no backup, drill or placement decision "
+                f"runs. {LEASE_HOLDER} at that site names the last holder."
             ),
-            expr_summary=f"`sum({LEADER}) == 0` or no `{LEADER}` at all",
-            url_labels=(),
+            expr_summary=(
+                f"`{LEASE_RENEWED}` older than twice `{LEASE_DURATION}`, as the replica at "
+                "the site reads the Lease"
+            ),
         ),
         on_condition(
             _alert,
