@@ -42,6 +42,10 @@ from tests.support.install import (
     tree_mb,
 )
 
+#: This module's tests run on one worker (make test: --dist loadgroup), so that
+#: the wheels and the fresh base venv (module fixtures) are made once, not once per worker.
+pytestmark = pytest.mark.xdist_group("install")
+
 FIXTURES = ROOT / "tests" / "fixtures"
 LUSTRE = FIXTURES / "lustre" / "oss-2.15"
 #: Distributions only the control-plane roles install.

@@ -36,6 +36,10 @@ from gotthard.slurm.pyslurm_backend import (
     STATISTICS_LOAD,
 )
 
+#: This module's tests run on one worker (make test: --dist loadgroup), so that
+#: the pyslurm sdist (a module fixture) is downloaded and unpacked once, not once per worker.
+pytestmark = pytest.mark.xdist_group("pyslurm-sdist")
+
 # --- contract against the pyslurm 25.11.2 sources ----------------------------------------
 
 PYSLURM_SDIST_VERSION = "25.11.2"

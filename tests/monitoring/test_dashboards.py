@@ -53,6 +53,10 @@ from tests.monitoring.live_sources import (
 from tests.support.cli import gotthard, gotthard_argv, run, run_in_process
 from tests.support.monitoring import Processes, instant, start_prometheus
 
+#: This module's tests run on one worker (make test: --dist loadgroup), so that
+#: the live Prometheus and its exporters (a module fixture) are started once, not once per worker.
+pytestmark = pytest.mark.xdist_group("dashboards-live")
+
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
 RECORDED_BIN = FIXTURES / "recorded-slurm-bin"

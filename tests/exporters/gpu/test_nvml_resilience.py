@@ -30,6 +30,10 @@ from gotthard.exporters.settings import GpuExporterConfig
 from tests.fakenvml import fakenvml
 from tests.support.cli import gotthard
 
+#: This module's tests run on one worker (make test: --dist loadgroup), so that
+#: the fake NVML, relinked once per symbol (a module fixture), is built once, not once per worker.
+pytestmark = pytest.mark.xdist_group("nvml-variants")
+
 GPU_PACKAGE = Path(nvml.__file__).parent
 #: What the collector cannot work without: the test keeps them.
 REQUIRED = frozenset(
