@@ -16,8 +16,9 @@ Every request of a round is bounded by the time left to that deadline, so a slow
 server cannot keep a round (and the daemon waiting on it) past the deadline.
 
 Each round keeps what it read of the Lease, or wrote when it renewed it, in
-:attr:`LeaseElector.seen` (holder, renew time, duration): every replica, leader or not,
-exports it, so that each site can judge from its own replica whether anyone renews.
+:attr:`LeaseElector.seen` (holder, renew time, duration, and when it read them): every
+replica, leader or not, exports it, so that each site can judge from its own replica
+whether anyone renews, and only while that replica still reads the Lease.
 
 ``kubernetes.leaderelection`` with its ``LeaseLock`` was not used: its ``run()`` blocks a
 thread for good (no stop, no release), reports leadership only through start/stop
@@ -67,6 +68,9 @@ class LeaseView:
     renewed: float | None
     #: ``spec.leaseDurationSeconds``.
     duration: float
+    #: When this replica read (or wrote) it, on the clock of the Lease's times (Unix
+    #: seconds): how fresh this view is.
+    read: float
 
 
 class LeaseElector:
@@ -162,7 +166,7 @@ class LeaseElector:
         holder = spec.holder_identity if spec else None
         renewed = _parse(spec.renew_time) if spec else None
         duration = (spec.lease_duration_seconds if spec else None) or self.duration
-        self.seen = LeaseView(holder or "", renewed, duration)
+        self.seen = LeaseView(holder or "", renewed, duration, started)
         expired = renewed is None or started > renewed + duration
         if holder != self.identity and holder and not expired:
             return self._lose()
@@ -196,7 +200,7 @@ class LeaseElector:
 
     def _won(self, renewed: float) -> bool:
         self.deadline = renewed + self.duration - self.margin
-        self.seen = LeaseView(self.identity, renewed, self._lease_seconds())
+        self.seen = LeaseView(self.identity, renewed, self._lease_seconds(), renewed)
         return self.is_leader()
 
     def release(self) -> None:

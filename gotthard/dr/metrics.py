@@ -165,6 +165,14 @@ _FAMILIES: tuple[tuple[str, type[Gauge | Counter], str, tuple[str, ...], str], .
         "The Lease's leaseDurationSeconds as this replica last read or wrote it.",
     ),
     (
+        "lease_read",
+        Gauge,
+        "gotthard_dr_lease_read_timestamp_seconds",
+        ("site",),
+        "When this replica last read (or wrote) the Lease (Unix seconds): how fresh the "
+        "other gotthard_dr_lease_* series are.",
+    ),
+    (
         "lease_holder",
         Gauge,
         "gotthard_dr_lease_holder_info",
@@ -232,6 +240,7 @@ class DrMetrics:
     leader: Gauge
     lease_renewed: Gauge
     lease_duration: Gauge
+    lease_read: Gauge
     lease_holder: Gauge
     schedule_period: Gauge
     schedule_loaded: Gauge
@@ -277,14 +286,16 @@ class DrMetrics:
 
     def record_lease(self, site: str, seen: LeaseView | None) -> None:
         """What the replica at *site* last read (or wrote) of the Lease: its renew time,
-        duration and holder, every round, leader or not. Nothing read yet: nothing
-        exported; a round that could not read it leaves the last values, whose age the
-        DRNoLeader alert judges. A former holder's series is removed."""
+        duration and holder, and when it read them, every round, leader or not. Nothing
+        read yet: nothing exported; a round that could not read it leaves the last values,
+        read time included, so that DRNoLeader stops judging an old view (no news is not
+        news of a leaderless DR). A former holder's series is removed."""
         if seen is None:
             return
         if seen.renewed is not None:
             self.lease_renewed.labels(site).set(seen.renewed)
         self.lease_duration.labels(site).set(seen.duration)
+        self.lease_read.labels(site).set(seen.read)
         holder = (site, seen.holder)
         if self._lease_holder not in (None, holder):
             self.lease_holder.remove(*self._lease_holder)

@@ -74,6 +74,7 @@ def test_two_daemons_one_lease_only_one_acts(k8s, tmp_path) -> None:
 RENEWED = "gotthard_dr_lease_renew_timestamp_seconds"
 DURATION = "gotthard_dr_lease_duration_seconds"
 HOLDER = "gotthard_dr_lease_holder_info"
+READ = "gotthard_dr_lease_read_timestamp_seconds"
 
 
 def lease_samples(daemon: DrDaemon) -> dict[tuple[str, ...], float]:
@@ -86,15 +87,24 @@ def lease_samples(daemon: DrDaemon) -> dict[tuple[str, ...], float]:
     }
 
 
-def lease_seen(site: str, renewed: float, holder: str) -> dict[tuple[str, ...], float]:
-    """What a replica at *site* exports having read a 30 s Lease of *holder*."""
-    return {(RENEWED, site): renewed, (DURATION, site): 30.0, (HOLDER, site, holder): 1.0}
+def lease_seen(
+    site: str, renewed: float, holder: str, read: float | None = None
+) -> dict[tuple[str, ...], float]:
+    """What a replica at *site* exports having read a 30 s Lease of *holder* at *read*
+    (default: when it was renewed)."""
+    return {
+        (RENEWED, site): renewed,
+        (DURATION, site): 30.0,
+        (HOLDER, site, holder): 1.0,
+        (READ, site): renewed if read is None else read,
+    }
 
 
 def test_every_replica_exports_the_lease_each_round(k8s, tmp_path) -> None:
     """Leader and follower export the Lease's renew time, duration and holder every round,
-    labelled with their own site; a new holder replaces the old holder's series; a round
-    that cannot read the Lease keeps the last values (DRNoLeader judges their age)."""
+    labelled with their own site, and when they read it; a new holder replaces the old
+    holder's series; a round that cannot read the Lease keeps the last values, read time
+    included (DRNoLeader judges only a fresh read)."""
     clock = [1000.0]
     lease = {"site": "zurich", "duration_seconds": 30}
     a_cfg = make_config(tmp_path / "a", lease=lease)
@@ -120,8 +130,10 @@ def test_every_replica_exports_the_lease_each_round(k8s, tmp_path) -> None:
     assert lease_samples(b) == lease_seen("lugano", 1010.0, "a")
 
     clock[0] += 100  # a stops renewing; b takes the Lease over, a reads it
-    assert b.step(eb) and not a.step(ea)
-    assert lease_samples(a) == lease_seen("zurich", 1120.0, "b")  # no stale holder "a"
+    assert b.step(eb)
+    clock[0] += 1
+    assert not a.step(ea)
+    assert lease_samples(a) == lease_seen("zurich", 1120.0, "b", read=1121.0)  # no "a"
     assert lease_samples(b) == lease_seen("lugano", 1120.0, "b")
     b.stop_scheduler()
 

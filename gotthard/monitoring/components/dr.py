@@ -45,6 +45,7 @@ FAILED_OVER = "gotthard_dr_service_failed_over"
 STORAGE_AVAILABLE = "gotthard_dr_backup_storage_location_available"
 LEASE_RENEWED = "gotthard_dr_lease_renew_timestamp_seconds"
 LEASE_DURATION = "gotthard_dr_lease_duration_seconds"
+LEASE_READ = "gotthard_dr_lease_read_timestamp_seconds"
 LEASE_HOLDER = "gotthard_dr_lease_holder_info"
 
 RECORDING_RULES: tuple[RecordingRule, ...] = ()
@@ -157,11 +158,16 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             name="DRNoLeader",
             # every replica, leader or follower, exports the Lease as it reads it: each
             # site judges from its own replica, and a follower's site sees the leader renew.
-            # No absent(): a site that scrapes no replica has a target problem
+            # Judged only from a replica that still reads the Lease (within two lease
+            # durations): one that lost the Lease's API server knows nothing new. No
+            # absent(): a site that scrapes no replica has a target problem
             # (GotthardExporterDown while the target is down), not a leaderless DR.
             expr=(
                 f"time() - max by (site, cluster) ({LEASE_RENEWED})\n"
-                f"> 2 * max by (site, cluster) ({LEASE_DURATION})"
+                f"> 2 * max by (site, cluster) ({LEASE_DURATION})\n"
+                "and on (site, cluster)\n"
+                f"time() - max by (site, cluster) ({LEASE_READ})\n"
+                f"< 2 * max by (site, cluster) ({LEASE_DURATION})"
             ),
             for_=leaderless,
             severity="critical",
@@ -173,8 +179,8 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 f"runs. {LEASE_HOLDER} at that site names the last holder."
             ),
             expr_summary=(
-                f"`{LEASE_RENEWED}` older than twice `{LEASE_DURATION}`, as the replica at "
-                "the site reads the Lease"
+                f"`{LEASE_RENEWED}` older than twice `{LEASE_DURATION}`, as a replica at "
+                "the site that still reads the Lease sees it"
             ),
         ),
         on_condition(
