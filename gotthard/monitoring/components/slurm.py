@@ -20,6 +20,7 @@ from gotthard.slurm_state import (
     DRAIN_REASON_PREFIX,
     FAILED_EFFECTIVE_STATES,
     UNAVAILABLE_EFFECTIVE_STATES,
+    full_state_pattern,
 )
 
 COMPONENT = "slurm"
@@ -60,10 +61,15 @@ MAINTENANCE_NODES = "site_cluster_node:slurm_node_maintenance:group"
 
 #: Nodes drained (or draining) with a reason Gotthard did not write: an operator's drain
 #: (the drain reason Gotthard's runbook webhook writes starts with DRAIN_REASON_PREFIX).
-_OPERATOR_DRAIN = f'slurm_node_info{{state=~".*drain.*", reason!~"{DRAIN_REASON_PREFIX}.*"}}'
+_OPERATOR_DRAIN = (
+    f'slurm_node_info{{state=~"{full_state_pattern(flags=("drain",))}", '
+    f'reason!~"{DRAIN_REASON_PREFIX}.*"}}'
+)
 #: A node in maintenance: an operator's drain, or Slurm's MAINT flag (a maintenance
 #: reservation). Such a node pages for nothing that its maintenance explains.
-_MAINTENANCE_NODE = f'{_OPERATOR_DRAIN}\n  or\n  slurm_node_info{{state=~".*maint.*"}}'
+_MAINTENANCE_NODE = (
+    f'{_OPERATOR_DRAIN}\n  or\n  slurm_node_info{{state=~"{full_state_pattern(flags=("maint",))}"}}'
+)
 
 
 def _allocated(name: str, metric: str, labels: str) -> RecordingRule:
