@@ -339,9 +339,7 @@ class DrDaemon:
                 health[site] = placement.site_health(
                     site, conf.prometheus_of(conf.kube_cluster), p.queries
                 )
-            self.metrics.site_healthy.labels(site).set(
-                1 if health[site].healthy(p.min_gpu_capacity) else 0
-            )
+            self.metrics.record_site_health(site, health[site].state(p.min_gpu_capacity))
         state, decisions = placement.decide(
             p.services, health, self.placement_state, self.ctx.clock(), p
         )

@@ -7,6 +7,7 @@ daemon with ``honor_labels: true``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from gotthard.exposition import render_registry
 
 if TYPE_CHECKING:
     from gotthard.dr.lease import LeaseView
-    from gotthard.dr.placement import Decision
+    from gotthard.dr.placement import Decision, HealthState
     from gotthard.dr.settings import DrConfig
 
 _SITE_SCHEDULE = ("site", "schedule")
@@ -105,7 +106,16 @@ _FAMILIES: tuple[tuple[str, type[Gauge | Counter], str, tuple[str, ...], str], .
         Gauge,
         "gotthard_dr_site_healthy",
         ("site",),
-        "1 if the placement controller judges the site healthy.",
+        "1 if the placement controller judges the site healthy, 0 on evidence that it "
+        "fails; no series while its health is unknown.",
+    ),
+    (
+        "site_health_unknown",
+        Gauge,
+        "gotthard_dr_site_health_unknown",
+        ("site",),
+        "1 while the placement controller has no data on the site's health (its "
+        "Prometheus unreachable or without an answer): not a reason to fail over.",
     ),
     (
         "placement",
@@ -232,6 +242,7 @@ class DrMetrics:
     drill_rpo: Gauge
     drill_last_timestamp: Gauge
     site_healthy: Gauge
+    site_health_unknown: Gauge
     placement: Gauge
     failed_over: Gauge
     bsl_available: Gauge
@@ -259,6 +270,18 @@ class DrMetrics:
 
     def render(self) -> str:
         return render_registry(self.registry)
+
+    def record_site_health(self, site: str, state: HealthState) -> None:
+        """One evaluation's judgement of *site*: ``gotthard_dr_site_healthy`` 1 or 0 on
+        evidence, removed while unknown (``gotthard_dr_site_health_unknown`` 1), so that
+        no data never reads as a failed site."""
+        unknown = state == "unknown"
+        self.site_health_unknown.labels(site).set(1 if unknown else 0)
+        if unknown:
+            with contextlib.suppress(KeyError):
+                self.site_healthy.remove(site)
+        else:
+            self.site_healthy.labels(site).set(1 if state == "healthy" else 0)
 
     def record_placement(
         self, decisions: Iterable[Decision], primary: Mapping[str, str], sites: Iterable[str]

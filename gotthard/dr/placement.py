@@ -45,23 +45,36 @@ KARMADA_GROUP, KARMADA_VERSION = "policy.karmada.io", "v1alpha1"
 _PLURAL, _KIND = "propagationpolicies", "propagationpolicy"
 
 
+#: What one evaluation knows of a site: ``healthy`` (every signal answered and good),
+#: ``unhealthy`` (a signal answered and is bad: positive evidence) or ``unknown`` (no
+#: signal is bad, but one did not answer: its Prometheus is unreachable or has no data).
+HealthState = Literal["healthy", "unhealthy", "unknown"]
+
+
 @dataclass(frozen=True)
 class SiteHealth:
+    """A site's signals; ``None`` where the query had no answer (unreachable Prometheus,
+    empty result): absence of data is a monitoring problem, not a failed site."""
+
     site: str
-    api_up: bool
-    ingress_up: bool
-    gpu_capacity: float
-    slurm_up: bool
-    drill_ok: bool
+    api_up: bool | None
+    ingress_up: bool | None
+    gpu_capacity: float | None
+    slurm_up: bool | None
+    drill_ok: bool | None
+
+    def state(self, min_gpu_capacity: float = 0.0) -> HealthState:
+        """``unhealthy`` only on positive evidence: a signal that answered bad."""
+        capacity = None if self.gpu_capacity is None else self.gpu_capacity >= min_gpu_capacity
+        signals = (self.api_up, self.ingress_up, self.slurm_up, self.drill_ok, capacity)
+        if any(signal is False for signal in signals):
+            return "unhealthy"
+        if any(signal is None for signal in signals):
+            return "unknown"
+        return "healthy"
 
     def healthy(self, min_gpu_capacity: float = 0.0) -> bool:
-        return (
-            self.api_up
-            and self.ingress_up
-            and self.slurm_up
-            and self.drill_ok
-            and self.gpu_capacity >= min_gpu_capacity
-        )
+        return self.state(min_gpu_capacity) == "healthy"
 
 
 #: How a service is placed: on one site at a time, or over every healthy site.
@@ -117,29 +130,44 @@ class Decision:
 
 @dataclass(frozen=True)
 class _Health:
-    """One evaluation's view of the sites: healthy now, bad streaks, continuous health."""
+    """One evaluation's view of the sites: their states, bad streaks, continuous health."""
 
-    ok: Mapping[str, bool]
+    states: Mapping[str, HealthState]
     streaks: Mapping[str, int]
     since: Mapping[str, float | None]
     now: float
 
     def healthy_for(self, site: str) -> float:
-        """Seconds *site* has been healthy without a break (-1: bad now)."""
+        """Seconds *site* has been healthy without a break (-1: not healthy now)."""
         since = self.since.get(site)
         return -1.0 if since is None else self.now - since
 
     def bad(self, site: str) -> bool:
-        return not self.ok.get(site, False)
+        """Positive evidence that *site* fails (a site no longer configured is bad)."""
+        return self.states.get(site, "unhealthy") == "unhealthy"
+
+    def good(self, site: str) -> bool:
+        return self.states.get(site) == "healthy"
+
+    def unknown(self, site: str) -> bool:
+        return self.states.get(site) == "unknown"
+
+    @property
+    def sites(self) -> list[str]:
+        return sorted(self.states)
 
 
-def _observe(prev: ServiceState, ok: Mapping[str, bool], now: float) -> _Health:
+def _observe(prev: ServiceState, states: Mapping[str, HealthState], now: float) -> _Health:
     """Advance *prev*'s per-site history by one evaluation: a bad evaluation adds to the
-    site's streak and ends its healthy period; a good one resets the streak."""
+    site's streak and ends its healthy period; a good one resets the streak; an unknown
+    one (no data) neither adds to the streak nor counts as health."""
     streaks: dict[str, int] = {}
     since: dict[str, float | None] = {}
-    for site in sorted({*ok, *prev.placed}):
-        if ok.get(site, False):
+    for site in sorted({*states, *prev.placed}):
+        state = states.get(site, "unhealthy")
+        default = prev.bad_streak if site == prev.site else 0
+        streak = prev.bad_streaks.get(site, default)
+        if state == "healthy":
             streaks[site] = 0
             if site in prev.healthy_since:
                 last = prev.healthy_since[site]
@@ -147,10 +175,9 @@ def _observe(prev: ServiceState, ok: Mapping[str, bool], now: float) -> _Health:
             else:  # no history (an older state file): healthy since the last move
                 since[site] = now if prev.moved_at is None else min(prev.moved_at, now)
         else:
-            default = prev.bad_streak if site == prev.site else 0
-            streaks[site] = prev.bad_streaks.get(site, default) + 1
+            streaks[site] = streak + 1 if state == "unhealthy" else streak
             since[site] = None
-    return _Health(ok, streaks, since, now)
+    return _Health(states, streaks, since, now)
 
 
 def _failover(
@@ -158,7 +185,9 @@ def _failover(
 ) -> tuple[str, str]:
     """Active-passive: the site the service runs on next, and why."""
     site = prev.site
-    fallback = next((s for s in sorted(h.ok) if s != site and h.ok[s]), None)
+    fallback = next((s for s in h.sites if s != site and h.good(s)), None)
+    if h.unknown(site):
+        return site, f"{site} health unknown (no data): stays"
     if h.bad(site):
         streak = h.streaks[site]
         if streak >= policy.failover_after and fallback is not None:
@@ -167,7 +196,7 @@ def _failover(
             "" if fallback else ", no healthy fallback"
         )
     primary = svc.primary_site
-    if site != primary and not h.bad(primary):
+    if site != primary and h.good(primary):
         # on the fallback for the cool-down, and the primary healthy all that time
         away = h.now - prev.moved_at if prev.moved_at is not None else 0.0
         since = min(away, h.healthy_for(primary))
@@ -180,14 +209,14 @@ def _failover(
 
 def _spread(prev: ServiceState, h: _Health, policy: PlacementConfig) -> tuple[tuple[str, ...], str]:
     """Active-active: the sites the service runs on next, and why."""
-    everywhere = sorted(h.ok)
+    everywhere = h.sites
     current = list(prev.sites or everywhere)
     notes: list[str] = []
     leaving = [s for s in current if h.bad(s) and h.streaks[s] >= policy.failover_after]
     staying = [s for s in current if s not in leaving]
     if leaving:
-        spare = [s for s in everywhere if s not in current and not h.bad(s)]
-        if any(not h.bad(s) for s in staying):
+        spare = [s for s in everywhere if s not in current and h.good(s)]
+        if any(h.good(s) for s in staying):
             current = staying
             notes.append(
                 f"{', '.join(leaving)} left: unhealthy for {policy.failover_after} evaluations"
@@ -201,7 +230,7 @@ def _spread(prev: ServiceState, h: _Health, policy: PlacementConfig) -> tuple[tu
             notes.append(f"no healthy site: stays on {', '.join(current)}")
     cool = policy.failback_cooldown_seconds
     for site in everywhere:
-        if site in current or h.bad(site):
+        if site in current or not h.good(site):
             continue
         if h.healthy_for(site) >= cool:
             current.append(site)
@@ -211,6 +240,8 @@ def _spread(prev: ServiceState, h: _Health, policy: PlacementConfig) -> tuple[tu
     for site in current:
         if h.bad(site) and site not in leaving:
             notes.append(f"{site} unhealthy ({h.streaks[site]}/{policy.failover_after})")
+        elif h.unknown(site):
+            notes.append(f"{site} health unknown (no data): stays")
     return tuple(sorted(set(current))), "; ".join(notes) or "healthy"
 
 
@@ -227,14 +258,14 @@ def decide(
     consecutive bad evaluations (a good one resets the count), and taken back only after
     ``failback_cooldown_seconds`` of unbroken health, so a signal that alternates every
     evaluation never moves a service. A manual override always wins."""
-    ok = {site: h.healthy(policy.min_gpu_capacity) for site, h in health.items()}
+    states = {site: h.state(policy.min_gpu_capacity) for site, h in health.items()}
     new_state: dict[str, ServiceState] = {}
     decisions: list[Decision] = []
     for svc in services:
         spread = svc.mode == "spread"
-        fresh = ServiceState(svc.primary_site, sites=tuple(sorted(ok)) if spread else ())
+        fresh = ServiceState(svc.primary_site, sites=tuple(sorted(states)) if spread else ())
         prev = state.get(svc.name) or fresh
-        h = _observe(prev, ok, now)
+        h = _observe(prev, states, now)
         override = policy.overrides.get(svc.name)
         sites: tuple[str, ...]
         if override:
@@ -278,20 +309,21 @@ def site_health(
     queries: HealthQueries,
     scalar: Callable[[str, str], float | None] = prometheus_scalar,
 ) -> SiteHealth:
-    """Judge a site; an unreachable Prometheus or an empty answer counts as bad."""
+    """Judge a site from what its Prometheus answers; a signal it cannot answer
+    (unreachable, or no data) is unknown, never bad."""
 
     def q(expr: str) -> float | None:
         return scalar(url, expr.replace("$site", site)) if url else None
 
-    def up(expr: str) -> bool:
+    def up(expr: str) -> bool | None:
         value = q(expr)
-        return value is not None and value >= 1
+        return None if value is None else value >= 1
 
     return SiteHealth(
         site=site,
         api_up=up(queries.api_up),
         ingress_up=up(queries.ingress_up),
-        gpu_capacity=q(queries.gpu_capacity) or 0.0,
+        gpu_capacity=q(queries.gpu_capacity),
         slurm_up=up(queries.slurm_up),
         drill_ok=up(queries.drill_ok),
     )

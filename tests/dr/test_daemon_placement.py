@@ -392,3 +392,30 @@ def test_daemon_places_both_modes_and_exposes_failed_over(k8s, tmp_path) -> None
     evaluate()
     assert evaluate() == home
     assert _failed_over(daemon) == {("api", "zurich", "zurich"): 0, ("web", "zurich", "zurich"): 0}
+
+
+def test_site_without_data_exports_unknown_not_unhealthy(k8s, tmp_path) -> None:
+    """Zurich's Prometheus has no answer: ``gotthard_dr_site_healthy`` has no Zurich
+    series (DRSiteUnhealthy reads 0 as evidence) and ``_health_unknown`` says why; evidence
+    of a failure brings the 0 back."""
+    cfg = api_placement(tmp_path, deployment="api", namespace="prod")
+    zurich = [dict(GOOD, slurm_up=None)]
+    daemon = DrDaemon(
+        cfg,
+        karmada_api=k8s.api(),
+        identity="a",
+        health_source=lambda site: SiteHealth(site, **(zurich[0] if site == "zurich" else GOOD)),
+    )
+
+    def sample(name: str, site: str) -> float | None:
+        return daemon.metrics.registry.get_sample_value(name, {"site": site})
+
+    daemon.evaluate_placement(apply=False)
+    assert sample("gotthard_dr_site_healthy", "zurich") is None
+    assert sample("gotthard_dr_site_health_unknown", "zurich") == 1
+    assert sample("gotthard_dr_site_healthy", "lugano") == 1
+    assert sample("gotthard_dr_site_health_unknown", "lugano") == 0
+    zurich[0] = dict(GOOD, slurm_up=False)
+    daemon.evaluate_placement(apply=False)
+    assert sample("gotthard_dr_site_healthy", "zurich") == 0
+    assert sample("gotthard_dr_site_health_unknown", "zurich") == 0

@@ -31,6 +31,8 @@ from .conftest import GOOD, make_config
 CRD = CRD_DIR / "policy.karmada.io_propagationpolicies.yaml"
 INTERVAL = 60.0
 BAD = dict(GOOD, slurm_up=False)
+#: Zurich's Prometheus cannot be reached (or has no slurm_up): no evidence either way.
+UNKNOWN = dict(GOOD, slurm_up=None)
 
 
 def placed_config(
@@ -62,9 +64,11 @@ def placed_config(
     )
 
 
-def health(zurich: bool, lugano: bool = True) -> dict[str, SiteHealth]:
+def health(zurich: bool | None, lugano: bool | None = True) -> dict[str, SiteHealth]:
+    """Each site healthy (True), failing on evidence (False) or without data (None)."""
+    signals = {True: GOOD, False: BAD, None: UNKNOWN}
     return {
-        site: SiteHealth(site, **(GOOD if ok else BAD))
+        site: SiteHealth(site, **signals[ok])
         for site, ok in (("zurich", zurich), ("lugano", lugano))
     }
 
@@ -78,14 +82,16 @@ class Run:
         self.now = 0.0
         self.decisions: list[Decision] = []
 
-    def step(self, zurich: bool, lugano: bool = True) -> Decision:
+    def step(self, zurich: bool | None, lugano: bool | None = True) -> Decision:
         p = self.config.dr.placement
         self.state, decisions = decide(p.services, health(zurich, lugano), self.state, self.now, p)
         self.now += INTERVAL
         self.decisions.append(decisions[0])
         return decisions[0]
 
-    def steps(self, rounds: Iterable[bool | tuple[bool, bool]]) -> list[tuple[str, ...]]:
+    def steps(
+        self, rounds: Iterable[bool | tuple[bool | None, bool | None] | None]
+    ) -> list[tuple[str, ...]]:
         placed = []
         for r in rounds:
             z, lu = r if isinstance(r, tuple) else (r, True)
@@ -346,3 +352,56 @@ def test_the_crd_check_catches_a_misspelt_field(tmp_path: Path) -> None:
     policy["spec"]["placement"]["spreadConstraint"] = []
     with pytest.raises(AssertionError):
         _check_against_crd(policy)
+
+
+# -- positive evidence only -----------------------------------------------------------
+
+
+def test_a_site_without_data_is_unknown_not_unhealthy() -> None:
+    """An unreachable Prometheus or an empty answer is no evidence; a 0 is."""
+    from gotthard.dr.placement import site_health
+    from gotthard.dr.settings import HealthQueries
+
+    def answers(values: Mapping[str, float | None]) -> SiteHealth:
+        return site_health("zurich", "http://prom", HealthQueries(), lambda _u, e: values.get(e))
+
+    queries = HealthQueries()
+    every = [queries.api_up, queries.ingress_up, queries.gpu_capacity, queries.slurm_up]
+    drill = queries.drill_ok.replace("$site", "zurich")
+    good = {expr: 1.0 for expr in [*every, drill]}
+    assert answers(good).state() == "healthy"
+    assert answers({}).state() == "unknown"
+    assert answers(dict(good, **{queries.slurm_up: None})).state() == "unknown"
+    assert answers(dict(good, **{queries.slurm_up: 0.0})).state() == "unhealthy"
+    # evidence of a failure wins over another signal's missing data
+    assert answers({queries.api_up: 0.0}).state() == "unhealthy"
+    assert site_health("zurich", "", queries).state() == "unknown"
+
+
+@pytest.mark.parametrize("mode", ["failover", "spread"])
+def test_no_data_never_moves_a_service_and_evidence_still_does(tmp_path: Path, mode: str) -> None:
+    """Zurich's data missing for ten evaluations (its Prometheus restarting, a gap): the
+    service stays; a real failure (slurm_up 0) still moves it after failover_after."""
+    run = Run(placed_config(tmp_path, mode, failover_after=3, cooldown=300))
+    home = ZURICH if mode == "failover" else BOTH
+    assert run.steps([None] * 10) == [home] * 10 and run.moves == 0
+    assert "unknown" in run.decisions[-1].reason
+    assert run.steps([False] * 3)[-1] == LUGANO
+
+
+def test_unknown_interrupts_neither_a_bad_streak_nor_counts_as_health(tmp_path: Path) -> None:
+    """Gaps between bad evaluations neither reset the streak nor add to it; a failback
+    needs the cool-down of evidence of health, which no data does not give."""
+    run = Run(placed_config(tmp_path, "failover", failover_after=3, cooldown=120))
+    assert run.steps([False, None, False, None])[-1] == ZURICH
+    assert run.step(False).placed == LUGANO
+    # 10 minutes without data from Zurich: no failback
+    assert run.steps([None] * 10)[-1] == LUGANO
+    assert run.steps([True] * 4)[-1] == ZURICH
+
+
+def test_no_fallback_to_a_site_without_data(tmp_path: Path) -> None:
+    """Zurich fails on evidence while Lugano has no data: nowhere known-good to go."""
+    run = Run(placed_config(tmp_path, "failover", failover_after=2))
+    assert run.steps([(False, None)] * 4)[-1] == ZURICH
+    assert "no healthy fallback" in run.decisions[-1].reason
