@@ -151,6 +151,27 @@ INHIBITIONS: tuple[Inhibition, ...] = (
         "target",
         why="the 90% alert supersedes the 85% one for the same OST",
     ),
+    _mutes(
+        ("LustreOSTFillCritical", "LustreOSTFillPredictedCritical"),
+        "LustreOSTFillPredicted",
+        "fs",
+        "target",
+        why="the OST already pages for its fill; the 24-hour trend adds nothing",
+    ),
+    _mutes(
+        ("LustreOSTFillCritical",),
+        "LustreOSTFillPredictedCritical",
+        "fs",
+        "target",
+        why="the OST already pages over the static 90% threshold",
+    ),
+    _mutes(
+        ("LustreMDTFillCritical",),
+        "LustreMDTFillHigh",
+        "fs",
+        "target",
+        why="the 90% alert supersedes the 85% one for the same MDT",
+    ),
     _mutes_family(
         "SlingshotLinkDown",
         "Slingshot",

@@ -21,7 +21,14 @@ from __future__ import annotations
 
 from functools import partial
 
-from gotthard.monitoring.rule_model import AT, AlertRule, RecordingRule, above, expiring, on_condition
+from gotthard.monitoring.rule_model import (
+    AT,
+    AlertRule,
+    RecordingRule,
+    above,
+    expiring,
+    on_condition,
+)
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
     count,
