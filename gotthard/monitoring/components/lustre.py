@@ -72,6 +72,11 @@ RECOVERY_STUCK_FOR = lasting(
     "lustre_recovery_stuck_for", 1800, "recovery time after which it is stuck"
 )
 EVICTIONS_10M = count("lustre_evictions_10m", 10, "clients evicted from one target in 10 minutes")
+TARGET_UNREACHABLE = ratio(
+    "lustre_target_unreachable_fraction",
+    0.5,
+    "fraction of a target's clients not connected to its server that pages",
+)
 LNET_DROPS_PER_SECOND = per_second("lustre_lnet_drops_per_second", 1.0, "LNet drops/s on one node")
 
 CAPACITY = "site_cluster_fs_target:lustre_ost_capacity_bytes:max"
@@ -89,6 +94,8 @@ EVICTIONS = "site_cluster_fs_target:lustre_evictions:increase10m"
 LNET_DROPS = "site_cluster_instance:lustre_lnet_drops:rate5m"
 INODES_USED = "site_cluster_fs_target:lustre_target_files_used:ratio"
 _MDT_RATE = 'rate(lustre_operations_total{component="mdt"}[5m])'
+#: a client's import of a target that has no connection to the target's server
+_DISCONNECTED = "lustre_target_import_connected == 0"
 #: ``lustre_node_role`` values of a node that serves a file system
 SERVER_ROLES = 'role=~"oss|mds|mgs"'
 
@@ -385,6 +392,39 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             "A Lustre target is evicting many clients.",
             TARGET + " evicted {{ $value | humanize }} clients in the last 10 minutes.",
             f"more than {num(evictions)} evictions from one target in 10 minutes",
+        ),
+        _alert(
+            name="LustreLNetPeerDown",
+            # per client, not per NID: a client that cannot connect tries each failover
+            # NID in turn, and its series change NID; a failover reconnects within
+            # minutes (replay then counts as connected)
+            expr=f"count by (site, cluster, instance) ({_DISCONNECTED})",
+            for_="10m",
+            severity="warning",
+            summary="A Lustre client cannot reach the server (LNet peer) of some targets.",
+            description=HOST
+            + " has had no connection to the server of {{ $value | humanize }} Lustre "
+            "targets for 10 minutes.",
+            expr_summary="a client's imports not connected to their server "
+            "(`lustre_target_import_connected == 0`)",
+        ),
+        _alert(
+            name="LustreTargetUnreachable",
+            expr=(
+                f"count by (site, cluster, fs, target) ({_DISCONNECTED})\n/\n"
+                "count by (site, cluster, fs, target) (lustre_target_import_connected)\n"
+                f"> {num(t[TARGET_UNREACHABLE])}"
+            ),
+            for_="10m",
+            severity="critical",
+            summary="Most clients of a Lustre target cannot reach its server.",
+            description="{{ $value | humanizePercentage }} of the clients of "
+            + TARGET
+            + " have not been connected to its server for 10 minutes; IO to it hangs.",
+            expr_summary=(
+                f"more than {pct(t[TARGET_UNREACHABLE])} of the clients reporting a target "
+                "are not connected to its server"
+            ),
         ),
         _above(
             "LustreLNetDrops",
