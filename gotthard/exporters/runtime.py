@@ -13,7 +13,9 @@ collector in a :class:`CollectorRunner` that
 Every collector reports ``gotthard_collector_up``, ``gotthard_collector_duration_seconds``,
 ``gotthard_collector_errors_total``, ``gotthard_collector_stale`` and
 ``gotthard_collector_last_success_timestamp_seconds``; the exporter reports
-``gotthard_build_info``.
+``gotthard_build_info`` and ``gotthard_time_seconds``, its wall clock as the scrape began
+(``timestamp()`` of it is Prometheus' time of the same scrape: the difference is the
+host's clock skew, as node_exporter's ``node_time_seconds``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,11 @@ COLLECTOR_LAST_SUCCESS = desc(
     "gotthard_collector_last_success_timestamp_seconds",
     "Unix time of the collector's last successful poll.",
     "collector",
+)
+
+TIME = desc(
+    "gotthard_time_seconds",
+    "Unix time on the exporter's host as the scrape began (its clock, for clock skew).",
 )
 
 
@@ -245,6 +252,7 @@ class Exporter:
         longer than *timeout*, so a poll bounded by its command timeout reports what it
         found (``slurm_up 0``, its errors and duration) instead of being cut off.
         """
+        wall = time.time()
         started = time.monotonic()
         deadline = started + max(timeout, 0.0)
         with self._lock:
@@ -260,14 +268,14 @@ class Exporter:
                     until = max(deadline, started + own)
                 waited_out = not event.wait(max(until - time.monotonic(), 0.0))
             states.append(runner.state(waited_out=waited_out))
-        return self._compose(states)
+        return self._compose(states, wall)
 
     def close(self) -> None:
         """Release every collector's source (those with a ``close`` method), once."""
         for runner in self.runners:
             runner.close()
 
-    def _compose(self, states: list[CollectorState]) -> str:
+    def _compose(self, states: list[CollectorState], wall: float) -> str:
         up, duration, errors = COLLECTOR_UP.new(), COLLECTOR_DURATION.new(), COLLECTOR_ERRORS.new()
         stale, last_success = COLLECTOR_STALE.new(), COLLECTOR_LAST_SUCCESS.new()
         for state in states:
@@ -280,5 +288,7 @@ class Exporter:
                 last_success.add(key, state.last_success_unix)
         build = BUILD_INFO.new()
         build.add((__version__, platform.python_version()), 1)
-        meta = render_text([build, up, duration, errors, stale, last_success])
+        clock = TIME.new()
+        clock.add((), wall)
+        meta = render_text([build, up, duration, errors, stale, last_success, clock])
         return "".join(state.text for state in states) + meta

@@ -11,7 +11,8 @@ read and ``gotthard_textfile_scrape_error`` (1 when any file could not be read o
 or repeats a series another file has). A file in error contributes nothing. Gauges,
 counters and untyped metrics keep their type; histogram and summary samples are served
 as untyped series (``_bucket``, ``_sum``, ``_count``). A file may not define the
-exporter's own ``gotthard_collector_*``, ``gotthard_textfile_*`` or ``gotthard_build_info``.
+exporter's own ``gotthard_collector_*``, ``gotthard_textfile_*``, ``gotthard_build_info`` or
+``gotthard_time_seconds``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,12 @@ if TYPE_CHECKING:
     from gotthard.config import Config
 
 #: Names a file may not define: the exporter's own families.
-RESERVED_PREFIXES = ("gotthard_collector_", "gotthard_textfile_", "gotthard_build_info")
+RESERVED_PREFIXES = (
+    "gotthard_collector_",
+    "gotthard_textfile_",
+    "gotthard_build_info",
+    "gotthard_time_seconds",
+)
 #: At most this many bytes are read from one file.
 MAX_FILE_BYTES = 16 << 20
 

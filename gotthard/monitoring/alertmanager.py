@@ -2,6 +2,10 @@
 
 Routing tree (first match wins unless ``continue``):
 
+0. ``alertname="GotthardWatchdog"`` -> ``deadman``: the always-firing dead man's switch
+   goes only to the external dead man's switch (``--deadman-url``; by default a receiver
+   with no integrations), repeated every ``deadman_repeat_interval``; never to the runbook
+   webhook, a pager or a ticket.
 1. ``severity=~"critical|warning"`` -> ``runbook-webhook`` (``continue: true``): the
    alert-driven runbooks webhook (``gotthard runbooks serve``, bearer token from a file)
    sees every alert that pages or opens a ticket, firing and resolved. With a webhook per
@@ -43,6 +47,9 @@ DEFAULT_SITES = ("zurich", "lugano")
 WEBHOOK_RECEIVER = "runbook-webhook"
 TICKET_RECEIVER = "ticket"
 NULL_RECEIVER = "null"
+DEADMAN_RECEIVER = "deadman"
+#: The always-firing alert that only the dead man's switch receives.
+WATCHDOG_ALERT = "GotthardWatchdog"
 DEFAULT_PAGER_RECEIVER = "pager-default"
 
 GROUP_BY = ("alertname", "site", "cluster")
@@ -124,6 +131,13 @@ INHIBITIONS: tuple[Inhibition, ...] = (
         why="an exporter or collector that is down already says why its data is old",
     ),
     _mutes(
+        ("GotthardTLSCertificateExpiryImminent",),
+        "GotthardTLSCertificateExpiring",
+        "instance",
+        "listen",
+        why="the critical tier supersedes the 14-day notice for the same certificate",
+    ),
+    _mutes(
         ("LustreOSTFillHigh", "LustreOSTFillCritical"),
         "LustreOSTFillPredicted",
         "fs",
@@ -136,6 +150,27 @@ INHIBITIONS: tuple[Inhibition, ...] = (
         "fs",
         "target",
         why="the 90% alert supersedes the 85% one for the same OST",
+    ),
+    _mutes(
+        ("LustreOSTFillCritical", "LustreOSTFillPredictedCritical"),
+        "LustreOSTFillPredicted",
+        "fs",
+        "target",
+        why="the OST already pages for its fill; the 24-hour trend adds nothing",
+    ),
+    _mutes(
+        ("LustreOSTFillCritical",),
+        "LustreOSTFillPredictedCritical",
+        "fs",
+        "target",
+        why="the OST already pages over the static 90% threshold",
+    ),
+    _mutes(
+        ("LustreMDTFillCritical",),
+        "LustreMDTFillHigh",
+        "fs",
+        "target",
+        why="the 90% alert supersedes the 85% one for the same MDT",
     ),
     _mutes_family(
         "SlingshotLinkDown",
@@ -159,6 +194,10 @@ class AlertmanagerSettings:
     #: site -> that site's runbook webhook URL; its alerts go there, not to ``webhook_url``
     site_webhook_urls: Mapping[str, str] = field(default_factory=dict)
     ticket_url: str = DEFAULT_TICKET_URL
+    #: The dead man's switch (a URL that expects the Watchdog every few minutes, such as
+    #: healthchecks.io or Dead Man's Snitch); "" = a receiver with no integrations
+    deadman_url: str = ""
+    deadman_repeat_interval: str = "1m"
     group_wait: str = "30s"
     group_interval: str = "5m"
     repeat_interval: str = "4h"
@@ -190,6 +229,9 @@ MODES: tuple[Mode, ...] = ("full", "subtree")
 
 
 def _receivers(settings: AlertmanagerSettings, name: Callable[[str], str]) -> list[dict[str, Any]]:
+    deadman: dict[str, Any] = {"name": name(DEADMAN_RECEIVER)}
+    if settings.deadman_url:
+        deadman["webhook_configs"] = [{"url": settings.deadman_url, "send_resolved": False}]
     return [
         {"name": name(NULL_RECEIVER)},
         {
@@ -215,6 +257,7 @@ def _receivers(settings: AlertmanagerSettings, name: Callable[[str], str]) -> li
             "webhook_configs": [_webhook(settings.pager_fallback_url)],
         },
         {"name": name(TICKET_RECEIVER), "webhook_configs": [_webhook(settings.ticket_url)]},
+        deadman,
     ]
 
 
@@ -225,6 +268,13 @@ def _routes(settings: AlertmanagerSettings, name: Callable[[str], str]) -> list[
     # the shared webhook gets the alerts of every site without a webhook of its own
     others = [f'site!~"{"|".join(own)}"'] if own else []
     return [
+        {
+            "receiver": name(DEADMAN_RECEIVER),
+            "matchers": [f'alertname="{WATCHDOG_ALERT}"'],
+            "group_wait": "0s",
+            "group_interval": settings.deadman_repeat_interval,
+            "repeat_interval": settings.deadman_repeat_interval,
+        },
         *(
             {
                 "receiver": name(webhook_receiver(site)),

@@ -101,6 +101,8 @@ def _settings(args: argparse.Namespace, sites: Sequence[str]) -> alertmanager.Al
         kwargs["ticket_url"] = args.ticket_url
     if args.pager_fallback_url:
         kwargs["pager_fallback_url"] = args.pager_fallback_url
+    if args.deadman_url:
+        kwargs["deadman_url"] = args.deadman_url
     return alertmanager.AlertmanagerSettings(**kwargs)
 
 
@@ -222,6 +224,13 @@ def _add_alertmanager_arguments(parser: argparse.ArgumentParser) -> None:
             None,
             "URL",
             f"ticket bridge webhook (default: {alertmanager.DEFAULT_TICKET_URL}, a placeholder)",
+        ),
+        (
+            "--deadman-url",
+            None,
+            "URL",
+            "dead man's switch that expects GotthardWatchdog every minute (default: none, "
+            "the Watchdog goes nowhere)",
         ),
     )
 

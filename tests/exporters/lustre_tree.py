@@ -19,7 +19,7 @@ import shutil
 import sys
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "lustre"
@@ -263,6 +263,8 @@ class ClientView:
     files_total: int
     files_free: int
     md_ops: tuple[Op, ...] = ()  # mdc md_stats
+    #: the import's connection state (osc/mdc ``import``)
+    import_state: str = "FULL"
 
 
 @dataclass
@@ -449,7 +451,11 @@ def _nodes() -> dict[str, Node]:
             _view(ost, f"{ost.name}-osc-{mount}", active=ost.name != f"{fs}-OST0003")
             for ost in osts
         ]
-        + [_view(ost, f"{ost.name}-osc-{mount2}") for ost in scratch_osts],
+        # scratch-OST0000's import is idle (2.12+ idle_timeout), which is connected
+        + [
+            replace(_view(ost, f"{ost.name}-osc-{mount2}"), import_state=state)
+            for ost, state in zip(scratch_osts, ("IDLE", "FULL"), strict=True)
+        ],
         mdcs=[_view(mdt, f"{mdt.name}-mdc-{mount}", md_ops=_mdt_ops(1)[:4]) for mdt in mdts]
         + [_view(scratch_mdt, f"{scratch_mdt.name}-mdc-{mount2}", md_ops=_mdt_ops(1)[:2])],
         mounts={f"{fs}-{mount}": _client_ops(3), f"scratch-{mount2}": _client_ops(1)},
@@ -500,7 +506,8 @@ def _nodes() -> dict[str, Node]:
         osts=[small_ost],
         mdts=[small_mdt],
         mgs=Target("MGS", 491_092, 489_920, 463_708, 32_768, 32_573),
-        oscs=[_view(small_ost, f"testfs-OST0000-osc-{mount}")],
+        # its OST's server does not answer: the client keeps trying to connect
+        oscs=[replace(_view(small_ost, f"testfs-OST0000-osc-{mount}"), import_state="CONNECTING")],
         mdcs=[_view(small_mdt, f"testfs-MDT0000-mdc-{mount}", md_ops=_mdt_ops(1)[:3])],
         mounts={f"testfs-{mount}": _client_ops(1)},
         mds_oscs=[_view(small_ost, "testfs-OST0000-osc-MDT0000")],
@@ -554,6 +561,24 @@ def _capacity(where: str, subsystem: str, device: str, item: Target | ClientView
     return [Param(where, subsystem, device, name, f"{value}\n") for name, value in values.items()]
 
 
+def import_text(view: ClientView) -> str:
+    """A client's ``import`` of a target, as Lustre prints it (abridged: the lines up to
+    the connection; MDTs on 10.10.0.1, OSTs on two OSS pairs by index)."""
+    target = view.device.rsplit("-", 2)[0]
+    index = int(target[-4:], 16)
+    host = 1 if "-MDT" in target else 11 + 2 * (index % 2)
+    nids = f"10.10.0.{host}@o2ib, 10.10.0.{host + 1}@o2ib"
+    return (
+        f"import:\n    name: {view.device}\n    target: {target}_UUID\n"
+        f"    state: {view.import_state}\n"
+        "    connect_flags: [ write_grant, server_lock, version, request_portal ]\n"
+        "    import_flags: [ replayable, pingable, connect_tried ]\n"
+        f"    connection:\n       failover_nids: [ {nids} ]\n"
+        f"       current_connection: 10.10.0.{host}@o2ib\n"
+        "       connection_attempts: 1\n       generation: 1\n"
+    )
+
+
 def params(node: Node, version: str) -> list[Param]:
     """Every parameter of *node* as Lustre *version* lays it out.
 
@@ -604,6 +629,7 @@ def params(node: Node, version: str) -> list[Param]:
             out.append(Param(single, subsystem, view.device, "active", f"{int(view.active)}\n"))
             out += _capacity(single, subsystem, view.device, view)
             out.append(Param(single, subsystem, view.device, "max_rpcs_in_flight", "8\n"))
+            out.append(Param(PROC, subsystem, view.device, "import", import_text(view)))
             if view.md_ops:
                 where = PROC if old else DEBUG
                 out.append(
@@ -791,7 +817,7 @@ def lctl_text(node: Node, version: str) -> str:
     """
     wanted = {"active", "kbytestotal", "kbytesfree", "kbytesavail", "filestotal", "filesfree"}
     wanted |= {"stats", "md_stats", "job_stats", "num_exports", "recovery_status"}
-    wanted |= {"eviction_count", "brw_stats"}
+    wanted |= {"eviction_count", "brw_stats", "import"}
     wanted |= {f"quota_slave/{name}" for name, _, _ in QUOTA.values()}
     health = node.health.rstrip("\n")
     out = [f"version={FULL_VERSION[version]}", f"health_check={health}"]

@@ -66,6 +66,17 @@ def test_a_failing_collector_reports_up_0_and_the_others_still_report() -> None:
     assert build == [1]
 
 
+def test_the_exporter_reports_its_clock_as_the_scrape_began_not_after_slow_polls() -> None:
+    """``gotthard_time_seconds`` is compared with Prometheus' scrape timestamp (clock
+    skew): it is read before the scrape waits for polls, so a slow poll adds no skew."""
+    exporter = Exporter([CollectorRunner(CountingCollector("slow", delay=0.5))])
+    before = time.time()
+    text = exporter.scrape(timeout=2)
+    after = time.time()
+    clock = value(text, "gotthard_time_seconds")
+    assert clock is not None and before <= clock <= before + 0.2 < after
+
+
 def test_a_slow_collector_never_holds_the_scrape_past_its_timeout() -> None:
     slow, fast = CountingCollector("slow", delay=3.0), CountingCollector("fast")
     slow_runner = CollectorRunner(slow)

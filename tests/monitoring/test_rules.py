@@ -113,6 +113,8 @@ def test_build_options_reach_the_files(tmp_path: Path) -> None:
         "geneva=https://pager.example/ge",
         "--ticket-url",
         "https://tickets.example/hook",
+        "--deadman-url",
+        "https://hc-ping.example/uuid",
     ]
     assert run_in_process(*argv) == 0
     alerts = load_yaml(tmp_path / "alerts.rules.yml")
@@ -137,6 +139,8 @@ def test_build_options_reach_the_files(tmp_path: Path) -> None:
     assert receivers["pager-lugano"][0]["url"] == "http://pager.invalid/lugano"
     assert receivers["ticket"][0]["url"] == "https://tickets.example/hook"
     assert receivers["null"] == []
+    # the dead man's switch is pinged, never told that the Watchdog resolved
+    assert receivers["deadman"] == [{"url": "https://hc-ping.example/uuid", "send_resolved": False}]
 
 
 def test_build_rejects_a_malformed_pager_url(tmp_path: Path, capsys: Any) -> None:
@@ -347,6 +351,9 @@ def test_amtool_check_config(built: Path) -> None:
         (["severity=warning", "site=lugano"], "runbook-webhook,ticket"),
         (["severity=info", "site=zurich"], "null"),
         (["alertname=NoSeverity", "site=zurich"], "ticket"),
+        # the dead man's switch only: never the webhook, a pager or a ticket
+        (["alertname=GotthardWatchdog", "severity=info", "site=zurich"], "deadman"),
+        (["alertname=GotthardWatchdog", "severity=critical", "site=lugano"], "deadman"),
     ],
 )
 def test_amtool_routes(built: Path, labels: list[str], receivers: str) -> None:
@@ -358,12 +365,23 @@ def test_amtool_routes(built: Path, labels: list[str], receivers: str) -> None:
             "test",
             f"--config.file={built / 'alertmanager.yml'}",
             f"--verify.receivers={receivers}",
-            "alertname=X",
+            *(["alertname=X"] if not any(x.startswith("alertname=") for x in labels) else []),
             *labels,
         ]
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == receivers
+
+
+def test_the_watchdog_is_repeated_to_the_dead_mans_switch(built: Path) -> None:
+    """Without ``--deadman-url`` the Watchdog goes to a receiver with no integrations;
+    its route repeats every minute, so a dead man's switch sees it stop within minutes."""
+    config = load_yaml(built / "alertmanager.yml")
+    watchdog = config["route"]["routes"][0]
+    assert watchdog["matchers"] == ['alertname="GotthardWatchdog"']
+    assert watchdog["receiver"] == "deadman" and "continue" not in watchdog
+    assert watchdog["repeat_interval"] == "1m"
+    assert {"name": "deadman"} in config["receivers"]
 
 
 @pytest.fixture(scope="module")
@@ -385,6 +403,7 @@ def built_per_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["severity=critical", "site=elsewhere"], "runbook-webhook,pager-default"),
         (["severity=warning"], "runbook-webhook,ticket"),
         (["severity=info", "site=zurich"], "null"),
+        (["alertname=GotthardWatchdog", "severity=info", "site=zurich"], "deadman"),
     ],
 )
 def test_amtool_routes_with_a_webhook_per_site(
@@ -401,7 +420,7 @@ def test_amtool_routes_with_a_webhook_per_site(
             "test",
             f"--config.file={config}",
             f"--verify.receivers={receivers}",
-            "alertname=X",
+            *(["alertname=X"] if not any(x.startswith("alertname=") for x in labels) else []),
             *labels,
         ]
     )
@@ -421,7 +440,8 @@ def test_a_malformed_site_webhook_is_a_usage_error(tmp_path: Path, capsys: Any) 
 def test_alertmanager_groups_by_alertname_site_cluster(built: Path) -> None:
     route = load_yaml(built / "alertmanager.yml")["route"]
     assert route["group_by"] == ["alertname", "site", "cluster"]
-    webhook_route = route["routes"][0]
+    # after the Watchdog's route to the dead man's switch
+    webhook_route = route["routes"][1]
     assert webhook_route["receiver"] == "runbook-webhook" and webhook_route["continue"] is True
 
 

@@ -382,6 +382,29 @@ def parse_health_check(text: str) -> str:
     raise ValueError(f"not a health_check value: {text[:40]!r}")
 
 
+# --- import ------------------------------------------------------------------------------
+
+#: import states of a client that has a connection to the target's server: in use,
+#: idle (2.12+ idle_timeout disconnects unused imports on purpose), or replaying and
+#: recovering with it after a server restart (LustreRecoveryStuck judges those)
+CONNECTED_IMPORT_STATES = ("FULL", "IDLE", "REPLAY", "REPLAY_LOCKS", "REPLAY_WAIT", "RECOVER")
+_IMPORT_STATE = re.compile(r"^[ \t]+state:[ \t]*([A-Z_]+)[ \t]*$", re.M | re.ASCII)
+_IMPORT_NID = re.compile(r"^[ \t]+current_connection:[ \t]*(\S+)[ \t]*$", re.M)
+
+
+def parse_import(text: str) -> tuple[str, str]:
+    """``(state, nid)`` of a client's ``import`` of a target (``osc.*.import``,
+    ``mdc.*.import``): its connection ``state`` (``FULL``, ``DISCONN``, ``CONNECTING``, ...)
+    and the LNet NID of the server it is connected to or trying (``current_connection``;
+    "" when none is printed). ValueError when the text has no state."""
+    state = _IMPORT_STATE.search(text)
+    if state is None:
+        raise ValueError(f"not an import: {text[:40]!r}")
+    nid = _IMPORT_NID.search(text)
+    peer = nid[1] if nid is not None and "@" in nid[1] else ""
+    return state[1], peer
+
+
 # --- recovery_status ---------------------------------------------------------------------
 
 #: recovery states as Lustre prints them (``status:``), lower-cased; others are ``other``

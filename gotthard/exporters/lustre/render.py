@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from gotthard.exporters.families import MetricFamily, counter, gauge
-from gotthard.exporters.lustre.parse import HEALTH_STATES, RECOVERY_STATES
+from gotthard.exporters.lustre.parse import (
+    CONNECTED_IMPORT_STATES,
+    HEALTH_STATES,
+    RECOVERY_STATES,
+)
 from gotthard.exporters.lustre.snapshot import (
     ClientIO,
     LustreSnapshot,
@@ -325,6 +329,16 @@ def render(
     )
     for key, value in snapshot.active.items():
         active.add(key, value)
+    connected = gauge(
+        "lustre_target_import_connected",
+        "1 if the client's import of the target (osc.*.import, mdc.*.import) is connected "
+        "to the server at LNet NID nid (current_connection): FULL, IDLE, or replaying and "
+        "recovering; 0 while DISCONN, CONNECTING, EVICTED, CLOSED or NEW.",
+        *TARGET,
+        "nid",
+    )
+    for key, (state, nid) in snapshot.imports.items():
+        connected.add((*key, nid), 1 if state in CONNECTED_IMPORT_STATES else 0)
 
     operations = counter(
         "lustre_operations_total",
@@ -366,7 +380,7 @@ def render(
 
     families = [info, role]
     families += _fields(gauge, CAPACITY_GAUGES, [(entry.key, entry) for entry in snapshot.capacity])
-    families += [files, active, operations, latency]
+    families += [files, active, connected, operations, latency]
     families += _fields(counter, BYTES_COUNTERS, counters)
     families += [open_time, closes]
     families += render_serving(snapshot)

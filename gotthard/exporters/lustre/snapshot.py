@@ -185,6 +185,8 @@ class LustreSnapshot:
     capacity: list[Capacity] = field(default_factory=list)
     #: (fs, target, component) -> 1 active / 0 inactive, for client osc/mdc devices
     active: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    #: (fs, target, component) -> (import state, server NID), for active osc/mdc devices
+    imports: dict[tuple[str, str, str], tuple[str, str]] = field(default_factory=dict)
     stats: list[OperationStats] = field(default_factory=list)
     #: None when job stats are off; a list (maybe empty) when on
     job_stats: list[TargetJobStats] | None = None

@@ -28,6 +28,7 @@ from gotthard.exporters.lustre.parse import (
     client_device,
     llite_fs,
     parse_health_check,
+    parse_import,
     parse_int,
     parse_job_stats,
     parse_lctl_output,
@@ -68,8 +69,8 @@ WANTED: dict[str, tuple[str, ...]] = {
     "obdfilter": (*CAPACITY, "stats", *SERVING),
     "mdt": (*CAPACITY, "md_stats", *SERVING),
     "mgs": (),
-    "osc": ("active", *CAPACITY),
-    "mdc": ("active", *CAPACITY, "md_stats"),
+    "osc": ("active", *CAPACITY, "import"),
+    "mdc": ("active", *CAPACITY, "md_stats", "import"),
     "llite": ("stats",),
 }
 #: option -> subsystem -> the extra parameters that opt-in flag reads. Parameters below a
@@ -617,6 +618,7 @@ def assemble(
 
     capacity: dict[tuple[str, str, str], Capacity] = {}
     active: dict[tuple[str, str, str], int] = {}
+    imports: dict[tuple[str, str, str], tuple[str, str]] = {}
     # server targets: osd-* first (2.12+ and 2.10 alike), then obdfilter/mdt (2.10 and older)
     for key, texts in _server_devices(params, sorted(osd), None):
         roles.add({"ost": "oss", "mdt": "mds"}.get(key[2], "mgs"))
@@ -652,6 +654,11 @@ def assemble(
             active[key] = is_active
             if not is_active:
                 continue  # inactive (deactivated) OSTs: no capacity from this client
+            if "import" in texts:
+                try:
+                    imports[key] = parse_import(texts["import"])
+                except ValueError:
+                    errors[0] += 1
             entry = _capacity(*key, texts, errors)
             if entry is not None:
                 capacity[key] = entry
@@ -689,6 +696,7 @@ def assemble(
         version=version,
         capacity=list(capacity.values()),
         active=active,
+        imports=imports,
         stats=list(stats.values()),
         job_stats=jobs,
     )

@@ -1,4 +1,12 @@
-"""Lustre: OST fill and balance, metadata latency, health, recovery, evictions, LNet."""
+"""Lustre: OST and MDT fill and balance, metadata latency, health, recovery, evictions,
+LNet.
+
+Severity follows the blast radius: a server (a node whose exporter reports
+``lustre_node_role`` ``oss``, ``mds`` or ``mgs``) serves every client of its file system,
+a client only its own jobs. Health and recovery judge the last reading within
+``lustre_state_lookback_seconds``: a broken server whose exporter stops answering (a
+hung node, a reboot loop) keeps its alert until it reads healthy again.
+"""
 
 from __future__ import annotations
 
@@ -36,6 +44,25 @@ FULL_WITHIN = seconds(
 PREDICT_MIN_FILL = ratio(
     "lustre_ost_predict_min_fill", 0.60, "OST used fraction from which a fill trend counts"
 )
+# node-mixin's two tiers (NodeFilesystemSpaceFillingUp): 24 h at 60% full opens a ticket,
+# 4 h at 80% full pages, judged on the last hour so that a sudden fill pages hours early
+FULL_CRITICAL_WITHIN = seconds(
+    "lustre_ost_full_critical_within_seconds",
+    4 * 3600,
+    "time to full (last hour's trend) that pages",
+)
+PREDICT_CRITICAL_MIN_FILL = ratio(
+    "lustre_ost_predict_critical_min_fill",
+    0.80,
+    "OST used fraction from which the paging fill trend counts",
+)
+MDT_FILL_WARNING = ratio("lustre_mdt_fill_warning", 0.85, "MDT used fraction that opens a ticket")
+MDT_FILL_CRITICAL = ratio("lustre_mdt_fill_critical", 0.90, "MDT used fraction that pages")
+STATE_LOOKBACK = seconds(
+    "lustre_state_lookback_seconds",
+    6 * 3600,
+    "how long the last health or recovery reading of a node that stopped reporting counts",
+)
 INODE_FILL = ratio("lustre_inode_fill", 0.90, "used fraction of a target's inodes that pages")
 OST_FILL_SPREAD = ratio("lustre_ost_fill_spread", 0.20, "fullest minus emptiest OST")
 MDT_LATENCY_SECONDS = seconds("lustre_mdt_latency_seconds", 0.05, "mean MDT operation latency")
@@ -45,11 +72,19 @@ RECOVERY_STUCK_FOR = lasting(
     "lustre_recovery_stuck_for", 1800, "recovery time after which it is stuck"
 )
 EVICTIONS_10M = count("lustre_evictions_10m", 10, "clients evicted from one target in 10 minutes")
+TARGET_UNREACHABLE = ratio(
+    "lustre_target_unreachable_fraction",
+    0.5,
+    "fraction of a target's clients not connected to its server that pages",
+)
 LNET_DROPS_PER_SECOND = per_second("lustre_lnet_drops_per_second", 1.0, "LNet drops/s on one node")
 
 CAPACITY = "site_cluster_fs_target:lustre_ost_capacity_bytes:max"
 AVAILABLE = "site_cluster_fs_target:lustre_ost_available_bytes:max"
 OST_FILL = "site_cluster_fs_target:lustre_ost_fill:ratio"
+MDT_CAPACITY = "site_cluster_fs_target:lustre_mdt_capacity_bytes:max"
+MDT_AVAILABLE = "site_cluster_fs_target:lustre_mdt_available_bytes:max"
+MDT_FILL = "site_cluster_fs_target:lustre_mdt_fill:ratio"
 FS_FILL = "site_cluster_fs:lustre_ost_fill:ratio"
 FILL_SPREAD = "site_cluster_fs:lustre_ost_fill:spread"
 MDT_OPERATIONS = "site_cluster_fs_target_operation:lustre_mdt_operations:rate5m"
@@ -59,19 +94,33 @@ EVICTIONS = "site_cluster_fs_target:lustre_evictions:increase10m"
 LNET_DROPS = "site_cluster_instance:lustre_lnet_drops:rate5m"
 INODES_USED = "site_cluster_fs_target:lustre_target_files_used:ratio"
 _MDT_RATE = 'rate(lustre_operations_total{component="mdt"}[5m])'
+#: a client's import of a target that has no connection to the target's server
+_DISCONNECTED = "lustre_target_import_connected == 0"
+#: ``lustre_node_role`` values of a node that serves a file system
+SERVER_ROLES = 'role=~"oss|mds|mgs"'
 
 
-def _ost_max(record: str, metric: str) -> RecordingRule:
-    """One value per OST: the same OST is reported by its OSS and by every client's osc."""
+def _target_max(record: str, metric: str, components: str = "ost|osc") -> RecordingRule:
+    """One value per target: the same OST (MDT) is reported by its server and by every
+    client's osc (mdc)."""
     return RecordingRule(
-        COMPONENT, record, f'max by (site, cluster, fs, target) ({metric}{{component=~"ost|osc"}})'
+        COMPONENT,
+        record,
+        f'max by (site, cluster, fs, target) ({metric}{{component=~"{components}"}})',
     )
 
 
+def _fill(record: str, available: str, capacity: str) -> RecordingRule:
+    return RecordingRule(COMPONENT, record, f"1 - (\n  {available}\n  /\n  ({capacity} > 0)\n)")
+
+
 RECORDING_RULES = (
-    _ost_max(CAPACITY, "lustre_target_capacity_bytes"),
-    _ost_max(AVAILABLE, "lustre_target_available_bytes"),
-    RecordingRule(COMPONENT, OST_FILL, f"1 - (\n  {AVAILABLE}\n  /\n  ({CAPACITY} > 0)\n)"),
+    _target_max(CAPACITY, "lustre_target_capacity_bytes"),
+    _target_max(AVAILABLE, "lustre_target_available_bytes"),
+    _fill(OST_FILL, AVAILABLE, CAPACITY),
+    _target_max(MDT_CAPACITY, "lustre_target_capacity_bytes", "mdt|mdc"),
+    _target_max(MDT_AVAILABLE, "lustre_target_available_bytes", "mdt|mdc"),
+    _fill(MDT_FILL, MDT_AVAILABLE, MDT_CAPACITY),
     RecordingRule(
         COMPONENT,
         FS_FILL,
@@ -130,19 +179,40 @@ _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 _above = partial(above, _alert)
 
 
-def _ost_fill(
-    name: str, threshold: float, for_: str, severity: Severity, consequence: str = ""
+def _fill_above(
+    name: str,
+    threshold: float,
+    for_: str,
+    severity: Severity,
+    consequence: str = "",
+    kind: str = "OST",
 ) -> AlertRule:
-    """An OST fuller than *threshold*; *consequence* ends the description."""
+    """An OST (or MDT) fuller than *threshold*; *consequence* ends the description."""
     return _above(
         name,
-        OST_FILL,
+        OST_FILL if kind == "OST" else MDT_FILL,
         threshold,
         for_,
         severity,
-        f"A Lustre OST is more than {pct(threshold)} full.",
-        "OST " + TARGET + " is {{ $value | humanizePercentage }} full" + consequence + ".",
-        f"OST used fraction > {pct(threshold)}",
+        f"A Lustre {kind} is more than {pct(threshold)} full.",
+        kind + " " + TARGET + " is {{ $value | humanizePercentage }} full" + consequence + ".",
+        f"{kind} used fraction > {pct(threshold)}",
+    )
+
+
+def _last(selector: str, lookback: str) -> str:
+    """The last reading of *selector* within *lookback*: a series that went stale (its
+    exporter or node stopped answering) keeps its last value until it reads again."""
+    return f"last_over_time({selector}[{lookback}])"
+
+
+def _health(lookback: str, servers: bool) -> str:
+    """Nodes whose last health_check reading is not healthy: servers, or clients only."""
+    join = "and" if servers else "unless"
+    return (
+        _last('lustre_health_check{state!="healthy"}', lookback)
+        + f" == 1\n{join} on (site, cluster, instance)\n"
+        + _last(f"lustre_node_role{{{SERVER_ROLES}}}", lookback)
     )
 
 
@@ -153,14 +223,31 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         t[EVICTIONS_10M],
         t[LNET_DROPS_PER_SECOND],
     )
+    lookback = duration(t[STATE_LOOKBACK])
     return (
-        _ost_fill("LustreOSTFillHigh", t[OST_FILL_WARNING], "30m", "warning"),
-        _ost_fill(
+        _fill_above("LustreOSTFillHigh", t[OST_FILL_WARNING], "30m", "warning"),
+        _fill_above(
             "LustreOSTFillCritical",
             t[OST_FILL_CRITICAL],
             "10m",
             "critical",
             consequence="; writes will soon fail with ENOSPC",
+        ),
+        _fill_above(
+            "LustreMDTFillHigh",
+            t[MDT_FILL_WARNING],
+            "30m",
+            "warning",
+            consequence="; file creation fails file-system wide when it is full",
+            kind="MDT",
+        ),
+        _fill_above(
+            "LustreMDTFillCritical",
+            t[MDT_FILL_CRITICAL],
+            "10m",
+            "critical",
+            consequence="; file creation and metadata updates will soon fail with ENOSPC",
+            kind="MDT",
         ),
         _alert(
             name="LustreOSTFillPredicted",
@@ -178,6 +265,25 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             expr_summary=(
                 f"6-hour fill trend reaches 100% within {num(t[FULL_WITHIN] / 3600)} h, "
                 f"OST over {pct(t[PREDICT_MIN_FILL])} full"
+            ),
+        ),
+        _alert(
+            name="LustreOSTFillPredictedCritical",
+            expr=(
+                f"predict_linear({OST_FILL}[1h], {num(t[FULL_CRITICAL_WITHIN])}) > 1"
+                f"\nand\n{OST_FILL} > {num(t[PREDICT_CRITICAL_MIN_FILL])}"
+            ),
+            for_="15m",
+            severity="critical",
+            summary="A Lustre OST will be full within hours at its current fill rate.",
+            description="OST "
+            + TARGET
+            + f" will be full within {num(t[FULL_CRITICAL_WITHIN] / 3600)} hours at the fill "
+            "rate of the last hour (predicted {{ $value | humanizePercentage }}).",
+            expr_summary=(
+                "last hour's fill trend reaches 100% within "
+                f"{num(t[FULL_CRITICAL_WITHIN] / 3600)} h, "
+                f"OST over {pct(t[PREDICT_CRITICAL_MIN_FILL])} full"
             ),
         ),
         _above(
@@ -228,18 +334,43 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _alert(
             name="LustreHealthCheckFailed",
-            expr='lustre_health_check{state!="healthy"} == 1',
+            expr=_health(lookback, servers=True),
             for_="5m",
             severity="critical",
-            summary="A Lustre server or client reports itself unhealthy.",
-            description="health_check of "
+            summary="A Lustre server reports itself unhealthy.",
+            description="health_check of server "
             + HOST
-            + " has read {{ $labels.state }} (not healthy) for 5 minutes.",
-            expr_summary="health_check is `NOT HEALTHY` or `LBUG`",
+            + " has read {{ $labels.state }} (not healthy) for 5 minutes; every client "
+            "of its targets is affected.",
+            expr_summary=(
+                "last health_check reading of an OSS, MDS or MGS (within "
+                f"{lookback}) is `NOT HEALTHY` or `LBUG`"
+            ),
+        ),
+        _alert(
+            name="LustreClientHealthCheckFailed",
+            expr=_health(lookback, servers=False),
+            for_="5m",
+            severity="warning",
+            summary="A Lustre client reports itself unhealthy.",
+            description="health_check of client "
+            + HOST
+            + " has read {{ $labels.state }} (not healthy) for 5 minutes; its mounts and "
+            "jobs may hang.",
+            expr_summary=(
+                f"last health_check reading of a client-only node (within {lookback}) is "
+                "`NOT HEALTHY` or `LBUG`"
+            ),
         ),
         _alert(
             name="LustreRecoveryStuck",
-            expr='lustre_target_recovery_status{status=~"recovering|waiting"} == 1',
+            # the last reading: a server that stops answering mid-recovery keeps the
+            # alert; a target that completed recovery on its failover partner does not
+            expr=(
+                _last('lustre_target_recovery_status{status=~"recovering|waiting"}', lookback)
+                + " == 1\nunless on (site, cluster, fs, target)\n"
+                + 'lustre_target_recovery_status{status="complete"} == 1'
+            ),
             for_=stuck,
             severity="critical",
             summary="A Lustre target has been in recovery for too long.",
@@ -247,7 +378,10 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             + HOST
             + f" has been in recovery for {num(t[RECOVERY_STUCK_FOR] / 60)} minutes;"
             " IO to it is blocked.",
-            expr_summary=f"recovery_status RECOVERING or WAITING for {stuck}",
+            expr_summary=(
+                f"last recovery_status (within {lookback}) RECOVERING or WAITING for "
+                f"{stuck}, and no server reports the target COMPLETE"
+            ),
         ),
         _above(
             "LustreEvictionStorm",
@@ -258,6 +392,39 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             "A Lustre target is evicting many clients.",
             TARGET + " evicted {{ $value | humanize }} clients in the last 10 minutes.",
             f"more than {num(evictions)} evictions from one target in 10 minutes",
+        ),
+        _alert(
+            name="LustreLNetPeerDown",
+            # per client, not per NID: a client that cannot connect tries each failover
+            # NID in turn, and its series change NID; a failover reconnects within
+            # minutes (replay then counts as connected)
+            expr=f"count by (site, cluster, instance) ({_DISCONNECTED})",
+            for_="10m",
+            severity="warning",
+            summary="A Lustre client cannot reach the server (LNet peer) of some targets.",
+            description=HOST
+            + " has had no connection to the server of {{ $value | humanize }} Lustre "
+            "targets for 10 minutes.",
+            expr_summary="a client's imports not connected to their server "
+            "(`lustre_target_import_connected == 0`)",
+        ),
+        _alert(
+            name="LustreTargetUnreachable",
+            expr=(
+                f"count by (site, cluster, fs, target) ({_DISCONNECTED})\n/\n"
+                "count by (site, cluster, fs, target) (lustre_target_import_connected)\n"
+                f"> {num(t[TARGET_UNREACHABLE])}"
+            ),
+            for_="10m",
+            severity="critical",
+            summary="Most clients of a Lustre target cannot reach its server.",
+            description="{{ $value | humanizePercentage }} of the clients of "
+            + TARGET
+            + " have not been connected to its server for 10 minutes; IO to it hangs.",
+            expr_summary=(
+                f"more than {pct(t[TARGET_UNREACHABLE])} of the clients reporting a target "
+                "are not connected to its server"
+            ),
         ),
         _above(
             "LustreLNetDrops",
