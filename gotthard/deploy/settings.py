@@ -219,6 +219,10 @@ class AlertmanagerDeploy(Strict):
     pager_urls: dict[Name, str] = Field(default_factory=dict)
     pager_fallback_url: str = "http://pager.invalid/default"
     ticket_url: str = "http://ticket.invalid/"
+    #: The external dead man's switch that receives the always-firing GotthardWatchdog;
+    #: "" = a receiver with no integrations.
+    deadman_url: str = ""
+    deadman_repeat_interval: Duration = "1m"
     group_wait: Duration = "30s"
     group_interval: Duration = "5m"
     repeat_interval: Duration = "4h"

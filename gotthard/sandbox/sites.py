@@ -72,6 +72,7 @@ RUNBOOKS_MODES = ("dry-run", "enforce")
 EXTERNAL = "external"
 #: The ``kind`` in ``status`` of the simulated Velero and Deployment controller process.
 VELERO_KIND = "velero, deployments (simulated)"
+NOTIFICATIONS_KIND = "pager, ticket, dead man's switch (simulated)"
 
 
 def all_running(rows: Sequence[Mapping[str, Any]]) -> bool:
@@ -321,6 +322,11 @@ class MultiSiteSandbox:
         return self.topology.audit_log(site)
 
     @property
+    def notifications_url(self) -> str:
+        """The simulated pager/ticket/dead man's switch: ``GET /received`` lists what it got."""
+        return self.topology.notifications_url
+
+    @property
     def object_store(self) -> Path:
         return self.topology.object_store
 
@@ -402,7 +408,11 @@ class MultiSiteSandbox:
                 thread.start()
             try:
                 monitoring = (local.ALERTMANAGER, local.PROMETHEUS, local.GLOBAL_VIEW)
-                first = [*self._emulated_apis(), *rendered.of_kind(processes, monitoring)]
+                first = [
+                    *self._emulated_apis(),
+                    self._notifications(),
+                    *rendered.of_kind(processes, monitoring),
+                ]
                 rendered.start(self._procs, first)
                 sites_config.seed_clusters(self.topology)
                 second = [*rendered.of_kind(processes, (RUNBOOKS.name,)), *self._velero()]
@@ -498,6 +508,15 @@ class MultiSiteSandbox:
             url = local_url(port)
             found.append(Process(name, site, "", f"{label} (emulated)", argv, f"{url}/readyz", url))
         return found
+
+    def _notifications(self) -> Process:
+        """Where the Alertmanagers page, open tickets and send the Watchdog."""
+        top = self.topology
+        argv = [sys.executable, "-m", doubles.NOTIFICATIONS]
+        argv += ["--listen", f"127.0.0.1:{self.ports['notifications']}"]
+        argv += ["--log", str(top.notifications_log)]
+        url = top.notifications_url
+        return Process("notifications", "", "", NOTIFICATIONS_KIND, argv, f"{url}/received", url)
 
     def _velero(self) -> list[Process]:
         """The simulated Velero over the emulated clusters (a real cluster runs its own)."""

@@ -48,8 +48,9 @@ DEFAULT_SITE_PORTS: dict[str, int] = {
 #: The Gotthard roles every site of a multi-site sandbox runs (the node exporter needs
 #: NVML: tests add it on the fake library).
 SITE_ROLES = (SLURM_EXPORTER.name, RUNBOOKS.name, DR.name)
-#: Ports shared by the sites: the global view (a federating Prometheus) and Karmada's API.
-DEFAULT_SHARED_PORTS: dict[str, int] = {"global": 9090, "karmada": 7443}
+#: Ports shared by the sites: the global view (a federating Prometheus), Karmada's API and
+#: the simulated pager/ticket/dead man's switch.
+DEFAULT_SHARED_PORTS: dict[str, int] = {"global": 9090, "karmada": 7443, "notifications": 9095}
 #: Between two scrapes and rule evaluations (fast enough for failover tests).
 SCRAPE_INTERVAL = "2s"
 #: The emulated API servers are scraped twice per placement evaluation: the controller
@@ -133,6 +134,15 @@ class Topology:
     @property
     def webhook_token(self) -> Path:
         return self.directory / "webhook.token"
+
+    @property
+    def notifications_url(self) -> str:
+        """The simulated pager, ticket system and dead man's switch."""
+        return local_url(self.ports["notifications"])
+
+    @property
+    def notifications_log(self) -> Path:
+        return self.directory / "notifications.jsonl"
 
     @property
     def object_store(self) -> Path:
@@ -358,6 +368,11 @@ def multi_site(top: Topology) -> dict[str, Any]:
             "alertmanager": {
                 # alerts of no known site go to the first site's webhook
                 "webhook_url": f"{top.url(first, RUNBOOKS.name)}/alerts",
+                # pages, tickets and the Watchdog are delivered, to the simulated receiver
+                "pager_urls": {site: f"{top.notifications_url}/pager/{site}" for site in top.sites},
+                "pager_fallback_url": f"{top.notifications_url}/pager/default",
+                "ticket_url": f"{top.notifications_url}/ticket",
+                "deadman_url": f"{top.notifications_url}/deadman",
                 "ports": {site: top.port(site, "alertmanager") for site in top.sites},
                 "cluster_ports": {
                     site: top.port(site, "alertmanager-cluster") for site in top.sites

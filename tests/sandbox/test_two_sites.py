@@ -27,7 +27,7 @@ from gotthard.monitoring import deliver
 from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.dashboards import check as live
 from gotthard.sandbox.processes import process_start_time
-from gotthard.sandbox.sites import VELERO_KIND, MultiSiteSandbox
+from gotthard.sandbox.sites import NOTIFICATIONS_KIND, VELERO_KIND, MultiSiteSandbox
 from tests.sandbox.conftest import TWO_SITES
 from tests.support.cli import gotthard
 from tests.support.monitoring import get_json, instant
@@ -48,7 +48,7 @@ PER_SITE_KINDS = {
     "runbooks",
     "dr",
 }
-SHARED_KINDS = {"karmada-api (emulated)", VELERO_KIND, "global-prometheus"}
+SHARED_KINDS = {"karmada-api (emulated)", VELERO_KIND, NOTIFICATIONS_KIND, "global-prometheus"}
 #: What each site's Prometheus scrapes: job label -> what it is.
 JOBS = {
     "gotthard-slurm-exporter-{site}-{site}": "the Slurm exporter",
