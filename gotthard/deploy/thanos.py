@@ -13,7 +13,11 @@ What is written, for the two ways a site runs Prometheus:
   other sites' Alertmanagers (``spec.additionalAlertManagerConfigs``);
 * plain Prometheus (Debian packages, systemd): per replica the ``global`` and ``alerting``
   parts of prometheus.yml, the Prometheus and sidecar flags and Alertmanager's ``ARGS``;
-* both: the Thanos Query Deployment and Service, and an object store template.
+* both: the Thanos Query Deployment and Service, Thanos Ruler (a Deployment, its Service
+  and a ConfigMap of the global alerting groups, placement ``global``: the rules that
+  need both sites' data, evaluated against Query and sent to every site's
+  Alertmanagers; the site Prometheus load only the site groups), and an object store
+  template.
 
 Thanos itself does not run in the sandbox: its configuration is checked here with
 promtool and the Kubernetes schemas, nothing more.
@@ -28,9 +32,10 @@ from gotthard.deploy.alerting import cluster_flags
 from gotthard.deploy.kubernetes import CONTAINER_SECURITY, spread_over_nodes
 from gotthard.deploy.kubernetes import labels as gotthard_labels
 from gotthard.deploy.manifest import RenderError, dump, dump_all
-from gotthard.deploy.prometheus import alerting_section
+from gotthard.deploy.prometheus import alerting_section, rule_documents
 from gotthard.deploy.settings import ThanosDeploy
 from gotthard.deploy.topology import SitePrometheus, alertmanagers, prometheuses
+from gotthard.monitoring.deliver import GLOBAL_ALERTS_FILE
 
 #: The external label that tells the replicas of an HA pair apart; Query and Alertmanager
 #: drop it (deduplication, one notification).
@@ -40,6 +45,11 @@ OBJSTORE_KEY = "objstore.yml"
 ALERTMANAGERS_SECRET = "thanos-additional-alertmanagers"
 ALERTMANAGERS_KEY = "alertmanager-configs.yaml"
 QUERY_NAME = "thanos-query"
+RULER_NAME = "thanos-ruler"
+#: The ConfigMap of the global alerting groups, mounted at RULES_MOUNT in the ruler.
+RULES_CONFIGMAP = "gotthard-global-rules"
+RULES_MOUNT = "/etc/thanos/rules"
+RULER_DATA = "/var/thanos/rule"
 #: Thanos' default HTTP port (Query's UI and API, the sidecar's metrics).
 HTTP_PORT = 10902
 #: Debian's Prometheus storage (``/etc/default/prometheus``), where the sidecar reads blocks.
@@ -239,6 +249,103 @@ def query_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
     }
 
 
+# --- Thanos Ruler -----------------------------------------------------------------------------
+
+
+RULER_SELECTOR = {"app.kubernetes.io/name": "thanos", "app.kubernetes.io/component": "ruler"}
+
+
+def ruler_args(cfg: Config, alertmanagers: list[str], settings: ThanosDeploy) -> list[str]:
+    """``thanos rule``: the global groups, evaluated against Query (which deduplicates
+    the HA pairs), every site's Alertmanagers; each replica labels its alerts with its
+    pod name and drops that label before sending, so the replicas' alerts are one."""
+    return [
+        "rule",
+        f"--http-address=0.0.0.0:{HTTP_PORT}",
+        f"--grpc-address=0.0.0.0:{settings.sidecar_grpc_port}",
+        f"--data-dir={RULER_DATA}",
+        f"--eval-interval={cfg.deploy.prometheus.evaluation_interval}",
+        f"--rule-file={RULES_MOUNT}/*.yml",
+        f"--query={QUERY_NAME}.{settings.namespace}.svc:{HTTP_PORT}",
+        *(f"--alertmanagers.url=http://{address}" for address in alertmanagers),
+        f'--label={REPLICA_LABEL}="$(POD_NAME)"',
+        f"--alert.label-drop={REPLICA_LABEL}",
+    ]
+
+
+def rules_configmap(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+    """The global alerting groups (``global-alerts.rules.yml``) for the ruler."""
+    text = rule_documents(cfg)[f"rules/{GLOBAL_ALERTS_FILE}"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(cfg, RULES_CONFIGMAP, settings, "ruler"),
+        "data": {GLOBAL_ALERTS_FILE: text},
+    }
+
+
+def ruler_deployment(
+    cfg: Config, alertmanagers: list[str], settings: ThanosDeploy
+) -> dict[str, Any]:
+    probe = {"httpGet": {"path": "/-/healthy", "port": "http"}, "periodSeconds": 30}
+    container = {
+        "name": "ruler",
+        "image": settings.image,
+        "args": ruler_args(cfg, alertmanagers, settings),
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": settings.sidecar_grpc_port, "protocol": "TCP"},
+        ],
+        "livenessProbe": probe,
+        "readinessProbe": {**probe, "httpGet": {"path": "/-/ready", "port": "http"}},
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "128Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        },
+        "securityContext": CONTAINER_SECURITY,
+        "volumeMounts": [
+            {"name": "rules", "mountPath": RULES_MOUNT, "readOnly": True},
+            {"name": "data", "mountPath": RULER_DATA},
+        ],
+    }
+    pod = {
+        "automountServiceAccountToken": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": QUERY_UID,
+            "runAsGroup": QUERY_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "affinity": spread_over_nodes(RULER_SELECTOR),
+        "containers": [container],
+        "volumes": [
+            {"name": "rules", "configMap": {"name": RULES_CONFIGMAP}},
+            {"name": "data", "emptyDir": {}},
+        ],
+    }
+    meta = _meta(cfg, RULER_NAME, settings, "ruler")
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {
+            "replicas": settings.ruler_replicas,
+            "selector": {"matchLabels": RULER_SELECTOR},
+            "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
+        },
+    }
+
+
+def ruler_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+    """The ruler's UI and API (its rules and alerts) and its Store API (the ``ALERTS``
+    it evaluated, for Query as one more ``--endpoint``)."""
+    service = query_service(cfg, settings)
+    service["metadata"] = _meta(cfg, RULER_NAME, settings, "ruler")
+    service["spec"]["selector"] = RULER_SELECTOR
+    return service
+
+
 # --- object store -----------------------------------------------------------------------------
 
 #: The template's settings: every value a placeholder.
@@ -289,6 +396,18 @@ def render(cfg: Config, settings: ThanosDeploy) -> dict[str, str]:
             f"Query deduplicates the HA pairs on the `{REPLICA_LABEL}` label.",
         )
         + dump_all([query_deployment(cfg, endpoints, settings), query_service(cfg, settings)]),
+        "thanos-ruler.yaml": _header(
+            "The global evaluator: apply next to Thanos Query (kubectl apply -f). It evaluates",
+            "the alerting groups that need both sites' data against Query and sends to every",
+            "site's Alertmanagers; the site Prometheus never load these groups.",
+        )
+        + dump_all(
+            [
+                rules_configmap(cfg, settings),
+                ruler_deployment(cfg, targets, settings),
+                ruler_service(cfg, settings),
+            ]
+        ),
         "alertmanagers-secret.yaml": _header(
             "Every site's Alertmanagers, for spec.additionalAlertManagerConfigs: apply in",
             f"the namespace of each Prometheus resource ({ns}) at every site.",
