@@ -228,6 +228,13 @@ def test_the_global_view_evaluates_the_global_rules_on_what_it_federates(out: Pa
         assert not any("global" in path for path in site_rules), site
 
 
+@pytest.mark.parametrize("name", [r.name for r in rules.ALERTS if r.placement == "site"])
+def test_a_site_rule_reads_nothing_only_the_global_view_has(name: str) -> None:
+    """The federation jobs (``federate-*``) exist only at the global view: a rule about
+    them (a site that stopped sending) must be placed ``global``, else it never fires."""
+    assert "federate" not in rules.alert(name).expr, f"{name}: place it at the global view"
+
+
 def test_promtool_and_amtool_accept_the_rendered_files(out: Path, tmp_path: Path) -> None:
     for name in ("zurich", "lugano", "global"):
         check = run([binary("promtool"), "check", "config", str(out / name / "prometheus.yml")])
