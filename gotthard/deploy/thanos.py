@@ -45,7 +45,6 @@ OBJSTORE_KEY = "objstore.yml"
 ALERTMANAGERS_SECRET = "thanos-additional-alertmanagers"
 ALERTMANAGERS_KEY = "alertmanager-configs.yaml"
 QUERY_NAME = "thanos-query"
-RULER_NAME = "thanos-ruler"
 #: The ConfigMap of the global alerting groups, mounted at RULES_MOUNT in the ruler.
 RULES_CONFIGMAP = "gotthard-global-rules"
 RULES_MOUNT = "/etc/thanos/rules"
@@ -176,7 +175,9 @@ def alertmanagers_secret(
 # --- Thanos Query -----------------------------------------------------------------------------
 
 
-QUERY_SELECTOR = {"app.kubernetes.io/name": "thanos", "app.kubernetes.io/component": "query"}
+def _selector(component: str) -> dict[str, str]:
+    """The labels that select the pods of a Thanos component."""
+    return {"app.kubernetes.io/name": "thanos", "app.kubernetes.io/component": component}
 
 
 def query_args(endpoints: dict[str, list[str]], settings: ThanosDeploy) -> list[str]:
@@ -189,26 +190,35 @@ def query_args(endpoints: dict[str, list[str]], settings: ThanosDeploy) -> list[
     ]
 
 
-def query_deployment(
-    cfg: Config, endpoints: dict[str, list[str]], settings: ThanosDeploy
+def thanos_deployment(
+    cfg: Config,
+    settings: ThanosDeploy,
+    component: str,
+    args: list[str],
+    replicas: int,
+    resources: dict[str, dict[str, str]],
+    **extra: list[dict[str, Any]],
 ) -> dict[str, Any]:
+    """A stateless Thanos component (``thanos-<component>``), spread over nodes, its HTTP
+    and gRPC ports probed; *extra* holds the container's ``env`` and ``volumeMounts`` and
+    the pod's ``volumes``."""
     probe = {"httpGet": {"path": "/-/healthy", "port": "http"}, "periodSeconds": 30}
-    container = {
-        "name": "query",
+    container: dict[str, Any] = {
+        "name": component,
         "image": settings.image,
-        "args": query_args(endpoints, settings),
+        "args": args,
+        **{key: value for key, value in extra.items() if key == "env"},
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
             {"name": "grpc", "containerPort": settings.sidecar_grpc_port, "protocol": "TCP"},
         ],
         "livenessProbe": probe,
         "readinessProbe": {**probe, "httpGet": {"path": "/-/ready", "port": "http"}},
-        "resources": {
-            "requests": {"cpu": "100m", "memory": "256Mi"},
-            "limits": {"cpu": "2", "memory": "2Gi"},
-        },
+        "resources": resources,
         "securityContext": CONTAINER_SECURITY,
+        **{key: value for key, value in extra.items() if key == "volumeMounts"},
     }
+    selector = _selector(component)
     pod = {
         "automountServiceAccountToken": False,
         "securityContext": {
@@ -217,30 +227,43 @@ def query_deployment(
             "runAsGroup": QUERY_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "affinity": spread_over_nodes(QUERY_SELECTOR),
+        "affinity": spread_over_nodes(selector),
         "containers": [container],
+        **{key: value for key, value in extra.items() if key == "volumes"},
     }
-    meta = _meta(cfg, QUERY_NAME, settings, "query")
+    meta = _meta(cfg, f"thanos-{component}", settings, component)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": meta,
         "spec": {
-            "replicas": settings.query_replicas,
-            "selector": {"matchLabels": QUERY_SELECTOR},
+            "replicas": replicas,
+            "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
         },
     }
 
 
-def query_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+def query_deployment(
+    cfg: Config, endpoints: dict[str, list[str]], settings: ThanosDeploy
+) -> dict[str, Any]:
+    resources = {
+        "requests": {"cpu": "100m", "memory": "256Mi"},
+        "limits": {"cpu": "2", "memory": "2Gi"},
+    }
+    args = query_args(endpoints, settings)
+    return thanos_deployment(cfg, settings, "query", args, settings.query_replicas, resources)
+
+
+def thanos_service(cfg: Config, settings: ThanosDeploy, component: str) -> dict[str, Any]:
+    """The HTTP and gRPC ports of the pods of ``thanos-<component>``."""
     port = settings.sidecar_grpc_port
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(cfg, QUERY_NAME, settings, "query"),
+        "metadata": _meta(cfg, f"thanos-{component}", settings, component),
         "spec": {
-            "selector": QUERY_SELECTOR,
+            "selector": _selector(component),
             "ports": [
                 {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
                 {"name": "grpc", "port": port, "targetPort": "grpc", "protocol": "TCP"},
@@ -249,10 +272,11 @@ def query_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
     }
 
 
+def query_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+    return thanos_service(cfg, settings, "query")
+
+
 # --- Thanos Ruler -----------------------------------------------------------------------------
-
-
-RULER_SELECTOR = {"app.kubernetes.io/name": "thanos", "app.kubernetes.io/component": "ruler"}
 
 
 def ruler_args(cfg: Config, alertmanagers: list[str], settings: ThanosDeploy) -> list[str]:
@@ -287,63 +311,33 @@ def rules_configmap(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
 def ruler_deployment(
     cfg: Config, alertmanagers: list[str], settings: ThanosDeploy
 ) -> dict[str, Any]:
-    probe = {"httpGet": {"path": "/-/healthy", "port": "http"}, "periodSeconds": 30}
-    container = {
-        "name": "ruler",
-        "image": settings.image,
-        "args": ruler_args(cfg, alertmanagers, settings),
-        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-        "ports": [
-            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
-            {"name": "grpc", "containerPort": settings.sidecar_grpc_port, "protocol": "TCP"},
-        ],
-        "livenessProbe": probe,
-        "readinessProbe": {**probe, "httpGet": {"path": "/-/ready", "port": "http"}},
-        "resources": {
-            "requests": {"cpu": "50m", "memory": "128Mi"},
-            "limits": {"cpu": "1", "memory": "1Gi"},
-        },
-        "securityContext": CONTAINER_SECURITY,
-        "volumeMounts": [
+    resources = {
+        "requests": {"cpu": "50m", "memory": "128Mi"},
+        "limits": {"cpu": "1", "memory": "1Gi"},
+    }
+    return thanos_deployment(
+        cfg,
+        settings,
+        "ruler",
+        ruler_args(cfg, alertmanagers, settings),
+        settings.ruler_replicas,
+        resources,
+        env=[{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        volumeMounts=[
             {"name": "rules", "mountPath": RULES_MOUNT, "readOnly": True},
             {"name": "data", "mountPath": RULER_DATA},
         ],
-    }
-    pod = {
-        "automountServiceAccountToken": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": QUERY_UID,
-            "runAsGroup": QUERY_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
-        "affinity": spread_over_nodes(RULER_SELECTOR),
-        "containers": [container],
-        "volumes": [
+        volumes=[
             {"name": "rules", "configMap": {"name": RULES_CONFIGMAP}},
             {"name": "data", "emptyDir": {}},
         ],
-    }
-    meta = _meta(cfg, RULER_NAME, settings, "ruler")
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": meta,
-        "spec": {
-            "replicas": settings.ruler_replicas,
-            "selector": {"matchLabels": RULER_SELECTOR},
-            "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
-        },
-    }
+    )
 
 
 def ruler_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
     """The ruler's UI and API (its rules and alerts) and its Store API (the ``ALERTS``
     it evaluated, for Query as one more ``--endpoint``)."""
-    service = query_service(cfg, settings)
-    service["metadata"] = _meta(cfg, RULER_NAME, settings, "ruler")
-    service["spec"]["selector"] = RULER_SELECTOR
-    return service
+    return thanos_service(cfg, settings, "ruler")
 
 
 # --- object store -----------------------------------------------------------------------------

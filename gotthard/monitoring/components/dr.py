@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
-from gotthard.monitoring.rule_model import AlertRule, RecordingRule, Severity, on_condition
+from gotthard.monitoring.rule_model import AlertRule, RecordingRule, on_condition
 from gotthard.monitoring.thresholds import ThresholdValues, duration, lasting, num, seconds
 
 COMPONENT = "dr"
@@ -72,27 +73,13 @@ def _age(labels: str, last: str, loaded: str) -> str:
     )
 
 
-def _judged(
-    name: str,
-    condition: str,
-    for_: str,
-    severity: Severity,
-    summary: str,
-    description: str,
-    note: str = "",
-) -> AlertRule:
-    """An alert on *condition* (``SERIES OP VALUE``) over the leader's series."""
+def _judged(name: str, condition: str, *args: Any, note: str = "") -> AlertRule:
+    """:func:`on_condition` on *condition* (``SERIES OP VALUE``) over the leader's series;
+    *args* are its ``for_``, severity, summary and description."""
     series, op_value = condition.split(" ", 1)
-    return on_condition(
-        _alert,
-        name,
-        f"{_led(series)} {op_value}",
-        for_,
-        severity,
-        summary,
-        description,
-        expr_summary=f"`{condition}`{note}, as the replica that leads exports it",
-    )
+    judged = f"{_led(series)} {op_value}"
+    summary = f"`{condition}`{note}, as the replica that leads exports it"
+    return on_condition(_alert, name, judged, *args, expr_summary=summary)
 
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
@@ -157,7 +144,7 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             "A Velero backup storage location is unavailable.",
             "BackupStorageLocation {{ $labels.location }} at {{ $labels.site }} has been "
             "unavailable for 15 minutes; backups to it fail.",
-            " for 15 minutes",
+            note=" for 15 minutes",
         ),
         _judged(
             "DRDrillFailed",
@@ -197,7 +184,7 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             "The last drill of namespace {{ $labels.namespace }} at {{ $labels.site }} took "
             "{{ $value | humanizeDuration }} to restore and verify (target "
             f"{num(rto / 60)} minutes).",
-            f" (drill RTO > {num(rto / 60)} minutes)",
+            note=f" (drill RTO > {num(rto / 60)} minutes)",
         ),
         _judged(
             "DRTierBreach",
@@ -208,7 +195,7 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             "Namespace {{ $labels.namespace }} at {{ $labels.site }} misses the "
             "{{ $labels.objective }} objective of recovery tier {{ $labels.tier }} "
             "([dr.tiers] in the site file).",
-            " (objective rpo or rto of the namespace's tier)",
+            note=" (objective rpo or rto of the namespace's tier)",
         ),
         _alert(
             name="DRNoLeader",
@@ -277,6 +264,6 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             f"{{{{ $labels.primary_site }}}}) for {moved_for}: "
             "a failover, or a spread service degraded to its healthy sites. It moves "
             "back after the failback cool-down once the sites are healthy again.",
-            " (off its primary site, or a spread degraded)",
+            note=" (off its primary site, or a spread degraded)",
         ),
     )
