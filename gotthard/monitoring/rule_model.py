@@ -95,7 +95,7 @@ class AlertRule:
 
     @property
     def promql(self) -> str:
-        """The rule's expression as written to alerts.rules.yml.
+        """The rule's expression as written to its rule file.
 
         Alerts about one host (components in NODE_COMPONENTS) add a ``node`` label, the
         ``instance`` without its port, for the runbook webhook to act on.

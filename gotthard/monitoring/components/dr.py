@@ -231,7 +231,8 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # two replicas that each hold "the" Lease read two different Leases (their
             # [dr.lease] site differs, or is empty at both): each site alone looks fine,
             # only both sites' data together show it, so it runs at the global evaluator
-            expr=f"{LEADER} == 1\nand on ()\ncount({LEADER} == 1) > 1",
+            # replicas counted by instance: one replica federated twice is one leader
+            expr=f"{LEADER} == 1\nand on ()\ncount(count by (instance) ({LEADER} == 1)) > 1",
             for_="5m",
             severity="critical",
             summary="More than one DR daemon replica leads: their placement decisions fight.",
@@ -241,7 +242,7 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 "schedulers run backups and drills and two placement controllers move "
                 "services."
             ),
-            expr_summary=f"more than one `{LEADER} == 1` over both sites",
+            expr_summary=f"more than one replica with `{LEADER} == 1` over both sites",
             placement="global",
         ),
         _judged(
