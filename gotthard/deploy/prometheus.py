@@ -16,9 +16,17 @@ sandbox write the same files with paths of their own):
   Kubernetes cluster;
 * a cluster's Kubernetes API server (targets ``apiserver``) and ``extra_targets`` are
   jobs labelled ``job="apiserver"`` and ``job="<name>"``;
+* each Prometheus scrapes itself (``job="prometheus"``) and the site's main Prometheus
+  its site's Alertmanagers (``job="alertmanager"``), labelled with the site and its home
+  cluster (:func:`home_cluster`): the alerts on rule evaluation and notification
+  failures read them;
 * the global view (``[deploy.federation] listen``): ``/federate`` of every Prometheus with
-  ``honor_labels``, selecting the recording rules' series and the raw series the
-  dashboards read (:func:`federated_names`), never every series.
+  ``honor_labels``, selecting the recording rules' series, the raw series the
+  dashboards read and the series the global rules read (:func:`federated_names`), never
+  every series; each federation target is labelled with the site (and home cluster) of
+  the Prometheus it federates, so that its ``up`` names them. It evaluates the global
+  alerting groups (``global-alerts.rules.yml``, placement ``global``) and sends to every
+  site's Alertmanagers; a site Prometheus loads only the site groups.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from gotthard.deploy.topology import (
     prometheuses,
     url_address,
 )
-from gotthard.monitoring.deliver import ALERTS_FILE, RECORDING_FILE
+from gotthard.monitoring.deliver import ALERTS_FILE, GLOBAL_ALERTS_FILE, RECORDING_FILE
 
 #: The rendered scrape jobs alone: a ``scrape_configs`` list.
 SCRAPE_FILE = "gotthard-scrape-configs.yml"
@@ -48,6 +56,9 @@ GLOBAL = "global"
 RULES_DIR = "rules"
 #: Always federated: the scrape health of every target, for the global view's overview.
 FEDERATED_ALWAYS = ("up",)
+#: The ``job`` label of each Prometheus' scrape of itself, and of its site's Alertmanagers.
+PROMETHEUS_JOB = "prometheus"
+ALERTMANAGER_JOB = "alertmanager"
 
 
 def _interval(settings: PrometheusDeploy, interval: str = "") -> dict[str, str]:
@@ -128,6 +139,56 @@ def cluster_jobs(cfg: Config, site: str, cluster: str) -> list[dict[str, Any]]:
     return jobs
 
 
+def home_cluster(cfg: Config, prom: SitePrometheus) -> str:
+    """The ``cluster`` of what belongs to a Prometheus rather than to one of its clusters
+    (itself, its site's Alertmanagers, its federation target at the global view): its
+    one cluster, else its site's Kubernetes cluster where it scrapes that, else its
+    first cluster."""
+    if len(prom.clusters) == 1:
+        return prom.clusters[0]
+    kube = cfg.site_model[prom.site].kube_cluster
+    return kube if kube in prom.clusters else prom.clusters[0]
+
+
+def _main_of_site(cfg: Config, prom: SitePrometheus) -> bool:
+    """Whether *prom* is its site's main Prometheus (the site's ``prometheus_url``, else
+    the first of the site): the one that scrapes the site's Alertmanagers."""
+    of_site = [p for p in prometheuses(cfg, every_cluster=False) if p.site == prom.site]
+    main = next((p for p in of_site if not p.own), of_site[0])
+    return main.name == prom.name
+
+
+def self_jobs(cfg: Config, prom: SitePrometheus) -> list[dict[str, Any]]:
+    """The Prometheus' scrape of its own ``/metrics`` (rule evaluation failures, its
+    notification queue) and, at the site's main Prometheus, of the site's Alertmanagers
+    (notification failures), each labelled ``site`` and :func:`home_cluster`."""
+    settings = cfg.deploy.prometheus
+    cluster = home_cluster(cfg, prom)
+    parts = urlsplit(prom.url)
+    jobs: list[dict[str, Any]] = [
+        {
+            "job_name": f"{PROMETHEUS_JOB}-{prom.name}",
+            **_interval(settings),
+            "scheme": parts.scheme or "http",
+            "metrics_path": f"{parts.path.rstrip('/')}/metrics",
+            "static_configs": [{"targets": [url_address(prom.url)]}],
+            "relabel_configs": _labels(prom.site, cluster, PROMETHEUS_JOB),
+        }
+    ]
+    managers = alertmanagers(cfg)
+    if prom.site in managers.hosts and _main_of_site(cfg, prom):
+        jobs.append(
+            {
+                "job_name": f"{ALERTMANAGER_JOB}-{prom.site}",
+                **_interval(settings),
+                "metrics_path": "/metrics",
+                "static_configs": [{"targets": managers.addresses([prom.site])}],
+                "relabel_configs": _labels(prom.site, cluster, ALERTMANAGER_JOB),
+            }
+        )
+    return jobs
+
+
 def scrape_configs(cfg: Config) -> list[dict[str, Any]]:
     """The jobs of every cluster of the site model."""
     return [job for site, cluster in clusters(cfg) for job in cluster_jobs(cfg, site, cluster)]
@@ -162,19 +223,32 @@ def site_config(cfg: Config, prom: SitePrometheus, rules_dir: str) -> dict[str, 
     if managers:
         document["alerting"] = alerting_section(managers)
     jobs = [job for cluster in prom.clusters for job in cluster_jobs(cfg, prom.site, cluster)]
-    document["scrape_configs"] = jobs
+    document["scrape_configs"] = [*jobs, *self_jobs(cfg, prom)]
     return document
 
 
+def global_rule_names(cfg: Config) -> set[str]:
+    """The series the global alerting groups read (placement ``global``)."""
+    from gotthard.monitoring import rules
+    from gotthard.monitoring.dashboards import lint
+
+    names: set[str] = set()
+    for rule in rules.alerts(cfg.monitoring):
+        if rule.placement == "global":
+            names.update(lint.metric_names(rule.promql))
+    return names
+
+
 def federated_names(cfg: Config) -> list[str]:
-    """What the global view federates: every recording rule's series, and every series
-    the dashboards' panels and variables read (raw where a panel needs the raw series:
-    docs/multisite.md), plus :data:`FEDERATED_ALWAYS`."""
+    """What the global view federates: every recording rule's series, every series the
+    global rules read, and every series the dashboards' panels and variables read (raw
+    where a panel needs the raw series: docs/multisite.md), plus
+    :data:`FEDERATED_ALWAYS`."""
     from gotthard.monitoring import deliver
     from gotthard.monitoring.dashboards import build as grafana
     from gotthard.monitoring.dashboards import lint
 
-    names = set(FEDERATED_ALWAYS)
+    names = set(FEDERATED_ALWAYS) | global_rule_names(cfg)
     for group in deliver.recording_groups(cfg.monitoring):
         names.update(rule["record"] for rule in group["rules"])
     for dash in grafana.build_dashboards(cfg.monitoring):
@@ -194,9 +268,12 @@ def federation_match(cfg: Config) -> list[str]:
     return [f'{{__name__=~"{names}"}}', *cfg.deploy.federation.match]
 
 
-def global_config(cfg: Config) -> dict[str, Any]:
+def global_config(cfg: Config, rules_dir: str) -> dict[str, Any]:
     """The global view's ``prometheus.yml``: federates every site Prometheus, keeping the
-    labels each site gave (``honor_labels``) and its external labels."""
+    labels each site gave (``honor_labels``) and its external labels; each federation
+    target carries the site and home cluster of the Prometheus it federates (the labels
+    of its ``up``, which the federated series' own labels override). It evaluates the
+    global alerting groups from *rules_dir* and alerts every site's Alertmanagers."""
     settings = cfg.deploy.prometheus
     match = federation_match(cfg)
     jobs = []
@@ -210,15 +287,21 @@ def global_config(cfg: Config) -> dict[str, Any]:
                 "metrics_path": f"{parts.path.rstrip('/')}/federate",
                 "params": {"match[]": match},
                 "static_configs": [{"targets": [url_address(prom.url)]}],
+                "relabel_configs": _labels(prom.site, home_cluster(cfg, prom)),
             }
         )
-    return {
+    document: dict[str, Any] = {
         "global": {
             **_interval(settings, cfg.deploy.federation.scrape_interval),
             "evaluation_interval": settings.evaluation_interval,
         },
-        "scrape_configs": jobs,
+        "rule_files": [f"{rules_dir}/{GLOBAL_ALERTS_FILE}"],
     }
+    managers = alertmanagers(cfg).addresses()
+    if managers:
+        document["alerting"] = alerting_section(managers)
+    document["scrape_configs"] = jobs
+    return document
 
 
 def config_files(cfg: Config, rules_dir: str) -> dict[str, str]:
@@ -233,7 +316,7 @@ def config_files(cfg: Config, rules_dir: str) -> dict[str, str]:
             )
         files[f"{prom.name}/{CONFIG_FILE}"] = header + dump(site_config(cfg, prom, rules_dir))
     if cfg.deploy.federation.listen:
-        files[f"{GLOBAL}/{CONFIG_FILE}"] = header + dump(global_config(cfg))
+        files[f"{GLOBAL}/{CONFIG_FILE}"] = header + dump(global_config(cfg, rules_dir))
     return files
 
 

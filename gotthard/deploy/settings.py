@@ -270,6 +270,9 @@ class ThanosDeploy(Strict):
     #: Replicas of each Prometheus (an HA pair by default) and of Thanos Query.
     prometheus_replicas: Annotated[int, Field(ge=1, le=10)] = 2
     query_replicas: Annotated[int, Field(ge=1, le=10)] = 2
+    #: Replicas of Thanos Ruler, which evaluates the global alerting groups against Query
+    #: (each sends every alert; Alertmanager deduplicates once ``replica`` is dropped).
+    ruler_replicas: Annotated[int, Field(ge=1, le=10)] = 2
     #: gRPC port of the sidecar's Store API and of Query's own.
     sidecar_grpc_port: Port = 10901
     #: Secret (key ``objstore.yml``) with the object store configuration of the sidecars.

@@ -13,7 +13,11 @@ What is written, for the two ways a site runs Prometheus:
   other sites' Alertmanagers (``spec.additionalAlertManagerConfigs``);
 * plain Prometheus (Debian packages, systemd): per replica the ``global`` and ``alerting``
   parts of prometheus.yml, the Prometheus and sidecar flags and Alertmanager's ``ARGS``;
-* both: the Thanos Query Deployment and Service, and an object store template.
+* both: the Thanos Query Deployment and Service, Thanos Ruler (a Deployment, its Service
+  and a ConfigMap of the global alerting groups, placement ``global``: the rules that
+  need both sites' data, evaluated against Query and sent to every site's
+  Alertmanagers; the site Prometheus load only the site groups), and an object store
+  template.
 
 Thanos itself does not run in the sandbox: its configuration is checked here with
 promtool and the Kubernetes schemas, nothing more.
@@ -28,9 +32,10 @@ from gotthard.deploy.alerting import cluster_flags
 from gotthard.deploy.kubernetes import CONTAINER_SECURITY, spread_over_nodes
 from gotthard.deploy.kubernetes import labels as gotthard_labels
 from gotthard.deploy.manifest import RenderError, dump, dump_all
-from gotthard.deploy.prometheus import alerting_section
+from gotthard.deploy.prometheus import alerting_section, rule_documents
 from gotthard.deploy.settings import ThanosDeploy
 from gotthard.deploy.topology import SitePrometheus, alertmanagers, prometheuses
+from gotthard.monitoring.deliver import GLOBAL_ALERTS_FILE
 
 #: The external label that tells the replicas of an HA pair apart; Query and Alertmanager
 #: drop it (deduplication, one notification).
@@ -40,6 +45,10 @@ OBJSTORE_KEY = "objstore.yml"
 ALERTMANAGERS_SECRET = "thanos-additional-alertmanagers"
 ALERTMANAGERS_KEY = "alertmanager-configs.yaml"
 QUERY_NAME = "thanos-query"
+#: The ConfigMap of the global alerting groups, mounted at RULES_MOUNT in the ruler.
+RULES_CONFIGMAP = "gotthard-global-rules"
+RULES_MOUNT = "/etc/thanos/rules"
+RULER_DATA = "/var/thanos/rule"
 #: Thanos' default HTTP port (Query's UI and API, the sidecar's metrics).
 HTTP_PORT = 10902
 #: Debian's Prometheus storage (``/etc/default/prometheus``), where the sidecar reads blocks.
@@ -166,7 +175,9 @@ def alertmanagers_secret(
 # --- Thanos Query -----------------------------------------------------------------------------
 
 
-QUERY_SELECTOR = {"app.kubernetes.io/name": "thanos", "app.kubernetes.io/component": "query"}
+def _selector(component: str) -> dict[str, str]:
+    """The labels that select the pods of a Thanos component."""
+    return {"app.kubernetes.io/name": "thanos", "app.kubernetes.io/component": component}
 
 
 def query_args(endpoints: dict[str, list[str]], settings: ThanosDeploy) -> list[str]:
@@ -179,26 +190,35 @@ def query_args(endpoints: dict[str, list[str]], settings: ThanosDeploy) -> list[
     ]
 
 
-def query_deployment(
-    cfg: Config, endpoints: dict[str, list[str]], settings: ThanosDeploy
+def thanos_deployment(
+    cfg: Config,
+    settings: ThanosDeploy,
+    component: str,
+    args: list[str],
+    replicas: int,
+    resources: dict[str, dict[str, str]],
+    **extra: list[dict[str, Any]],
 ) -> dict[str, Any]:
+    """A stateless Thanos component (``thanos-<component>``), spread over nodes, its HTTP
+    and gRPC ports probed; *extra* holds the container's ``env`` and ``volumeMounts`` and
+    the pod's ``volumes``."""
     probe = {"httpGet": {"path": "/-/healthy", "port": "http"}, "periodSeconds": 30}
-    container = {
-        "name": "query",
+    container: dict[str, Any] = {
+        "name": component,
         "image": settings.image,
-        "args": query_args(endpoints, settings),
+        "args": args,
+        **{key: value for key, value in extra.items() if key == "env"},
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
             {"name": "grpc", "containerPort": settings.sidecar_grpc_port, "protocol": "TCP"},
         ],
         "livenessProbe": probe,
         "readinessProbe": {**probe, "httpGet": {"path": "/-/ready", "port": "http"}},
-        "resources": {
-            "requests": {"cpu": "100m", "memory": "256Mi"},
-            "limits": {"cpu": "2", "memory": "2Gi"},
-        },
+        "resources": resources,
         "securityContext": CONTAINER_SECURITY,
+        **{key: value for key, value in extra.items() if key == "volumeMounts"},
     }
+    selector = _selector(component)
     pod = {
         "automountServiceAccountToken": False,
         "securityContext": {
@@ -207,36 +227,117 @@ def query_deployment(
             "runAsGroup": QUERY_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "affinity": spread_over_nodes(QUERY_SELECTOR),
+        "affinity": spread_over_nodes(selector),
         "containers": [container],
+        **{key: value for key, value in extra.items() if key == "volumes"},
     }
-    meta = _meta(cfg, QUERY_NAME, settings, "query")
+    meta = _meta(cfg, f"thanos-{component}", settings, component)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
         "metadata": meta,
         "spec": {
-            "replicas": settings.query_replicas,
-            "selector": {"matchLabels": QUERY_SELECTOR},
+            "replicas": replicas,
+            "selector": {"matchLabels": selector},
             "template": {"metadata": {"labels": meta["labels"]}, "spec": pod},
         },
     }
 
 
-def query_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+def query_deployment(
+    cfg: Config, endpoints: dict[str, list[str]], settings: ThanosDeploy
+) -> dict[str, Any]:
+    resources = {
+        "requests": {"cpu": "100m", "memory": "256Mi"},
+        "limits": {"cpu": "2", "memory": "2Gi"},
+    }
+    args = query_args(endpoints, settings)
+    return thanos_deployment(cfg, settings, "query", args, settings.query_replicas, resources)
+
+
+def thanos_service(cfg: Config, settings: ThanosDeploy, component: str) -> dict[str, Any]:
+    """The HTTP and gRPC ports of the pods of ``thanos-<component>``."""
     port = settings.sidecar_grpc_port
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _meta(cfg, QUERY_NAME, settings, "query"),
+        "metadata": _meta(cfg, f"thanos-{component}", settings, component),
         "spec": {
-            "selector": QUERY_SELECTOR,
+            "selector": _selector(component),
             "ports": [
                 {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
                 {"name": "grpc", "port": port, "targetPort": "grpc", "protocol": "TCP"},
             ],
         },
     }
+
+
+def query_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+    return thanos_service(cfg, settings, "query")
+
+
+# --- Thanos Ruler -----------------------------------------------------------------------------
+
+
+def ruler_args(cfg: Config, alertmanagers: list[str], settings: ThanosDeploy) -> list[str]:
+    """``thanos rule``: the global groups, evaluated against Query (which deduplicates
+    the HA pairs), every site's Alertmanagers; each replica labels its alerts with its
+    pod name and drops that label before sending, so the replicas' alerts are one."""
+    return [
+        "rule",
+        f"--http-address=0.0.0.0:{HTTP_PORT}",
+        f"--grpc-address=0.0.0.0:{settings.sidecar_grpc_port}",
+        f"--data-dir={RULER_DATA}",
+        f"--eval-interval={cfg.deploy.prometheus.evaluation_interval}",
+        f"--rule-file={RULES_MOUNT}/*.yml",
+        f"--query={QUERY_NAME}.{settings.namespace}.svc:{HTTP_PORT}",
+        *(f"--alertmanagers.url=http://{address}" for address in alertmanagers),
+        f'--label={REPLICA_LABEL}="$(POD_NAME)"',
+        f"--alert.label-drop={REPLICA_LABEL}",
+    ]
+
+
+def rules_configmap(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+    """The global alerting groups (``global-alerts.rules.yml``) for the ruler."""
+    text = rule_documents(cfg)[f"rules/{GLOBAL_ALERTS_FILE}"]
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(cfg, RULES_CONFIGMAP, settings, "ruler"),
+        "data": {GLOBAL_ALERTS_FILE: text},
+    }
+
+
+def ruler_deployment(
+    cfg: Config, alertmanagers: list[str], settings: ThanosDeploy
+) -> dict[str, Any]:
+    resources = {
+        "requests": {"cpu": "50m", "memory": "128Mi"},
+        "limits": {"cpu": "1", "memory": "1Gi"},
+    }
+    return thanos_deployment(
+        cfg,
+        settings,
+        "ruler",
+        ruler_args(cfg, alertmanagers, settings),
+        settings.ruler_replicas,
+        resources,
+        env=[{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        volumeMounts=[
+            {"name": "rules", "mountPath": RULES_MOUNT, "readOnly": True},
+            {"name": "data", "mountPath": RULER_DATA},
+        ],
+        volumes=[
+            {"name": "rules", "configMap": {"name": RULES_CONFIGMAP}},
+            {"name": "data", "emptyDir": {}},
+        ],
+    )
+
+
+def ruler_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+    """The ruler's UI and API (its rules and alerts) and its Store API (the ``ALERTS``
+    it evaluated, for Query as one more ``--endpoint``)."""
+    return thanos_service(cfg, settings, "ruler")
 
 
 # --- object store -----------------------------------------------------------------------------
@@ -289,6 +390,18 @@ def render(cfg: Config, settings: ThanosDeploy) -> dict[str, str]:
             f"Query deduplicates the HA pairs on the `{REPLICA_LABEL}` label.",
         )
         + dump_all([query_deployment(cfg, endpoints, settings), query_service(cfg, settings)]),
+        "thanos-ruler.yaml": _header(
+            "The global evaluator: apply next to Thanos Query (kubectl apply -f). It evaluates",
+            "the alerting groups that need both sites' data against Query and sends to every",
+            "site's Alertmanagers; the site Prometheus never load these groups.",
+        )
+        + dump_all(
+            [
+                rules_configmap(cfg, settings),
+                ruler_deployment(cfg, targets, settings),
+                ruler_service(cfg, settings),
+            ]
+        ),
         "alertmanagers-secret.yaml": _header(
             "Every site's Alertmanagers, for spec.additionalAlertManagerConfigs: apply in",
             f"the namespace of each Prometheus resource ({ns}) at every site.",

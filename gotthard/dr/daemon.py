@@ -276,6 +276,9 @@ class DrDaemon:
         self.sync_jobs(sched)
         sched.resume()
         self.scheduler = sched
+        # a schedule not yet run by this leader is judged from when it took over, not
+        # from when the process started (DRBackupTooOld, DRDrillOverdue)
+        self.metrics.record_schedules(self.settings, self.ctx.sites, self.ctx.clock())
         self.metrics.leader.set(1)
         return sched
 
@@ -295,6 +298,9 @@ class DrDaemon:
             _CURRENT = None
         self._unlock_jobstore()
         self.metrics.leader.set(0)
+        # only the leader's judgement counts: DRSiteUnhealthy and DRServiceFailedOver
+        # must never be kept alive by a former leader's frozen gauges
+        self.metrics.forget_placement()
 
     # -- start-up chores -----------------------------------------------------------
     def startup_chores(self) -> None:
@@ -405,7 +411,9 @@ class DrDaemon:
         every replica, leader or not, exports the Lease it reads (DRNoLeader judges it)."""
         leader = _renew(elector)
         if elector is not None:
-            self.metrics.record_lease(self.ctx.site, elector.seen)
+            lease = self.settings.lease
+            where = (lease.site or self.ctx.site, lease.namespace, lease.name)
+            self.metrics.record_lease(self.ctx.site, elector.seen, where)
         return leader
 
     def run(self) -> None:

@@ -45,6 +45,14 @@ _FAMILIES: tuple[tuple[str, type[Gauge | Counter], str, tuple[str, ...], str], .
         "Duration of the last finished Velero Backup (start to completion).",
     ),
     (
+        "backup_last_failure",
+        Gauge,
+        "gotthard_dr_backup_last_failure_timestamp_seconds",
+        _SITE_SCHEDULE,
+        "When the last Velero Backup that did not complete (PartiallyFailed, Failed, "
+        "FailedValidation, Timeout) finished (Unix seconds).",
+    ),
+    (
         "backups",
         Counter,
         "gotthard_dr_backups",
@@ -186,8 +194,9 @@ _FAMILIES: tuple[tuple[str, type[Gauge | Counter], str, tuple[str, ...], str], .
         "lease_holder",
         Gauge,
         "gotthard_dr_lease_holder_info",
-        ("site", "holder"),
-        "1 for the Lease's holderIdentity as this replica last read or wrote it.",
+        ("site", "holder", "lease_site", "lease_namespace", "lease_name"),
+        "1 for the Lease's holderIdentity as this replica last read or wrote it; the "
+        "Lease is lease_name in lease_namespace on the Kubernetes cluster of lease_site.",
     ),
     (
         "schedule_period",
@@ -232,6 +241,7 @@ class DrMetrics:
     """All metric families of the DR daemon (:data:`_FAMILIES`), on a private registry."""
 
     backup_last_success: Gauge
+    backup_last_failure: Gauge
     backup_duration: Gauge
     backups: Counter
     rpo: Gauge
@@ -266,7 +276,7 @@ class DrMetrics:
         #: The label values of each service's failed_over series, to remove stale ones.
         self._failed_over: dict[str, set[tuple[str, str, str]]] = {}
         #: The label values of the lease_holder series, to remove it when the holder changes.
-        self._lease_holder: tuple[str, str] | None = None
+        self._lease_holder: tuple[str, ...] | None = None
 
     def render(self) -> str:
         return render_registry(self.registry)
@@ -307,19 +317,31 @@ class DrMetrics:
                 self.failed_over.labels(*labels).set(1 if degraded else 0)
             self._failed_over[d.service] = current
 
-    def record_lease(self, site: str, seen: LeaseView | None) -> None:
+    def forget_placement(self) -> None:
+        """Remove the placement controller's series (``gotthard_dr_site_healthy``,
+        ``gotthard_dr_placement``, ``gotthard_dr_service_failed_over``): a replica that
+        no longer leads judges nothing, and its last judgement must not stay exported as
+        if it were current (the new leader exports its own)."""
+        for family in (self.site_healthy, self.placement, self.failed_over):
+            family.clear()
+        self._failed_over.clear()
+
+    def record_lease(
+        self, site: str, seen: LeaseView | None, where: tuple[str, str, str] = ("", "", "")
+    ) -> None:
         """What the replica at *site* last read (or wrote) of the Lease: its renew time,
         duration and holder, and when it read them, every round, leader or not. Nothing
         read yet: nothing exported; a round that could not read it leaves the last values,
         read time included, so that DRNoLeader stops judging an old view (no news is not
-        news of a leaderless DR). A former holder's series is removed."""
+        news of a leaderless DR). A former holder's series is removed. *where* is the
+        Lease's (site, namespace, name), for the runbook's ``kubectl get lease``."""
         if seen is None:
             return
         if seen.renewed is not None:
             self.lease_renewed.labels(site).set(seen.renewed)
         self.lease_duration.labels(site).set(seen.duration)
         self.lease_read.labels(site).set(seen.read)
-        holder = (site, seen.holder)
+        holder = (site, seen.holder, *where)
         if self._lease_holder not in (None, holder):
             self.lease_holder.remove(*self._lease_holder)
         self.lease_holder.labels(*holder).set(1)

@@ -96,7 +96,9 @@ def record_backup(ctx: Context, site: str, schedule: str, outcome: v.Outcome) ->
     m.backups.labels(site, schedule, outcome.phase).inc()
     if outcome.duration is not None:
         m.backup_duration.labels(site, schedule).set(outcome.duration)
-    if outcome.usable and outcome.completed is not None:
+    if not outcome.usable:
+        m.backup_last_failure.labels(site, schedule).set(outcome.completed or ctx.clock())
+    elif outcome.completed is not None:
         m.backup_last_success.labels(site, schedule).set(outcome.completed)
         for ns in (outcome.obj.get("spec") or {}).get("includedNamespaces") or []:
             record_rpo(ctx, site, ns, max(0.0, ctx.clock() - outcome.completed))
@@ -109,6 +111,7 @@ def run_backup(ctx: Context, site: str, schedule: BackupSchedule, slot: dt.datet
         outcome = ctx.velero(site).wait("backups", name, ctx.settings.backup_timeout_seconds)
     except v.PhaseTimeout:
         ctx.metrics.backups.labels(site, schedule.name, "Timeout").inc()
+        ctx.metrics.backup_last_failure.labels(site, schedule.name).set(ctx.clock())
         raise
     record_backup(ctx, site, schedule.name, outcome)
     if not outcome.usable:
@@ -121,7 +124,8 @@ def refresh_rpo(
 ) -> None:
     """Set ``gotthard_dr_rpo_seconds`` for *namespaces* from one LIST of the site's
     Backups; for the Velero-fired *velero_schedules* (config names) also set
-    ``gotthard_dr_backup_last_success_timestamp_seconds`` from the Backups Velero made."""
+    ``gotthard_dr_backup_last_success_timestamp_seconds`` and
+    ``gotthard_dr_backup_last_failure_timestamp_seconds`` from the Backups Velero made."""
     vel = ctx.velero(site)
     backups = vel.list("backups")
     for ns, latest in vel.latest_completed_backups(namespaces, backups).items():
@@ -130,15 +134,21 @@ def refresh_rpo(
             record_rpo(ctx, site, ns, max(0.0, ctx.clock() - done))
     for name in velero_schedules:
         owner = velero_schedule_name(name, site)
-        finished = [
-            v.parse_time((b.get("status") or {}).get("completionTimestamp")) or 0.0
-            for b in backups
-            if v.phase_of(b) == "Completed"
-            and ((b.get("metadata") or {}).get("labels") or {}).get(v.LABEL_VELERO_SCHEDULE)
-            == owner
-        ]
-        if finished:
-            ctx.metrics.backup_last_success.labels(site, name).set(max(finished))
+        finished: dict[bool, list[float]] = {True: [], False: []}
+        for b in backups:
+            labels = (b.get("metadata") or {}).get("labels") or {}
+            phase = v.phase_of(b)
+            if labels.get(v.LABEL_VELERO_SCHEDULE) != owner or phase not in v.TERMINAL_PHASES:
+                continue
+            status = b.get("status") or {}
+            done = v.parse_time(status.get("completionTimestamp"))
+            if done is None and phase != "Completed":  # FailedValidation never started
+                done = v.parse_time((b.get("metadata") or {}).get("creationTimestamp"))
+            finished[phase == "Completed"].append(done or 0.0)
+        if finished[True]:
+            ctx.metrics.backup_last_success.labels(site, name).set(max(finished[True]))
+        if finished[False]:
+            ctx.metrics.backup_last_failure.labels(site, name).set(max(finished[False]))
 
 
 # -- recovery tiers --------------------------------------------------------------------

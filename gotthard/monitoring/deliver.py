@@ -2,9 +2,13 @@
 
 Rules (``gotthard rules build --format``):
 
-* ``files``: ``recording.rules.yml`` and ``alerts.rules.yml`` for ``rule_files``;
+* ``files``: ``recording.rules.yml`` and ``alerts.rules.yml`` for each site Prometheus'
+  ``rule_files``, and ``global-alerts.rules.yml``, the groups of the global evaluator
+  (placement ``global``: the sandbox's global view, Thanos Ruler), which a site
+  Prometheus never loads;
 * ``prometheus-operator``: one ``PrometheusRule`` object (monitoring.coreos.com/v1) per
-  component, holding that component's recording and alerting groups, one file each.
+  component, holding that component's recording and site alerting groups, one file
+  each (the global groups go to the global evaluator: ``deploy render --target thanos``).
 
 Dashboards (``gotthard dashboards build --format``):
 
@@ -41,6 +45,8 @@ DASHBOARD_FORMATS: tuple[DashboardFormat, ...] = ("json", "provisioning", "confi
 
 RECORDING_FILE = "recording.rules.yml"
 ALERTS_FILE = "alerts.rules.yml"
+#: The alerting groups of the global evaluator (placement ``global``).
+GLOBAL_ALERTS_FILE = "global-alerts.rules.yml"
 
 #: Labels on every Kubernetes object written here.
 PART_OF = {"app.kubernetes.io/part-of": "gotthard", "app.kubernetes.io/managed-by": "gotthard"}
@@ -65,9 +71,15 @@ def recording_groups(monitoring: MonitoringConfig | None = None) -> list[dict[st
 
 
 def alerting_groups(
-    runbook_base_url: str, dashboard_base_url: str, monitoring: MonitoringConfig | None = None
+    runbook_base_url: str,
+    dashboard_base_url: str,
+    monitoring: MonitoringConfig | None = None,
+    placement: rules.Placement = "site",
 ) -> list[dict[str, Any]]:
-    groups = rules.alerting_groups(runbook_base_url, dashboard_base_url, monitoring=monitoring)
+    """The alerting groups evaluated at *placement*."""
+    groups = rules.alerting_groups(
+        runbook_base_url, dashboard_base_url, monitoring=monitoring, placement=placement
+    )
     return groups["groups"]
 
 
@@ -76,12 +88,15 @@ def _header(command: str) -> str:
 
 
 def rule_files(
-    recording: Sequence[dict[str, Any]], alerting: Sequence[dict[str, Any]]
+    recording: Sequence[dict[str, Any]],
+    alerting: Sequence[dict[str, Any]],
+    global_alerting: Sequence[dict[str, Any]] = (),
 ) -> dict[str, str]:
     """``--format files``: file name -> text."""
     return {
         RECORDING_FILE: rules.HEADER + dump_yaml({"groups": list(recording)}),
         ALERTS_FILE: rules.HEADER + dump_yaml({"groups": list(alerting)}),
+        GLOBAL_ALERTS_FILE: rules.HEADER + dump_yaml({"groups": list(global_alerting)}),
     }
 
 
@@ -136,7 +151,8 @@ def rule_documents(
     recording = recording_groups(monitoring)
     alerting = alerting_groups(runbook_base_url, dashboard_base_url, monitoring)
     if fmt == "files":
-        return rule_files(recording, alerting)
+        placed = alerting_groups(runbook_base_url, dashboard_base_url, monitoring, "global")
+        return rule_files(recording, alerting, placed)
     objects = prometheus_rules(
         [*recording, *alerting], namespace=namespace, labels=dict(labels or {})
     )

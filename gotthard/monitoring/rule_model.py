@@ -16,6 +16,19 @@ from gotthard.monitoring.thresholds import num
 Severity = Literal["critical", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
 
+#: Where a rule is evaluated, by where its data lives (docs/multisite.md):
+#:
+#: * ``site``: at each site Prometheus, from what that site scrapes; almost every rule.
+#:   A fact about one site is judged where its data is, and goes on being judged while
+#:   the other site or the link between them is down.
+#: * ``global``: at the global evaluator (the sandbox's federating global Prometheus,
+#:   Thanos Ruler over Thanos Query in production), for facts that only both sites'
+#:   data together show, or data only the global view has (its federation targets).
+#:   What a global rule reads must reach the global view (the deploy generator
+#:   federates the series of every global rule).
+Placement = Literal["site", "global"]
+PLACEMENTS: tuple[Placement, ...] = ("site", "global")
+
 #: ``runbook_url`` is ``<base>/<AlertName>.md``; the default points at docs/runbooks/.
 DEFAULT_RUNBOOK_BASE_URL = "https://gotthard.example.org/docs/runbooks"
 #: ``dashboard_url`` is ``<base>/d/<uid>?var-site=..&var-cluster=..``.
@@ -26,9 +39,16 @@ DEFAULT_DASHBOARD_BASE_URL = "https://grafana.example.org"
 COMPONENTS: tuple[str, ...] = tuple(area.name for area in areas.AREAS)
 
 
-def group_name(component: str, kind: Literal["recording", "alerts"]) -> str:
-    """``gotthard-slurm.alerts``; Gotthard's own rules are ``gotthard-self.*``."""
-    return f"gotthard-{component}.{kind}"
+def group_name(
+    component: str, kind: Literal["recording", "alerts"], placement: Placement = "site"
+) -> str:
+    """``gotthard-slurm.alerts``; Gotthard's own rules are ``gotthard-self.*``; a
+    component's rules for the global evaluator are ``gotthard-dr.global-alerts``."""
+    return (
+        f"gotthard-{component}.{kind}"
+        if placement == "site"
+        else f"gotthard-{component}.{placement}-{kind}"
+    )
 
 
 #: Components whose alerts are about one host and carry a ``node`` label.
@@ -69,10 +89,13 @@ class AlertRule:
     #: The labels the ``dashboard_url`` passes as dashboard variables (``var-<label>``);
     #: only labels the alert's series carry.
     url_labels: tuple[str, ...] = ("site", "cluster")
+    #: Where it is evaluated (:data:`Placement`): its component's group at each site
+    #: Prometheus, or its component's global group at the global evaluator.
+    placement: Placement = "site"
 
     @property
     def promql(self) -> str:
-        """The rule's expression as written to alerts.rules.yml.
+        """The rule's expression as written to its rule file.
 
         Alerts about one host (components in NODE_COMPONENTS) add a ``node`` label, the
         ``instance`` without its port, for the runbook webhook to act on.

@@ -36,8 +36,10 @@ from gotthard.monitoring.rule_model import (
     DEFAULT_RUNBOOK_BASE_URL,
     NODE_COMPONENTS,
     NODE_REGEX,
+    PLACEMENTS,
     SEVERITIES,
     AlertRule,
+    Placement,
     RecordingRule,
     Severity,
     group_name,
@@ -57,10 +59,12 @@ __all__ = [
     "HEADER",
     "NODE_COMPONENTS",
     "NODE_REGEX",
+    "PLACEMENTS",
     "RECORDED_SERIES",
     "RECORDING_RULES",
     "SEVERITIES",
     "AlertRule",
+    "Placement",
     "RecordingRule",
     "Severity",
     "alert",
@@ -139,9 +143,14 @@ def alerting_groups(
     dashboard_base_url: str = DEFAULT_DASHBOARD_BASE_URL,
     *,
     monitoring: MonitoringConfig | None = None,
+    placement: Placement = "site",
 ) -> dict[str, Any]:
+    """The alerting groups evaluated at *placement*: one per component that has alerts
+    there (``gotthard-dr.alerts`` at each site, ``gotthard-dr.global-alerts`` at the
+    global evaluator)."""
+    placed = tuple(rule for rule in alerts(monitoring) if rule.placement == placement)
     groups = []
-    for component, members in _by_component(alerts(monitoring)):
+    for component, members in _by_component(placed):
         rules = []
         for rule in members:
             entry: dict[str, Any] = {"alert": rule.name, "expr": rule.promql}
@@ -150,7 +159,7 @@ def alerting_groups(
             entry["labels"] = {"severity": rule.severity}
             entry["annotations"] = rule.annotations(runbook_base_url, dashboard_base_url)
             rules.append(entry)
-        groups.append({"name": group_name(component, "alerts"), "rules": rules})
+        groups.append({"name": group_name(component, "alerts", placement), "rules": rules})
     return {"groups": groups}
 
 
@@ -163,9 +172,12 @@ def render_alerting_rules(
     dashboard_base_url: str = DEFAULT_DASHBOARD_BASE_URL,
     *,
     monitoring: MonitoringConfig | None = None,
+    placement: Placement = "site",
 ) -> str:
     return HEADER + dump_yaml(
-        alerting_groups(runbook_base_url, dashboard_base_url, monitoring=monitoring)
+        alerting_groups(
+            runbook_base_url, dashboard_base_url, monitoring=monitoring, placement=placement
+        )
     )
 
 
@@ -184,12 +196,13 @@ def recording_rules_markdown_table() -> str:
 def alerts_markdown_table() -> str:
     """The index table of docs/alerts.md (a test keeps the page in step with this)."""
     lines = [
-        "| Alert | Severity | Expression | For | Runbook |",
-        "|---|---|---|---|---|",
+        "| Alert | Severity | Expression | For | Runs at | Runbook |",
+        "|---|---|---|---|---|---|",
     ]
     for rule in ALERTS:
         lines.append(
             f"| {rule.name} | {rule.severity} | {_cell(rule.expr_summary)} | {rule.for_} "
+            f"| {rule.placement} "
             f"| [runbooks/{rule.name}.md](runbooks/{rule.name}.md) |"
         )
     return "\n".join(lines) + "\n"

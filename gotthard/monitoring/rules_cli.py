@@ -251,8 +251,9 @@ def add_cli(subparsers: Any) -> None:
         commands,
         help="write the rules, their runbook pages and alertmanager.yml",
         description="Write the rules into DIR: --format files (default) writes "
-        "recording.rules.yml and alerts.rules.yml, --format prometheus-operator one "
-        "<name>.prometheusrule.yaml PrometheusRule object per component; and "
+        "recording.rules.yml and alerts.rules.yml for each site Prometheus and "
+        "global-alerts.rules.yml for the global evaluator, --format prometheus-operator one "
+        "<name>.prometheusrule.yaml PrometheusRule object per component (site groups); and "
         "DIR/alertmanager.yml and DIR/runbooks/<alert>.md with the site's threshold values "
         "(deterministic bytes). Pager routes are made for the sites "
         "of the site configuration (--config), or zurich and lugano when it names none. "

@@ -7,6 +7,7 @@ site, cluster and state; the sandbox starts exactly these (tests/sandbox)."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import tomllib
@@ -20,6 +21,8 @@ from gotthard import config
 from gotthard.deploy.manifest import dump_toml
 from gotthard.deploy.roles import ROLES
 from gotthard.deploy.settings import DeployConfig
+from gotthard.monitoring import rules
+from gotthard.monitoring.dashboards import lint
 from tests.deploy.rendering import FIXTURES, render
 from tests.support.cli import ROOT, gotthard, run
 from tests.support.monitoring import binary, load_yaml
@@ -137,7 +140,17 @@ def test_each_site_prometheus_scrapes_its_clusters_and_alerts_every_site(out: Pa
         "gotthard-dr-zurich-alps-k8s",
         "gotthard-runbooks-zurich-alps-k8s",
         "apiserver-zurich-alps-k8s",
+        "prometheus-zurich",
+        "alertmanager-zurich",
     }
+    own = _jobs(out / "lugano" / "prometheus.yml")
+    assert own["prometheus-lugano"]["static_configs"] == [{"targets": ["127.0.0.1:19290"]}]
+    assert own["alertmanager-lugano"]["static_configs"] == [{"targets": ["127.0.0.1:19293"]}]
+    assert own["alertmanager-lugano"]["relabel_configs"] == [
+        {"target_label": "site", "replacement": "lugano"},
+        {"target_label": "cluster", "replacement": "todi"},
+        {"target_label": "job", "replacement": "alertmanager"},
+    ]
     lugano = _jobs(out / "lugano" / "prometheus.yml")
     assert lugano["lustre-oss-lugano-todi"]["relabel_configs"] == [
         {"target_label": "site", "replacement": "lugano"},
@@ -189,6 +202,39 @@ def test_the_global_view_federates_named_series_only(out: Path) -> None:
     # raw series the dashboards read, and the scrape health of every target
     assert {"slurm_up", "gpu_utilization_ratio", "gotthard_dr_site_healthy", "up"} <= names
     assert all(name.replace("_", "").replace(":", "").isalnum() for name in names)
+    # a federation target's up names the site (and home cluster) it federates
+    assert jobs["federate-lugano"]["relabel_configs"] == [
+        {"target_label": "site", "replacement": "lugano"},
+        {"target_label": "cluster", "replacement": "todi"},
+    ]
+    assert jobs["federate-zurich"]["relabel_configs"][1]["replacement"] == "alps-k8s"
+
+
+def test_the_global_view_evaluates_the_global_rules_on_what_it_federates(out: Path) -> None:
+    """The global view loads the global groups only, alerts every site's Alertmanagers,
+    and federates every series those rules read; a site Prometheus never loads them."""
+    config = load_yaml(out / "global" / "prometheus.yml")
+    assert config["rule_files"] == [str(out / "rules" / "global-alerts.rules.yml")]
+    targets = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
+    assert targets == ["127.0.0.1:19193", "127.0.0.1:19293"]
+    groups = load_yaml(out / "rules" / "global-alerts.rules.yml")["groups"]
+    placed = {rule["alert"] for group in groups for rule in group["rules"]}
+    assert placed == {r.name for r in rules.ALERTS if r.placement == "global"} != set()
+    (match,) = _jobs(out / "global" / "prometheus.yml")["federate-zurich"]["params"]["match[]"]
+    names = set(match.removeprefix('{__name__=~"').removesuffix('"}').split("|"))
+    read = {n for g in groups for r in g["rules"] for n in lint.metric_names(r["expr"])}
+    assert "gotthard_dr_leader" in read and read <= names
+    for site in ("zurich", "lugano"):
+        site_rules = load_yaml(out / site / "prometheus.yml")["rule_files"]
+        assert not any("global" in path for path in site_rules), site
+
+
+@pytest.mark.parametrize("name", [r.name for r in rules.ALERTS if r.placement == "site"])
+def test_a_site_rule_reads_nothing_only_the_global_view_has(name: str) -> None:
+    """The federation jobs (``federate-*``) exist only at the global view: a rule about
+    them (a site that stopped sending) must be placed ``global``, else it never fires."""
+    selects = re.findall(r'job=~?"([^"]*)"', rules.alert(name).expr)
+    assert not [s for s in selects if "federate" in s], f"{name}: place it at the global view"
 
 
 def test_promtool_and_amtool_accept_the_rendered_files(out: Path, tmp_path: Path) -> None:

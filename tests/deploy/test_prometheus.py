@@ -84,7 +84,23 @@ def test_each_prometheus_gets_a_complete_configuration(
         f"gotthard-{role.name}-zurich-{cluster}"
         for role in SCRAPED
         for cluster in ("alps", "alps-k8s")
-    }
+    } | {"prometheus-zurich", "alertmanager-zurich"}
+    # itself and its site's Alertmanagers, labelled like every job: the alerts on rule
+    # evaluation and notification failures read them (job "prometheus", "alertmanager");
+    # the Prometheus of two clusters names the site's Kubernetes cluster
+    own = {j["job_name"]: j for j in config["scrape_configs"]}
+    assert own["prometheus-zurich"]["static_configs"] == [
+        {"targets": ["prometheus.zurich.example:9090"]}
+    ]
+    assert own["alertmanager-zurich"]["static_configs"] == [
+        {"targets": ["prometheus.zurich.example:9093"]}
+    ]
+    for job in ("prometheus", "alertmanager"):
+        assert own[f"{job}-zurich"]["relabel_configs"] == [
+            {"target_label": "site", "replacement": "zurich"},
+            {"target_label": "cluster", "replacement": "alps-k8s"},
+            {"target_label": "job", "replacement": job},
+        ]
     # as installed: the rule files where rules_dir says
     config["rule_files"] = [str(out / "rules" / Path(f).name) for f in config["rule_files"]]
     code, output = promtool_check_config(config, tmp_path / "prometheus.yml")

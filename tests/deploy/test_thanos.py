@@ -16,10 +16,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from gotthard.monitoring import rules
 from gotthard.sandbox import free_ports
 from tests.deploy.rendering import SITE, manifests, promtool_check_config, render
 from tests.deploy.test_kubernetes import KUBERNETES_VERSION
-from tests.support.cli import ROOT, gotthard
+from tests.support.cli import ROOT, gotthard, run
 from tests.support.monitoring import Processes, binary, get_json, load_yaml
 from tests.support.wait import wait_until
 
@@ -125,7 +126,14 @@ def test_promtool_accepts_each_fragment_in_a_full_config(out: Path, tmp_path: Pa
 
 def test_the_manifests_validate_against_the_kubernetes_schema(out: Path) -> None:
     objects = [doc for _, doc in manifests(out)]
-    assert sorted(o["kind"] for o in objects) == ["Deployment", "Secret", "Service"]
+    assert sorted(o["kind"] for o in objects) == [
+        "ConfigMap",
+        "Deployment",
+        "Deployment",
+        "Secret",
+        "Service",
+        "Service",
+    ]
     for obj in objects:
         try:
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
@@ -153,6 +161,43 @@ def test_query_reaches_every_sidecar_and_deduplicates_on_the_replica_label(out: 
     selector = deployment["spec"]["selector"]["matchLabels"]
     assert service["spec"]["selector"] == selector
     assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def test_the_ruler_evaluates_the_global_groups_against_query_for_every_alertmanager(
+    out: Path, tmp_path: Path
+) -> None:
+    """Thanos Ruler is the production global evaluator: the global groups only (which
+    promtool accepts), Query as its data source, every site's Alertmanagers, and a
+    replica label that each replica sets and drops before sending (one alert per pair)."""
+    rules_map, deployment, service = yaml.safe_load_all((out / "thanos-ruler.yaml").read_text())
+    ((name, text),) = rules_map["data"].items()
+    groups = yaml.safe_load(text)["groups"]
+    assert name == "global-alerts.rules.yml"
+    assert "gotthard-dr.global-alerts" in [g["name"] for g in groups]
+    assert all(g["name"].endswith(".global-alerts") for g in groups)
+    placed = [rule["alert"] for group in groups for rule in group["rules"]]
+    assert placed == [r.name for r in rules.ALERTS if r.placement == "global"]
+    (tmp_path / name).write_text(text)
+    check = run([binary("promtool"), "check", "rules", str(tmp_path / name)])
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    args = container["args"]
+    assert args[0] == "rule"
+    assert "--query=thanos-query.monitoring.svc:10902" in args
+    assert "--rule-file=/etc/thanos/rules/*.yml" in args
+    assert "--eval-interval=30s" in args
+    assert [a for a in args if a.startswith("--alertmanagers.url=")] == [
+        f"--alertmanagers.url=http://{address}" for address in ALERTMANAGERS
+    ]
+    assert '--label=replica="$(POD_NAME)"' in args and "--alert.label-drop=replica" in args
+    assert container["env"][0]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "rules", "configMap": {"name": rules_map["metadata"]["name"]}} in volumes
+    assert deployment["spec"]["replicas"] == 2
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    assert service["spec"]["selector"] == selector
+    assert selector["app.kubernetes.io/component"] == "ruler"
 
 
 def test_operator_patches_set_the_labels_the_pair_and_the_sidecar(out: Path) -> None:

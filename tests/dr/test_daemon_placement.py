@@ -71,6 +71,38 @@ def test_two_daemons_one_lease_only_one_acts(k8s, tmp_path) -> None:
     b.stop_scheduler()
 
 
+def test_a_replica_that_loses_the_lease_stops_exporting_its_placement_judgement(
+    k8s, tmp_path
+) -> None:
+    """The leader judges the sites (gotthard_dr_site_healthy); once it loses the Lease its
+    judgement is removed, not frozen: DRSiteUnhealthy follows the new leader only."""
+    clock = [1000.0]
+    cfg = make_config(tmp_path / "a")
+    apis = {"zurich": k8s.api(), "lugano": k8s.api()}
+    a = DrDaemon(
+        cfg,
+        api_clients=apis,
+        identity="a",
+        clock=lambda: clock[0],
+        health_source=lambda site: SiteHealth(site, **(BAD if site == "zurich" else GOOD)),
+    )
+    b = DrDaemon(
+        make_config(tmp_path / "b"), api_clients=apis, identity="b", clock=lambda: clock[0]
+    )
+    ea, eb = a.elector(), b.elector()
+    assert a.step(ea) and not b.step(eb)
+    a.evaluate_placement(apply=False)
+    assert 'gotthard_dr_site_healthy{site="zurich"} 0.0' in a.metrics.render()
+    assert "gotthard_dr_leader 1.0" in a.metrics.render()
+    clock[0] += 100  # a stops renewing; b takes over; a learns it lost the Lease
+    assert b.step(eb)
+    assert not a.step(ea)
+    text = a.metrics.render()
+    assert "gotthard_dr_leader 0.0" in text
+    assert "gotthard_dr_site_healthy{" not in text
+    b.stop_scheduler()
+
+
 RENEWED = "gotthard_dr_lease_renew_timestamp_seconds"
 DURATION = "gotthard_dr_lease_duration_seconds"
 HOLDER = "gotthard_dr_lease_holder_info"
@@ -135,6 +167,10 @@ def test_every_replica_exports_the_lease_each_round(k8s, tmp_path) -> None:
     assert not a.step(ea)
     assert lease_samples(a) == lease_seen("zurich", 1120.0, "b", read=1121.0)  # no "a"
     assert lease_samples(b) == lease_seen("lugano", 1120.0, "b")
+    # both name the one Lease they read, on Zurich's cluster (the DRNoLeader runbook's
+    # kubectl get lease)
+    where = 'lease_name="gotthard-dr-daemon",lease_namespace="gotthard",lease_site="zurich"'
+    assert f'{HOLDER}{{holder="b",{where},site="lugano"}} 1.0' in b.metrics.render()
     b.stop_scheduler()
 
 

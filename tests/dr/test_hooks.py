@@ -353,6 +353,9 @@ def test_a_failing_pre_hook_leaves_the_backup_partially_failed(
     got = samples(ctx)
     phase = (("phase", "PartiallyFailed"), ("schedule", "daily"), ("site", "zurich"))
     assert got[("gotthard_dr_backups_total", phase)] == 1
+    # DRBackupFailed fires on this, at once: a failure newer than any success
+    failed = ("gotthard_dr_backup_last_failure_timestamp_seconds", phase[1:])
+    assert got[failed] > 0
     assert not any(key[0] == "gotthard_dr_backup_last_success_timestamp_seconds" for key in got)
     assert not any(key[0] == "gotthard_dr_rpo_seconds" for key in got)
     assert ctx.velero("zurich").latest_completed_backup("prod") is None

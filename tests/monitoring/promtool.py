@@ -8,11 +8,16 @@ from pathlib import Path
 
 import yaml
 
+from gotthard.monitoring.deliver import ALERTS_FILE, GLOBAL_ALERTS_FILE, RECORDING_FILE
 from tests.support.cli import run
 from tests.support.monitoring import binary, load_yaml
 
 #: The rule files every unit-test document loads (``rule_files``), as ``rules build`` names them.
-RULE_FILES = ("recording.rules.yml", "alerts.rules.yml")
+RULE_FILES = (RECORDING_FILE, ALERTS_FILE)
+
+
+#: The global evaluator's groups (placement ``global``).
+GLOBAL_FILE = GLOBAL_ALERTS_FILE
 
 
 def check_rules(*files: Path) -> subprocess.CompletedProcess[str]:
@@ -44,8 +49,15 @@ def unit_test(built: Path, test_file: Path, workdir: Path) -> None:
     a rule that needs another component's recording rule fails here, and says so."""
     prefixes = tuple(f"gotthard-{component}." for component in components_of(test_file))
     for rule_file in RULE_FILES:
-        document = load_yaml(built / rule_file)
-        groups = [g for g in document["groups"] if g["name"].startswith(prefixes)]
+        # the alerts a unit test judges include its components' global groups: the
+        # global evaluator loads them from their own file, a site Prometheus never does
+        sources = [rule_file, GLOBAL_FILE] if rule_file == ALERTS_FILE else [rule_file]
+        groups = [
+            g
+            for source in sources
+            for g in load_yaml(built / source)["groups"]
+            if g["name"].startswith(prefixes)
+        ]
         (workdir / rule_file).write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
     shutil.copy(test_file, workdir / test_file.name)
     result = run([binary("promtool"), "test", "rules", str(workdir / test_file.name)])

@@ -364,6 +364,34 @@ def test_every_label_an_alert_uses_is_on_its_series(name: str) -> None:
         assert targets <= labels, f"{name}: {action} needs {sorted(targets - labels)}"
 
 
+@cache
+def firing_labels() -> dict[str, list[dict[str, str]]]:
+    """Alert name -> the ``exp_labels`` of every firing alert the unit tests expect."""
+    seen: dict[str, list[dict[str, str]]] = {}
+    for path in sorted(UNIT_TESTS.glob("*.test.yml")):
+        for case in load_yaml(path)["tests"]:
+            for check in case.get("alert_rule_test", []):
+                for alert in check.get("exp_alerts") or []:
+                    labels = {k: str(v) for k, v in (alert.get("exp_labels") or {}).items()}
+                    seen.setdefault(check["alertname"], []).append(labels)
+    return seen
+
+
+@pytest.mark.parametrize("name", rules.alert_names())
+def test_every_alert_carries_site_and_cluster(name: str) -> None:
+    """Alertmanager routes by ``site`` and groups by ``cluster``, and the runbook webhook of
+    a site acts only on its own clusters: every alert, at a site Prometheus or at the
+    global evaluator, has both. Judged on what fires: a promtool case expects the alert
+    to fire, and every firing alert it expects names a site and a cluster; and on the
+    expression, whose every series keeps both."""
+    expected = firing_labels().get(name, [])
+    assert expected, f"{name}: no case in rules_tests/ expects it to fire"
+    for labels in expected:
+        assert labels.get("site") and labels.get("cluster"), f"{name} fires with {labels}"
+    kept = output_labels(rules.alert(name).promql)
+    assert {"site", "cluster"} <= kept, f"{name}: its series keep only {sorted(kept)}"
+
+
 def test_the_backup_runbook_can_back_up_the_late_namespace() -> None:
     labels = output_labels(rules.alert("DRBackupTooOld").promql)
     assert "namespace" in labels

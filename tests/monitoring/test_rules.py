@@ -81,15 +81,21 @@ def _unit_test_documents() -> dict[str, Any]:
 # --- generation --------------------------------------------------------------------------
 
 
-def test_build_writes_three_files_with_deterministic_bytes(tmp_path: Path) -> None:
+def test_build_writes_four_files_with_deterministic_bytes(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
     assert run_in_process("rules", "build", "--out", str(first)) == 0
     assert run_in_process("rules", "build", "--out", str(second)) == 0
     names = sorted(p.name for p in first.iterdir())
-    assert names == ["alertmanager.yml", "alerts.rules.yml", "recording.rules.yml", "runbooks"]
+    assert names == [
+        "alertmanager.yml",
+        "alerts.rules.yml",
+        "global-alerts.rules.yml",
+        "recording.rules.yml",
+        "runbooks",
+    ]
     pages = sorted(p.name for p in (first / "runbooks").iterdir())
     assert len(pages) == len(rules.alert_names())
-    for name in [*names[:3], *(f"runbooks/{page}" for page in pages)]:
+    for name in [*names[:4], *(f"runbooks/{page}" for page in pages)]:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
 
@@ -165,9 +171,25 @@ def test_pager_routes_follow_the_sites_of_the_site_configuration(tmp_path: Path)
 
 
 def test_promtool_check_rules(built: Path) -> None:
-    result = promtool.check_rules(*(built / name for name in promtool.RULE_FILES))
+    files = (*promtool.RULE_FILES, promtool.GLOBAL_FILE)
+    result = promtool.check_rules(*(built / name for name in files))
+    placed = [rule.placement for rule in rules.ALERTS]
     assert f"SUCCESS: {len(rules.RECORDING_RULES)} rules found" in result.stdout
-    assert f"SUCCESS: {len(rules.ALERTS)} rules found" in result.stdout
+    assert f"SUCCESS: {placed.count('site')} rules found" in result.stdout
+    assert f"SUCCESS: {placed.count('global')} rules found" in result.stdout
+
+
+def test_each_alert_is_in_the_rule_file_of_its_placement(built: Path) -> None:
+    """A site Prometheus loads alerts.rules.yml and never a global group; the global
+    evaluator loads global-alerts.rules.yml, whose groups are named ``.global-alerts``."""
+    placed = {"site": promtool.ALERTS_FILE, "global": promtool.GLOBAL_FILE}
+    for placement, file in placed.items():
+        groups = load_yaml(built / file)["groups"]
+        names = [rule["alert"] for group in groups for rule in group["rules"]]
+        assert names == [r.name for r in rules.ALERTS if r.placement == placement], file
+        suffix = ".alerts" if placement == "site" else ".global-alerts"
+        assert all(group["name"].endswith(suffix) for group in groups), file
+    assert "DRLeaderAtBothSites" in [r.name for r in rules.ALERTS if r.placement == "global"]
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in UNIT_TESTS.glob("*.test.yml")))
@@ -223,11 +245,18 @@ def test_recording_rule_names_follow_level_metric_operations() -> None:
         assert not name.split(":")[1].endswith("_total"), name
 
 
+def _alert_groups(built: Path) -> list[dict[str, Any]]:
+    """The alerting groups of the site Prometheus and of the global evaluator."""
+    files = (promtool.ALERTS_FILE, promtool.GLOBAL_FILE)
+    return [group for name in files for group in load_yaml(built / name)["groups"]]
+
+
 def test_every_alert_carries_severity_summary_description_and_urls(built: Path) -> None:
     uids = set(rules.DASHBOARD_UIDS.values())
     seen = []
-    for group in load_yaml(built / "alerts.rules.yml")["groups"]:
-        assert group["name"].startswith("gotthard-") and group["name"].endswith(".alerts")
+    for group in _alert_groups(built):
+        assert group["name"].startswith("gotthard-")
+        assert group["name"].endswith((".alerts", ".global-alerts"))
         for rule in group["rules"]:
             name = rule["alert"]
             seen.append(name)
@@ -259,7 +288,7 @@ def test_every_alert_carries_severity_summary_description_and_urls(built: Path) 
             # every component but DR (whose metrics have no cluster) links site and cluster
             if definition.component != "dr":
                 assert definition.url_labels == ("site", "cluster"), name
-    assert seen == rules.alert_names()
+    assert sorted(seen) == sorted(rules.alert_names()) and len(seen) == len(set(seen))
     assert len(seen) == len(set(seen))
 
 
@@ -296,7 +325,7 @@ def test_issue_minimum_alerts_are_present() -> None:
 
 
 def test_every_runbook_url_names_a_complete_runbook_page(built: Path) -> None:
-    for group in load_yaml(built / "alerts.rules.yml")["groups"]:
+    for group in _alert_groups(built):
         for rule in group["rules"]:
             name = rule["alert"]
             url = rule["annotations"]["runbook_url"]

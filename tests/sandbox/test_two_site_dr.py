@@ -189,7 +189,9 @@ def assert_one_leader_and_no_leaderless_site(sites: MultiSiteSandbox) -> None:
     """One replica leads; the follower's site Prometheus has its replica's reading of the
     Lease, held by the leader; DRNoLeader is neither pending nor firing at either site nor
     on the global view (it used to fire at the follower's site, whose replica's
-    ``gotthard_dr_leader`` is 0, and on the global view, which federates none)."""
+    ``gotthard_dr_leader`` is 0, and on the global view, which federates none), and the
+    global view, which sees both replicas' ``gotthard_dr_leader``, has no
+    DRLeaderAtBothSites."""
     health = {site: get_json(f"{sites.dr_url(site)}/healthz") for site in ("zurich", "lugano")}
     leaders = [site for site, state in health.items() if state["leader"]]
     assert len(leaders) == 1, health
@@ -199,7 +201,8 @@ def assert_one_leader_and_no_leaderless_site(sites: MultiSiteSandbox) -> None:
     assert {h["metric"]["holder"] for h in holders} == {health[leaders[0]]["identity"]}, holders
     for prometheus in [*map(sites.prometheus_url, health), sites.global_url]:
         alerts = get_json(f"{prometheus}/api/v1/alerts")["data"]["alerts"]
-        assert not [a for a in alerts if a["labels"].get("alertname") == "DRNoLeader"], alerts
+        names = ("DRNoLeader", "DRLeaderAtBothSites")
+        assert not [a for a in alerts if a["labels"].get("alertname") in names], alerts
 
 
 def audited_placements(sites: MultiSiteSandbox) -> list[dict[str, Any]]:

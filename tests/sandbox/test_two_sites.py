@@ -54,6 +54,8 @@ JOBS = {
     "gotthard-slurm-exporter-{site}-{site}": "the Slurm exporter",
     "gotthard-dr-{site}-{site}": "the DR replica",
     "apiserver": "the emulated Kubernetes API server",
+    "prometheus": "the site Prometheus itself",
+    "alertmanager": "the site's Alertmanager",
 }
 #: The files the sandbox runs that `deploy render --target local` writes.
 RENDERED = (
@@ -62,6 +64,7 @@ RENDERED = (
     "global/prometheus.yml",
     "alertmanager.yml",
     "rules/alerts.rules.yml",
+    "rules/global-alerts.rules.yml",
     "zurich/zurich/gotthard.toml",
     "lugano/lugano/gotthard.toml",
     "processes.json",
@@ -234,13 +237,26 @@ def test_each_site_prometheus_labels_its_data_and_the_global_view_has_both(
         assert len(managers["activeAlertmanagers"]) == len(SITES)
 
     def scraped() -> set[tuple[str, str]]:
-        found = instant(two_sites.global_url, 'up{job=~"gotthard-.*|apiserver"} == 1')
+        found = instant(
+            two_sites.global_url, 'up{job=~"gotthard-.*|apiserver|prometheus|alertmanager"} == 1'
+        )
         return {(s["metric"]["site"], s["metric"]["job"]) for s in found}
 
     want = {(site, job.format(site=site)) for site in SITES for job in JOBS}
     wait_until(lambda: scraped() >= want, 30, lambda: f"global view has {scraped()}")
     clusters = instant(two_sites.global_url, "slurm_up")
     assert {(s["metric"]["site"], s["metric"]["cluster"]) for s in clusters} == {
+        (site, site) for site in SITES
+    }
+    # the global view evaluates the global groups only, each site Prometheus none of them
+    groups = get_json(f"{two_sites.global_url}/api/v1/rules")["data"]["groups"]
+    assert {g["name"] for g in groups} == {"gotthard-dr.global-alerts"}
+    for site in SITES:
+        groups = get_json(f"{two_sites.prometheus_url(site)}/api/v1/rules")["data"]["groups"]
+        assert groups and not any(".global-" in g["name"] for g in groups), site
+    # a federation target's up names the site it federates
+    federated = instant(two_sites.global_url, 'up{job=~"federate-.*"}')
+    assert {(s["metric"]["site"], s["metric"]["cluster"]) for s in federated} == {
         (site, site) for site in SITES
     }
 

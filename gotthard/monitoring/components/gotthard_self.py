@@ -24,6 +24,7 @@ from functools import partial
 from gotthard.monitoring.rule_model import (
     AT,
     AlertRule,
+    Placement,
     RecordingRule,
     above,
     expiring,
@@ -100,9 +101,11 @@ def _down(jobs: str) -> str:
     return f"avg_over_time(up{{{jobs}}}[{DOWN_WINDOW}]) < {num(DOWN_BELOW)}"
 
 
-def _target_down(name: str, jobs: str, summary: str, description: str) -> AlertRule:
+def _target_down(
+    name: str, jobs: str, summary: str, description: str, placement: Placement = "site"
+) -> AlertRule:
     return on_condition(
-        _alert,
+        partial(_alert, placement=placement),
         name,
         _down(jobs),
         DOWN_FOR,
@@ -158,6 +161,8 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             "The global view has not federated {{ $labels.instance }} ({{ $labels.job }}, "
             + AT
             + f") for {DOWN_AFTER}; cross-site alerts and dashboards miss that site.",
+            # only the global view scrapes federate-* targets
+            placement="global",
         ),
         _alert(
             name="GotthardTargetFlapping",
