@@ -325,6 +325,7 @@ class NvmlSource:
             raise GpuUnavailable(self._failure) from None
         self._failure = ""
         self._expected = max(self._expected, len(self._devices))
+        self._recognise_lost()
         for device in self._devices:
             if device.uuid:
                 self._known[device.uuid] = _Device(
@@ -332,6 +333,21 @@ class NvmlSource:
                 )
         if self.use_xid_events:
             self._watch_xids()
+
+    def _recognise_lost(self) -> None:
+        """A GPU lost before this enumeration answers GPU_IS_LOST even for its UUID: it is
+        the GPU this exporter knew at the same index (if that one is listed no more), so it
+        keeps its UUID, name and XIDs rather than turning into a second, nameless GPU."""
+        listed = {device.uuid for device in self._devices if device.uuid}
+        for device in self._devices:
+            if device.uuid or not device.lost:
+                continue
+            for known in self._known.values():
+                if known.index == device.index and known.uuid not in listed:
+                    device.uuid, device.name = known.uuid, known.name
+                    device.pci_bus_id = known.pci_bus_id
+                    listed.add(known.uuid)
+                    break
 
     def _watch_xids(self) -> None:
         try:

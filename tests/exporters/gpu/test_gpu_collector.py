@@ -194,6 +194,17 @@ def test_a_lost_gpu_keeps_its_xid_79_with_the_time_it_was_seen(fake_nvml, tmp_pa
     assert seen is not None and before <= seen <= time.time()
     # other GPUs have seen no XID: no timestamp series at all
     assert {labels["gpu"] for labels, _ in found["gpu_xid_last_timestamp_seconds"]} == {"2"}
+    # NVML is enumerated again while a GPU is lost; the lost GPU (no UUID readable now)
+    # stays the one GPU it was, with its XIDs
+    gpu.source.rediscover_every = 1
+    inits = fake_nvml.lib.init_calls()
+    for _ in range(3):
+        found = scrape(gpu)
+    assert fake_nvml.lib.init_calls() > inits
+    assert [(labels["uuid"], v) for labels, v in found["gpu_lost"] if labels["gpu"] == "2"] == [
+        (value_labels(found, "gpu_info", gpu="2")["uuid"], 1)
+    ]
+    assert value(found, "gpu_xid_last_timestamp_seconds", gpu="2", xid="79") == seen
     gpu.close()
 
 
