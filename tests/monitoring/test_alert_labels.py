@@ -238,7 +238,12 @@ def _selector_labels(name: str, body: str, model: Mapping[str, frozenset[str]]) 
     if not name:
         name = next(m.value for m in matchers if m.label == "__name__")
     assert name in model, f"no label model for {name}: add an input series for it to rules_tests"
-    present = {m.label for m in matchers if m.op == "=" and m.value != ""}
+    # label="value" and label!="" both say the label is there
+    present = {
+        m.label
+        for m in matchers
+        if (m.op == "=" and m.value != "") or (m.op == "!=" and m.value == "")
+    }
     missing = {m.label for m in matchers if m.op == "=" and m.value == ""}
     return (model[name] | present) - missing - {"__name__"}
 
@@ -313,6 +318,7 @@ _MODEL = {
     [
         ("m", {"site", "cluster", "instance", "job", "gpu"}),
         ('m{extra="x", gpu=""}', {"site", "cluster", "instance", "job", "extra"}),
+        ('m{extra!=""}', _MODEL["m"] | {"extra"}),
         ("sum by (site, cluster, partition) (m)", {"site", "cluster"}),
         ("max without (job, gpu) (rate(m[5m]))", {"site", "cluster", "instance"}),
         ("sum(m) == 0 or absent(m)", set()),
