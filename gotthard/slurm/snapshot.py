@@ -270,6 +270,9 @@ class SlurmSnapshot:
     reservations: tuple[Reservation, ...] | None = None
     #: Every controller the ping probe saw, in ``SlurmctldHost`` order; empty without it.
     controllers: tuple[Controller, ...] = ()
+    #: Every slurmdbd ``sacctmgr ping`` saw (Slurm 24.11+, the cli backend's probe);
+    #: empty without it.
+    dbds: tuple[Controller, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
