@@ -88,6 +88,11 @@ class Node(NamedTuple):
         """Whether the scheduler starts no new job on it (:func:`slurm_state.is_unavailable`)."""
         return slurm_state.is_unavailable(self.state, self.flags)
 
+    @property
+    def in_maintenance(self) -> bool:
+        """An operator's drain or MAINT (:func:`slurm_state.in_maintenance`)."""
+        return slurm_state.in_maintenance(self.flags, self.reason)
+
 
 @dataclass(frozen=True, slots=True)
 class Partition:
