@@ -55,6 +55,23 @@ def value(found: dict, name: str, **labels: str) -> float | None:
     return matches[0] if matches else None
 
 
+def h200_collector(fake_nvml, tmp_path: Path, gpus: int) -> GpuCollector:
+    """A collector on the fake NVML with an H200 node of *gpus* GPUs."""
+    fake_nvml.write(fakenvml.h200_node(gpus))
+    return collector(tmp_path)
+
+
+def scrape_after_xid(fake_nvml, gpu: GpuCollector, index: int, xid: int) -> tuple[dict, int]:
+    """Add XID *xid* on GPU *index* and scrape until the background thread counted it:
+    the scrape and the fake's event number."""
+    event = fake_nvml.add_event(index, xid)
+    deadline = time.monotonic() + 5
+    while value(found := scrape(gpu), "gpu_last_xid", gpu=str(index)) != xid:
+        assert time.monotonic() < deadline, f"XID {xid} never counted"
+        time.sleep(0.05)
+    return found, event
+
+
 def value_labels(found: dict, name: str, **labels: str) -> dict[str, str]:
     """The labels of the one sample of *name* with *labels*."""
     (match,) = [
@@ -175,15 +192,10 @@ def test_a_gpu_falling_off_the_bus_between_scrapes(fake_nvml, tmp_path: Path) ->
 
 
 def test_a_lost_gpu_keeps_its_xid_79_with_the_time_it_was_seen(fake_nvml, tmp_path: Path) -> None:
-    fake_nvml.write(fakenvml.h200_node(4))
-    gpu = collector(tmp_path)
+    gpu = h200_collector(fake_nvml, tmp_path, 4)
     gpu.poll()
     before = time.time()
-    event = fake_nvml.add_event(2, 79)
-    deadline = time.monotonic() + 5
-    while value(scrape(gpu), "gpu_last_xid", gpu="2") != 79:
-        assert time.monotonic() < deadline, "XID 79 never counted"
-        time.sleep(0.05)
+    _, event = scrape_after_xid(fake_nvml, gpu, 2, 79)
     # the GPU falls off the bus after its XID 79 (the real driver delivers an event once)
     fake_nvml.update({f"event.{event}": None, "2.lost": 1})
     found = scrape(gpu)
@@ -211,8 +223,7 @@ def test_a_lost_gpu_keeps_its_xid_79_with_the_time_it_was_seen(fake_nvml, tmp_pa
 def test_a_gpu_gone_from_the_device_list_is_lost_until_listed_again(
     fake_nvml, tmp_path: Path
 ) -> None:
-    fake_nvml.write(fakenvml.h200_node(4))
-    gpu = collector(tmp_path)
+    gpu = h200_collector(fake_nvml, tmp_path, 4)
     gpu.source.rediscover_every = 1  # enumerate again at every poll while one is missing
     uuid = value_labels(scrape(gpu), "gpu_lost", gpu="3")["uuid"]
     fake_nvml.update({"count": 3})  # the driver stopped listing GPU 3
@@ -275,22 +286,13 @@ def test_not_supported_everywhere_leaves_metrics_absent_and_logs_once(
 def test_xid_79_is_counted_in_the_background_and_marks_the_gpu_unhealthy(
     fake_nvml, tmp_path: Path
 ) -> None:
-    fake_nvml.write(fakenvml.h200_node(4))
-    gpu = collector(tmp_path)
+    gpu = h200_collector(fake_nvml, tmp_path, 4)
     gpu.poll()
-    fake_nvml.add_event(2, 79)
-    deadline = time.monotonic() + 5
-    while value(found := scrape(gpu), "gpu_last_xid", gpu="2") != 79:
-        assert time.monotonic() < deadline, "XID 79 never counted"
-        time.sleep(0.05)
+    found, _ = scrape_after_xid(fake_nvml, gpu, 2, 79)
     assert value(found, "gpu_xid_errors_total", gpu="2", xid="79") == 1
     assert value(found, "gpu_health", gpu="2") == 0
     # a later, harmless XID (13: graphics engine exception) does not hide the fatal one
-    fake_nvml.add_event(2, 13)
-    deadline = time.monotonic() + 5
-    while value(found := scrape(gpu), "gpu_last_xid", gpu="2") != 13:
-        assert time.monotonic() < deadline, "XID 13 never counted"
-        time.sleep(0.05)
+    found, _ = scrape_after_xid(fake_nvml, gpu, 2, 13)
     assert value(found, "gpu_health", gpu="2") == 0
     assert value(found, "gpu_xid_errors_total", gpu="2", xid="13") == 1
     assert value(found, "gpu_health", gpu="1") == 1
