@@ -386,3 +386,22 @@ def test_paired_actions_have_a_repair_query_on_the_alert_labels() -> None:
         rule = rules.alert(name)
         assert rule.repair_query, f"{name}: resolves a paired action without a repair_query"
         assert "$labels." in rule.repair_query, name
+
+
+#: PromQL that makes a series out of missing data: ``absent``, and newness by ``offset``
+#: (``x unless x offset 10m`` is "new" after any gap longer than 10 minutes).
+_FROM_ABSENCE = re.compile(r"\babsent(?:_over_time)?\s*\(|\boffset\b")
+
+
+def test_alerts_that_take_nodes_out_of_service_fire_only_on_what_their_series_say() -> None:
+    """A drain or a cordon follows positive evidence, never missing data."""
+    removing = {
+        book.alertname
+        for book in RUNBOOKS
+        for step in book.steps
+        if ACTIONS[step.action].removes_node
+    }
+    assert {"GPULost", "GPUFatalXid", "GPURowRemapFailure"} <= removing
+    for name in removing:
+        found = _FROM_ABSENCE.search(rules.alert(name).promql)
+        assert found is None, f"{name} drains or cordons on missing data: {found.group(0)!r}"
