@@ -12,12 +12,10 @@
   down, initialised and enumerated again once every ``rediscover_every_polls`` polls
   (:data:`REDISCOVER_EVERY_POLLS`), so a GPU that comes back, or a reloaded driver, is
   picked up without a restart.
-* A device that answers GPU_IS_LOST is reported lost and unhealthy; the others carry
-  on. So is a GPU this exporter has listed (by UUID) that has left NVML's device list
-  since, while the exporter runs: both are NVML's own word, never an inference from
-  missing readings. A restarted exporter knows only what NVML lists then, so a GPU gone
-  from the list before the restart is not reported (``GPUMissingFromNode`` compares the
-  list with Slurm's GRES). A lost GPU keeps its XID series.
+* A device that answers GPU_IS_LOST is reported lost, and so is a GPU this exporter
+  listed (by UUID) that left NVML's device list since: NVML's word, never missing
+  readings. A restarted exporter reports only what NVML says then. A lost GPU keeps its
+  XID series.
 * XID events are counted by a background thread (:mod:`.events`), so a scrape never
   waits for events.
 * Hopper GPM metrics come from two GPM samples: the one taken at this poll and the one
@@ -264,8 +262,7 @@ class NvmlSource:
         self._errors = 0
         #: the most GPUs NVML ever listed: fewer later means some are missing
         self._expected = 0
-        #: every GPU with a UUID that NVML has listed since the exporter started, by UUID:
-        #: one no longer listed is reported lost
+        #: every GPU NVML listed since the start, by UUID: one listed no more is lost
         self._known: dict[str, _Device] = {}
         #: polls since the last init/discovery attempt, while one is pending
         self._waited = 0
@@ -326,26 +323,21 @@ class NvmlSource:
         self._failure = ""
         self._expected = max(self._expected, len(self._devices))
         self._recognise_lost()
-        for device in self._devices:
-            if device.uuid:
-                self._known[device.uuid] = _Device(
-                    device.index, device.uuid, None, name=device.name, pci_bus_id=device.pci_bus_id
-                )
+        for d in self._devices:
+            if d.uuid:
+                self._known[d.uuid] = _Device(d.index, d.uuid, None, d.name, d.pci_bus_id)
         if self.use_xid_events:
             self._watch_xids()
 
     def _recognise_lost(self) -> None:
-        """A GPU lost before this enumeration answers GPU_IS_LOST even for its UUID: it is
-        the GPU this exporter knew at the same index (if that one is listed no more), so it
-        keeps its UUID, name and XIDs rather than turning into a second, nameless GPU."""
+        """A GPU lost before this enumeration hides its UUID too: it is the known GPU at
+        its index (if listed no more), with its UUID and XIDs, not a second, nameless GPU."""
         listed = {device.uuid for device in self._devices if device.uuid}
-        for device in self._devices:
-            if device.uuid or not device.lost:
-                continue
+        for device in (d for d in self._devices if d.lost and not d.uuid):
             for known in self._known.values():
                 if known.index == device.index and known.uuid not in listed:
-                    device.uuid, device.name = known.uuid, known.name
-                    device.pci_bus_id = known.pci_bus_id
+                    for name in ("uuid", "name", "pci_bus_id"):
+                        setattr(device, name, getattr(known, name))
                     listed.add(known.uuid)
                     break
 
@@ -587,8 +579,7 @@ class NvmlSource:
                 device.uuid,
             )
         device.lost = True
-        reading.healthy, reading.lost = False, True
-        reading.health_reason = "lost"
+        reading.healthy, reading.lost, reading.health_reason = False, True, "lost"
         self._read_xids(device, reading)
         return reading
 
@@ -597,9 +588,7 @@ class NvmlSource:
         if not device.lost:
             log.error("GPU %s (%s) is lost: NVML no longer lists it", device.index, device.uuid)
             device.lost = True
-        reading = DeviceReading(
-            device.index, device.uuid, name=device.name, pci_bus_id=device.pci_bus_id
-        )
+        reading = DeviceReading(device.index, device.uuid, "", device.name, device.pci_bus_id)
         reading.healthy, reading.lost, reading.health_reason = False, True, "gone"
         self._read_xids(device, reading)
         return reading
