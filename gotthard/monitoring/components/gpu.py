@@ -73,6 +73,8 @@ RECORDING_RULES = (
 
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 _XIDS = "|".join(str(xid) for xid in PAGING_XIDS)
+#: A GPU's slot on its node: the NVML index, whichever board (UUID) sits there.
+_SLOT = "site, cluster, instance, gpu"
 #: A whole GPU (not a MIG instance) of the alert's series.
 _WHOLE = '{gpu_instance=""}'
 #: PromQL that returns the GPU of the alert only while it reports healthy.
@@ -163,14 +165,14 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # NVML's word only: gpu_lost 1 (GPU_IS_LOST, or listed by this exporter and gone
             # from NVML's device list since). Its last reading within the lookback: a lost
             # GPU whose series stop (exporter restart, node reboot) stays lost until it reads
-            # gpu_lost 0; missing data alone (a restart, a scrape gap, a target down) never
-            # fires it. A GPU lost before its exporter started has no UUID: it is repaired
-            # when a GPU at its index reads again.
+            # gpu_lost 0, or until its slot does (a new board, or a GPU lost before its
+            # exporter started, without a UUID: "unknown") while no GPU there reads lost.
+            # Missing data alone (a restart, a scrape gap, a target down) never fires it.
             expr=(
-                f'last_over_time(gpu_lost{{uuid!=""}}[{lookback}]) == 1\nor\nlabel_replace(\n'
-                f'  last_over_time(gpu_lost{{uuid=""}}[{lookback}]) == 1'
-                "\n  unless on (site, cluster, instance, gpu)\n  gpu_lost == 0,"
-                '\n  "uuid", "unknown", "uuid", ""\n)'
+                "label_replace(\n"
+                f'  last_over_time(gpu_lost[{lookback}]) == 1, "uuid", "unknown", "uuid", ""\n)'
+                f"\nunless on ({_SLOT})\n"
+                f"(gpu_lost == 0 unless on ({_SLOT}) gpu_lost == 1)"
             ),
             for_="1m",
             severity="critical",
@@ -267,8 +269,7 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # failed until its slot reads no failure (the GPU reset, or a new board)
             expr=(
                 f'last_over_time(gpu_remapped_rows{{state="failure"}}[{lookback}]) > 0'
-                "\nunless on (site, cluster, instance, gpu)\n"
-                'gpu_remapped_rows{state="failure"} == 0'
+                f'\nunless on ({_SLOT})\ngpu_remapped_rows{{state="failure"}} == 0'
             ),
             for_="0s",
             severity="critical",
