@@ -218,6 +218,14 @@ def is_unavailable(base: str, flags: Iterable[str]) -> bool:
 OPERATOR_FLAGS = frozenset({"drain", "maint"})
 
 
+def in_maintenance(flags: Collection[str], reason: str) -> bool:
+    """Whether a node is out of service for an operator's work: drained (or draining) with
+    a reason Gotthard's runbooks did not write, or in a maintenance reservation (MAINT).
+    The nodes of the ``site_cluster_node:slurm_node_maintenance:group`` recording rule;
+    Gotthard neither alerts on them nor acts on them."""
+    return "maint" in flags or ("drain" in flags and not reason.startswith(DRAIN_REASON_PREFIX))
+
+
 def _effective_states(flags: Iterable[str]) -> dict[str, set[bool]]:
     """Every effective state a node with any base state and at most one of *flags* has,
     and whether such nodes are unavailable. One flag is enough: the effective state

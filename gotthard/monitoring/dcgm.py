@@ -19,8 +19,10 @@ Job attribution: dcgm-exporter's ``hpc_job`` label (``--hpc-job-mapping-dir``) b
 
 Not mapped, for want of an equivalent: ``gpu_xid_errors_total`` (dcgm-exporter exports
 the last XID as a gauge, mapped to ``gpu_last_xid``, and an optional windowed count, not
-a counter), NVLink, PCIe byte counters, clock-event reasons and power limits. The
-health gauge is 0 only on a row-remap failure.
+a counter, nor a time per XID, so ``GPUFatalXid`` does not fire), ``gpu_lost``
+(dcgm-exporter has no lost signal, so ``GPULost`` does not fire: absence of data is no
+evidence), NVLink, PCIe byte counters, clock-event reasons and power limits. The health
+gauge is 0 only on a row-remap failure.
 """
 
 from __future__ import annotations

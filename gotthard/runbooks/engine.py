@@ -233,6 +233,22 @@ class Engine:
                 )
         return None
 
+    @staticmethod
+    def _maintenance(owner: Cluster, node: str) -> str | None:
+        """Why *node* is in maintenance (an operator's drain or MAINT: never taken out or
+        put back by a runbook), or None; None too when Slurm cannot tell (the limits, which
+        need Slurm for a drain, decide then)."""
+        try:
+            found = owner.backends.slurm.node(node)
+        except ActionError:
+            return None
+        if found is None or not found.in_maintenance:
+            return None
+        return (
+            f"node {node} is in maintenance ({found.effective_state},"
+            f" reason {validate.shown(found.reason)}): an operator's, not acted on"
+        )
+
     def _execute(
         self, spec: ActionSpec, targets: Mapping[str, str], alert: Alert, owner: Cluster
     ) -> Outcome:
@@ -282,6 +298,8 @@ class Engine:
         limited_nodes: set[str] = set()
         # asked at most once per alert, by the first step that puts a node back
         repair = functools.cache(lambda: owner.repair.unconfirmed(alert))
+        # asked at most once per node, by the first step that takes it out
+        maintenance = functools.cache(lambda node: self._maintenance(owner, node))
         for index, step in enumerate(book.steps):
             action = step.action if alert.status == "firing" else step.on_resolve
             if action is None:
@@ -290,7 +308,7 @@ class Engine:
             record: dict[str, Any] = {**base, "runbook": book.alertname, "step": index}
             record.update(action=action, key=key)
             spec = registry.ACTIONS[action]
-            decide = self._decide(alert, owner, spec, key, limited_nodes, repair, now)
+            decide = self._decide(alert, owner, spec, key, limited_nodes, repair, maintenance, now)
             result, why, targets = decide
             record.update(result=result, why=why, targets=targets)
             if result in FINAL_RESULTS:
@@ -319,6 +337,7 @@ class Engine:
         key: str,
         limited_nodes: set[str],
         repair: Callable[[], str | None],
+        maintenance: Callable[[str], str | None],
         now: float,
     ) -> tuple[str, str, dict[str, str]]:
         if key in self._handled:
@@ -338,6 +357,9 @@ class Engine:
         node = targets.get("node", "")
         if spec.removes_node:
             node = node.split(".", 1)[0] if self.settings.slurm_strip_domain else node
+            in_maintenance = maintenance(node)
+            if in_maintenance is not None:
+                return "skipped", in_maintenance, targets
             why = None
             if node in limited_nodes:
                 why = "an earlier step of this runbook was refused by a limit"

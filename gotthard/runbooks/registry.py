@@ -197,12 +197,17 @@ _DRAIN = Step("slurm.drain_node")
 _CORDON = Step("k8s.cordon_node")
 
 #: First match wins. Alerts without a runbook are audited as such and otherwise ignored.
+#: Only alerts that fire on what their series say (never on missing data) take nodes out
+#: of service (tests/monitoring/test_alert_labels.py), and never a node in maintenance
+#: (the engine skips an operator's drain or MAINT).
 RUNBOOKS: tuple[Runbook, ...] = (
-    # A lost GPU: take the node out of service; put it back when the alert resolves and
-    # its repair query confirms the GPU is healthy again (not merely gone stale).
+    # A lost GPU (the exporter's gpu_lost 1, NVML's word): take the node out of service;
+    # put it back when the alert resolves and its repair query confirms the GPU is healthy
+    # again (not merely gone stale).
     Runbook("GPULost", (_NOTIFY, _DRAIN_RESUME, _CORDON_UNCORDON)),
     # Fatal XIDs and row-remap failures need a reset or an RMA: drain and cordon, and let
-    # a human resume (the XID alert resolves after 10 minutes whether or not it is fixed).
+    # a human resume (the XID alert, new by the XID's own timestamp, resolves 10 minutes
+    # after the event whether or not it is fixed).
     Runbook("GPUFatalXid", (_NOTIFY, _DRAIN, _CORDON)),
     Runbook("GPURowRemapFailure", (_NOTIFY, _DRAIN, _CORDON)),
     # A node without its high-speed link cannot run multi-node jobs.

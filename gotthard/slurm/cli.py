@@ -31,6 +31,7 @@ from gotthard.slurm.snapshot import (
     SlurmUnavailable,
 )
 from gotthard.slurm.text import (
+    parse_dbd_ping,
     parse_ping,
     parse_reservations,
     parse_sdiag,
@@ -45,7 +46,7 @@ from gotthard.slurm.text import (
 
 # --- running the commands ----------------------------------------------------------------
 
-_COMMANDS = ("squeue", "sinfo", "sdiag", "scontrol", "sbatch")
+_COMMANDS = ("squeue", "sinfo", "sdiag", "scontrol", "sbatch", "sacctmgr")
 _PROBE_SUBMIT = ("--test-only", "--job-name=gotthard-probe", "--output=/dev/null", "--wrap=true")
 
 
@@ -125,7 +126,9 @@ class CliBackend:
 
     def poll(self, options: PollOptions) -> SlurmSnapshot:
         squeue, sinfo = self._required("squeue", "sinfo")
-        scontrol, sdiag, sbatch = (self.paths[c] for c in ("scontrol", "sdiag", "sbatch"))
+        scontrol, sdiag, sbatch, sacctmgr = (
+            self.paths[c] for c in ("scontrol", "sdiag", "sbatch", "sacctmgr")
+        )
         # All commands run at once: a poll costs the slowest, not the sum.
         argvs: dict[str, list[str]] = {
             "squeue": squeue_argv(squeue),
@@ -140,6 +143,8 @@ class CliBackend:
             argvs["ping"] = [scontrol, "ping"]
         if options.probe and sbatch:
             argvs["submit"] = [sbatch, *_PROBE_SUBMIT]
+        if options.probe and sacctmgr:
+            argvs["dbd"] = [sacctmgr, "ping"]
         if not self.version:
             argvs["version"] = [sinfo, "--version"]
         runs = {key: self._start(argv) for key, argv in argvs.items()}
@@ -185,7 +190,8 @@ def assemble(
     """Build a snapshot from the outputs of one poll's commands.
 
     Keys: ``squeue``, ``nodes``, ``partitions`` (required), ``sdiag``, ``reservations``,
-    ``ping`` and ``submit`` (optional). Malformed output is counted in ``errors``, never raised.
+    ``ping``, ``submit`` and ``dbd`` (``sacctmgr ping``) (optional). Malformed output is
+    counted in ``errors``, never raised.
     """
     jobs = parse_squeue(outputs["squeue"].stdout, options)
     nodes = parse_sinfo_nodes(outputs["nodes"].stdout)
@@ -220,6 +226,9 @@ def assemble(
     submit = outputs.get("submit")
     if submit is not None:
         probes.append(ProbeResult("submit", not submit.error, submit.duration, submit.error))
+    dbd = outputs.get("dbd")
+    # sacctmgr ping exits 1 when every slurmdbd is down, yet lists them all
+    dbds = parse_dbd_ping(dbd.stdout) if dbd is not None else ()
     return SlurmSnapshot(
         up=True,
         job_groups=jobs.tally.groups(),
@@ -233,4 +242,5 @@ def assemble(
         version=version,
         reservations=reservations,
         controllers=controllers,
+        dbds=dbds,
     )

@@ -88,6 +88,11 @@ class Node(NamedTuple):
         """Whether the scheduler starts no new job on it (:func:`slurm_state.is_unavailable`)."""
         return slurm_state.is_unavailable(self.state, self.flags)
 
+    @property
+    def in_maintenance(self) -> bool:
+        """An operator's drain or MAINT (:func:`slurm_state.in_maintenance`)."""
+        return slurm_state.in_maintenance(self.flags, self.reason)
+
 
 @dataclass(frozen=True, slots=True)
 class Partition:
@@ -270,6 +275,9 @@ class SlurmSnapshot:
     reservations: tuple[Reservation, ...] | None = None
     #: Every controller the ping probe saw, in ``SlurmctldHost`` order; empty without it.
     controllers: tuple[Controller, ...] = ()
+    #: Every slurmdbd ``sacctmgr ping`` saw (Slurm 24.11+, the cli backend's probe);
+    #: empty without it.
+    dbds: tuple[Controller, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

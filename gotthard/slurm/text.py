@@ -332,6 +332,27 @@ _PING_LINE = re.compile(
 )
 
 
+#: ``sacctmgr ping`` (Slurm 24.11 and later; src/sacctmgr/sacctmgr.c ``_print_db_ping``):
+#: ``slurmdbd(primary) at dbd1 is UP``, one line per slurmdbd, primary first.
+_DBD_PING_LINE = re.compile(
+    r"^slurmdbd\((?P<mode>primary|backup)\) at (?P<host>\S+) is (?P<state>UP|DOWN)$"
+)
+
+
+def parse_dbd_ping(text: str) -> tuple[Controller, ...]:
+    """Every slurmdbd ``sacctmgr ping`` lists, with whether it answered. Anything else
+    (an older sacctmgr without ``ping``, no slurmdbd configured, an error) is no evidence
+    either way: an empty tuple, never a slurmdbd reported down."""
+    found: list[Controller] = []
+    for line in text.splitlines():
+        match = _DBD_PING_LINE.match(line.strip())
+        if match is not None:
+            found.append(
+                Controller(match["host"], match["mode"], len(found), match["state"] == "UP")
+            )
+    return tuple(found)
+
+
 def parse_ping(text: str) -> tuple[tuple[Controller, ...], int]:
     """Parse ``scontrol ping``: one ``Slurmctld(primary) at ctl1 is UP`` line per controller.
 

@@ -31,7 +31,13 @@ def check_rules(*files: Path) -> subprocess.CompletedProcess[str]:
 
 #: The components whose rule groups a unit-test file needs, where not only the one it is
 #: named after: the DCGM translation feeds the GPU component's rules.
-_COMPONENTS_OF = {"gotthard": ("self",), "dcgm": ("dcgm", "gpu"), "slurm_controllers": ("slurm",)}
+_COMPONENTS_OF = {
+    "gotthard": ("self",),
+    # the GPU alerts leave out nodes in maintenance, a Slurm recording rule
+    "gpu": ("gpu", "slurm"),
+    "dcgm": ("dcgm", "gpu", "slurm"),
+    "slurm_controllers": ("slurm",),
+}
 
 
 def components_of(test_file: Path) -> tuple[str, ...]:

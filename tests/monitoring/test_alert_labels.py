@@ -238,7 +238,12 @@ def _selector_labels(name: str, body: str, model: Mapping[str, frozenset[str]]) 
     if not name:
         name = next(m.value for m in matchers if m.label == "__name__")
     assert name in model, f"no label model for {name}: add an input series for it to rules_tests"
-    present = {m.label for m in matchers if m.op == "=" and m.value != ""}
+    # label="value" and label!="" both say the label is there
+    present = {
+        m.label
+        for m in matchers
+        if (m.op == "=" and m.value != "") or (m.op == "!=" and m.value == "")
+    }
     missing = {m.label for m in matchers if m.op == "=" and m.value == ""}
     return (model[name] | present) - missing - {"__name__"}
 
@@ -313,6 +318,7 @@ _MODEL = {
     [
         ("m", {"site", "cluster", "instance", "job", "gpu"}),
         ('m{extra="x", gpu=""}', {"site", "cluster", "instance", "job", "extra"}),
+        ('m{extra!=""}', _MODEL["m"] | {"extra"}),
         ("sum by (site, cluster, partition) (m)", {"site", "cluster"}),
         ("max without (job, gpu) (rate(m[5m]))", {"site", "cluster", "instance"}),
         ("sum(m) == 0 or absent(m)", set()),
@@ -408,3 +414,22 @@ def test_paired_actions_have_a_repair_query_on_the_alert_labels() -> None:
         rule = rules.alert(name)
         assert rule.repair_query, f"{name}: resolves a paired action without a repair_query"
         assert "$labels." in rule.repair_query, name
+
+
+#: PromQL that makes a series out of missing data: ``absent``, and newness by ``offset``
+#: (``x unless x offset 10m`` is "new" after any gap longer than 10 minutes).
+_FROM_ABSENCE = re.compile(r"\babsent(?:_over_time)?\s*\(|\boffset\b")
+
+
+def test_alerts_that_take_nodes_out_of_service_fire_only_on_what_their_series_say() -> None:
+    """A drain or a cordon follows positive evidence, never missing data."""
+    removing = {
+        book.alertname
+        for book in RUNBOOKS
+        for step in book.steps
+        if ACTIONS[step.action].removes_node
+    }
+    assert {"GPULost", "GPUFatalXid", "GPURowRemapFailure"} <= removing
+    for name in removing:
+        found = _FROM_ABSENCE.search(rules.alert(name).promql)
+        assert found is None, f"{name} drains or cordons on missing data: {found.group(0)!r}"

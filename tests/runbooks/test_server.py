@@ -17,6 +17,7 @@ from gotthard.sandbox import free_ports
 from tests.runbooks.conftest import (
     TOKEN,
     FakeSlurm,
+    RecordingKubernetes,
     RepairFeed,
     Running,
     alert_payload,
@@ -301,6 +302,39 @@ def test_slurm_node_syntax(value: str, ok: bool) -> None:
     else:
         with pytest.raises(validate.TargetError):
             validate.slurm_node(value)
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [("drained", "replace GPU 3 (ops ticket 4711)"), ("idle+maint", "")],
+    ids=["operator-drain", "maint-reservation"],
+)
+def test_a_node_in_maintenance_is_never_drained_or_cordoned(
+    tmp_path, fake_slurm, start_server, state: str, reason: str
+) -> None:
+    fake_slurm.set_nodes({"gpu": ["nid001", "nid002"]})
+    nodes = fake_slurm.state()
+    nodes["nodes"]["nid001"].update(state=state, reason=reason)
+    fake_slurm.write(nodes)
+    kubernetes = RecordingKubernetes()
+    settings = settings_for(
+        tmp_path, fake_slurm, mode="enforce", limits={"max_partition_fraction": 1.0}
+    )
+    running = start_server(settings, kubernetes=kubernetes)
+    assert running.post(alert_payload("GPULost", node="nid001"))[0] == 200
+    assert fake_slurm.updates() == [] and kubernetes.calls == []
+    skipped = [
+        r for r in running.audit() if r.get("action") in ("slurm.drain_node", "k8s.cordon_node")
+    ]
+    assert [r["result"] for r in skipped] == ["skipped", "skipped"]
+    assert "nid001 is in maintenance" in skipped[0]["why"]
+    # a node Gotthard itself drained for another fault is no maintenance: acted on
+    nodes = fake_slurm.state()
+    nodes["nodes"]["nid002"].update(state="drained", reason="gotthard: GPUFatalXid")
+    fake_slurm.write(nodes)
+    other = alert_payload("GPULost", fingerprint="0000000000000002", node="nid002")
+    assert running.post(other)[0] == 200
+    assert kubernetes.calls == [("cordon", "nid002")]
 
 
 # --- limits under a storm ------------------------------------------------------------------

@@ -33,11 +33,27 @@ _FINAL = (
 
 @dataclass
 class XidState:
-    """XID counts, the last XID and the last fatal XID (with its monotonic time), by key."""
+    """XID counts, the last XID and the last fatal XID (with its monotonic time), and
+    when each XID was last seen (Unix time), by key."""
 
     counts: dict[str, dict[int, int]] = field(default_factory=dict)
     last: dict[str, tuple[int, float]] = field(default_factory=dict)
     last_fatal: dict[str, tuple[int, float]] = field(default_factory=dict)
+    seen_at: dict[str, dict[int, float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class XidReading:
+    """What :meth:`XidWatcher.read` returns for one device."""
+
+    #: XID -> count since the exporter started
+    counts: dict[int, int]
+    #: the last XID seen, or None
+    last: int | None
+    #: the last fatal XID and its monotonic time, or None
+    last_fatal: tuple[int, float] | None
+    #: XID -> Unix time of its last event: what makes an XID new, whatever the gaps
+    seen_at: dict[int, float]
 
 
 def _address(handle: Any) -> int:
@@ -55,13 +71,11 @@ class XidWatcher(threading.Thread):
         self.lock = threading.Lock()
         self._stop_event = threading.Event()
         self._by_handle: dict[int, str] = {}
-        self._watched: set[str] = set()
 
     def watch(self, handle: Any, key: str) -> None:
         """Count the XIDs of the device ``handle`` (already registered on the set) as ``key``."""
         with self.lock:
             self._by_handle[_address(handle)] = key
-            self._watched.add(key)
             self.state.counts.setdefault(key, {})
 
     def run(self) -> None:
@@ -87,6 +101,7 @@ class XidWatcher(threading.Thread):
                 per_device = self.state.counts.setdefault(key, {})
                 per_device[xid] = per_device.get(xid, 0) + 1
                 self.state.last[key] = (xid, time.monotonic())
+                self.state.seen_at.setdefault(key, {})[xid] = time.time()
                 # unhealthy for xid_health_window (the list is shared with the alerts)
                 if xid in FATAL_XIDS:
                     self.state.last_fatal[key] = (xid, time.monotonic())
@@ -103,11 +118,17 @@ class XidWatcher(threading.Thread):
             log.debug("nvmlEventSetFree: %s", err)
         return self.state
 
-    def read(self, key: str) -> tuple[dict[int, int] | None, int | None, tuple[int, float] | None]:
-        """XID counts (None when the device is not watched), the last XID, the last fatal one."""
+    def read(self, key: str) -> XidReading | None:
+        """The XIDs of a device watched by this watcher or an earlier one (a GPU lost since
+        keeps them: XID 79 comes just before the loss); None for a device never watched."""
         with self.lock:
-            if key not in self._watched:
-                return None, None, None
-            counts = self.state.counts.get(key, {})
+            counts = self.state.counts.get(key)
+            if counts is None:
+                return None
             last = self.state.last.get(key)
-            return dict(counts), last[0] if last else None, self.state.last_fatal.get(key)
+            return XidReading(
+                dict(counts),
+                last[0] if last else None,
+                self.state.last_fatal.get(key),
+                dict(self.state.seen_at.get(key, {})),
+            )

@@ -12,7 +12,10 @@
   down, initialised and enumerated again once every ``rediscover_every_polls`` polls
   (:data:`REDISCOVER_EVERY_POLLS`), so a GPU that comes back, or a reloaded driver, is
   picked up without a restart.
-* A device that answers GPU_IS_LOST is reported unhealthy; the others carry on.
+* A device that answers GPU_IS_LOST is reported lost, and so is a GPU this exporter
+  listed (by UUID) that left NVML's device list since: NVML's word, never missing
+  readings. A restarted exporter reports only what NVML says then. A lost GPU keeps its
+  XID series.
 * XID events are counted by a background thread (:mod:`.events`), so a scrape never
   waits for events.
 * Hopper GPM metrics come from two GPM samples: the one taken at this poll and the one
@@ -259,6 +262,8 @@ class NvmlSource:
         self._errors = 0
         #: the most GPUs NVML ever listed: fewer later means some are missing
         self._expected = 0
+        #: every GPU NVML listed since the start, by UUID: one listed no more is lost
+        self._known: dict[str, _Device] = {}
         #: polls since the last init/discovery attempt, while one is pending
         self._waited = 0
         self._looking = False
@@ -317,8 +322,24 @@ class NvmlSource:
             raise GpuUnavailable(self._failure) from None
         self._failure = ""
         self._expected = max(self._expected, len(self._devices))
+        self._recognise_lost()
+        for d in self._devices:
+            if d.uuid:
+                self._known[d.uuid] = _Device(d.index, d.uuid, None, d.name, d.pci_bus_id)
         if self.use_xid_events:
             self._watch_xids()
+
+    def _recognise_lost(self) -> None:
+        """A GPU lost before this enumeration hides its UUID too: it is the known GPU at
+        its index (if listed no more), with its UUID and XIDs, not a second, nameless GPU."""
+        listed = {device.uuid for device in self._devices if device.uuid}
+        for device in (d for d in self._devices if d.lost and not d.uuid):
+            for known in self._known.values():
+                if known.index == device.index and known.uuid not in listed:
+                    for name in ("uuid", "name", "pci_bus_id"):
+                        setattr(device, name, getattr(known, name))
+                    listed.add(known.uuid)
+                    break
 
     def _watch_xids(self) -> None:
         try:
@@ -536,6 +557,10 @@ class NvmlSource:
                 if device.lost:
                     continue
                 readings.append(self._read_mig(instance))
+        listed = {device.uuid for device in self._devices}
+        for uuid, gone in self._known.items():
+            if uuid not in listed:
+                readings.append(self._gone(gone))
         jobs, pods = self._attribute(readings)
         return GpuSnapshot(
             driver_version=self._driver,
@@ -554,8 +579,18 @@ class NvmlSource:
                 device.uuid,
             )
         device.lost = True
-        reading.healthy = False
-        reading.health_reason = "lost"
+        reading.healthy, reading.lost, reading.health_reason = False, True, "lost"
+        self._read_xids(device, reading)
+        return reading
+
+    def _gone(self, device: _Device) -> DeviceReading:
+        """A GPU NVML listed earlier and no longer lists: lost, with its XIDs."""
+        if not device.lost:
+            log.error("GPU %s (%s) is lost: NVML no longer lists it", device.index, device.uuid)
+            device.lost = True
+        reading = DeviceReading(device.index, device.uuid, "", device.name, device.pci_bus_id)
+        reading.healthy, reading.lost, reading.health_reason = False, True, "gone"
+        self._read_xids(device, reading)
         return reading
 
     def _read_device(self, device: _Device) -> DeviceReading:
@@ -776,11 +811,13 @@ class NvmlSource:
     def _read_xids(self, device: _Device, reading: DeviceReading) -> None:
         if self._watcher is None:
             return
-        counts, last, fatal = self._watcher.read(device.key)
-        if counts is None:
+        xids = self._watcher.read(device.key)
+        if xids is None:
             return  # XID events unsupported on this device: no XID series
-        reading.xid_counts = counts
-        reading.last_xid = last or 0
+        reading.xid_counts = xids.counts
+        reading.last_xid = xids.last or 0
+        reading.xid_seen_at = xids.seen_at
+        fatal = xids.last_fatal
         if (
             fatal is not None
             and time.monotonic() - fatal[1] < self.xid_health_window

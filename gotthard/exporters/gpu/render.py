@@ -35,6 +35,12 @@ HEALTH = desc(
     "remapping failed, or a fatal XID was seen within the health window.",
     *MIG,
 )
+LOST = desc(
+    "gpu_lost",
+    "1 when NVML reports the GPU lost: it answers GPU_IS_LOST, or this exporter listed it "
+    "(by UUID) and NVML's device list no longer has it; 0 while it reads. Whole GPUs only.",
+    *GPU,
+)
 #: (family, reading attribute) for one value per device, whole GPUs only.
 SCALARS: tuple[tuple[Desc, str], ...] = (
     (
@@ -234,6 +240,13 @@ XID_ERRORS = desc(
 LAST_XID = desc(
     "gpu_last_xid", "Code of the last XID error seen, 0 when none (NVML XID events).", *GPU
 )
+XID_SEEN = desc(
+    "gpu_xid_last_timestamp_seconds",
+    "Unix time of the last event of this XID since the exporter started (NVML XID events): "
+    "an XID is new by this time, whatever gaps the scrapes had.",
+    *GPU,
+    "xid",
+)
 JOB_INFO = desc(
     "gpu_job_info",
     "A Slurm job with a compute process on the GPU (NVML process list and "
@@ -267,7 +280,10 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
     health = HEALTH.new()
     for d in devices:
         health.add((d.index, d.uuid, d.gpu_instance), 1 if d.healthy else 0)
-    families += [info, health]
+    lost = LOST.new()
+    for d in whole:
+        lost.add((d.index, d.uuid), 1 if d.lost else 0)
+    families += [info, health, lost]
 
     for decl, attribute in SCALARS:
         families.append(_scalar(decl, whole, lambda d, a=attribute: getattr(d, a)))
@@ -295,14 +311,16 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
     for key, decl in GPM.items():
         families.append(_scalar(decl, devices, lambda d, k=key: d.gpm.get(k)))
 
-    xids, last_xid = XID_ERRORS.new(), LAST_XID.new()
+    xids, last_xid, seen = XID_ERRORS.new(), LAST_XID.new(), XID_SEEN.new()
     for d in whole:
         if d.xid_counts is None:
             continue
         for xid, count in sorted(d.xid_counts.items()):
             xids.add((d.index, d.uuid, str(xid)), count)
         last_xid.add((d.index, d.uuid), d.last_xid or 0)
-    families += [xids, last_xid]
+        for xid, at in sorted(d.xid_seen_at.items()):
+            seen.add((d.index, d.uuid, str(xid)), at)
+    families += [xids, last_xid, seen]
 
     jobs = JOB_INFO.new()
     for job in snapshot.jobs:

@@ -20,6 +20,9 @@ class DeviceReading:
     pci_bus_id: str = ""
     #: False when the GPU is lost (NVML_ERROR_GPU_IS_LOST) or failing.
     healthy: bool = True
+    #: True on NVML's word only: the GPU answers GPU_IS_LOST, or this exporter listed it
+    #: and NVML no longer does.
+    lost: bool = False
     health_reason: str = ""
     utilization_ratio: float | None = None
     memory_utilization_ratio: float | None = None
@@ -54,6 +57,8 @@ class DeviceReading:
     #: xid -> count since the exporter started; None when events are unsupported
     xid_counts: dict[int, int] | None = None
     last_xid: int | None = None
+    #: xid -> Unix time of its last event since the exporter started
+    xid_seen_at: dict[int, float] = field(default_factory=dict)
     #: PIDs of compute processes on this device (or MIG instance)
     pids: tuple[int, ...] = ()
 

@@ -178,6 +178,13 @@ CONTROLLER_UP = desc(
     "role",
     "index",
 )
+DBD_UP = desc(
+    "slurm_dbd_up",
+    "1 if the slurmdbd answered sacctmgr ping (Slurm 24.11+); role is primary or backup. "
+    "Absent where the ping cannot run.",
+    "dbd",
+    "role",
+)
 RESERVATION_INFO = desc(
     "slurm_reservation_info",
     "One series per advance reservation: state (active, inactive), partition, flags. Always 1.",
@@ -205,6 +212,7 @@ def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
     families += _scheduler(snapshot, options)
     families += _probes(snapshot)
     families += _controllers(snapshot)
+    families += _dbds(snapshot)
     families += _reservations(snapshot)
     return families
 
@@ -376,6 +384,15 @@ def _controllers(snapshot: SlurmSnapshot) -> list[MetricFamily]:
             (controller.hostname, controller.role, str(controller.index)),
             1 if controller.up else 0,
         )
+    return [up]
+
+
+def _dbds(snapshot: SlurmSnapshot) -> list[MetricFamily]:
+    if not snapshot.dbds:
+        return []  # no ping, or none understood: absent, not "slurmdbd down"
+    up = DBD_UP.new()
+    for dbd in snapshot.dbds:
+        up.add((dbd.hostname, dbd.role), 1 if dbd.up else 0)
     return [up]
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from gotthard.exporters.gpu.xid import FATAL_XIDS
+from gotthard.monitoring.components.slurm import MAINTENANCE_NODES
 from gotthard.monitoring.rule_model import (
     GPU,
     NODE_REGEX,
@@ -35,7 +37,12 @@ THERMAL_THROTTLE = ratio("gpu_thermal_throttle_ratio", 0.20, "share of time ther
 POWER_THROTTLE = ratio("gpu_power_throttle_ratio", 0.50, "share of time held at the power limit")
 IDLE_UTILIZATION = ratio("gpu_idle_utilization", 0.05, "utilisation under which a held GPU is idle")
 LOST_LOOKBACK = seconds(
-    "gpu_lost_lookback_seconds", 86400, "how long a GPU that stopped reporting counts as lost"
+    "gpu_lost_lookback_seconds",
+    86400,
+    "how long a lost or failed GPU whose series stopped counts as still lost or failed",
+)
+XID_WINDOW = seconds(
+    "gpu_xid_new_seconds", 600, "how long after its event (its own timestamp) an XID is new"
 )
 NVLINK_ERRORS = per_second("gpu_nvlink_errors_per_second", 1.0, "NVLink errors/s on one GPU")
 PCIE_REPLAYS = per_second("gpu_pcie_replays_per_second", 1.0, "PCIe replays/s on one GPU")
@@ -66,10 +73,45 @@ RECORDING_RULES = (
 
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 _XIDS = "|".join(str(xid) for xid in PAGING_XIDS)
+#: A GPU's slot on its node: the NVML index, whichever board (UUID) sits there.
+_SLOT = "site, cluster, instance, gpu"
 #: A whole GPU (not a MIG instance) of the alert's series.
 _WHOLE = '{gpu_instance=""}'
 #: PromQL that returns the GPU of the alert only while it reports healthy.
 _GPU_HEALTHY = 'gpu_health{gpu_instance="", instance="$labels.instance", uuid="$labels.uuid"} == 1'
+#: The Slurm node of a GPU series, for the maintenance join: the host of ``instance``
+#: without its domain and port. Assumes, as the runbook webhook does (its
+#: ``slurm_strip_domain``), that a node's exporter is scraped by the node's host name and
+#: that this name, less its domain, is the Slurm NodeName; an exporter scraped by IP
+#: address matches no node, so its alerts are never taken for maintenance.
+_SLURM_HOST = "([^.:]+)(?:[.][^:]*)?(?::[0-9]+)?"
+
+
+def _not_in_maintenance(expr: str) -> str:
+    """*expr* without the GPUs of nodes in maintenance (an operator's drain or MAINT, see
+    :data:`~gotthard.monitoring.components.slurm.MAINTENANCE_NODES`)."""
+    inner = expr.replace("\n", "\n  ")
+    return (
+        f'label_replace(\n  {inner},\n  "node", "$1", "instance", "{_SLURM_HOST}"\n)'
+        f"\nunless on (site, cluster, node)\n{MAINTENANCE_NODES}"
+    )
+
+
+#: The GPU alerts that fire on a node in maintenance too: an idle allocation is the job's.
+_ALSO_IN_MAINTENANCE = frozenset({"GPUIdleWhileAllocated"})
+
+
+def _respecting_maintenance(rule: AlertRule) -> AlertRule:
+    """*rule*, quiet for the GPUs of nodes in maintenance unless listed in
+    :data:`_ALSO_IN_MAINTENANCE`: what an operator works on neither pages nor drains."""
+    if rule.name in _ALSO_IN_MAINTENANCE:
+        return rule
+    return replace(
+        rule,
+        expr=_not_in_maintenance(rule.expr),
+        expr_summary=rule.expr_summary + " (not on a node in maintenance)",
+    )
+
 
 #: How GPU throttling reads in a description and a summary, by NVML reason.
 _THROTTLING = {
@@ -112,25 +154,34 @@ def _rate(name: str, expr: str, limit: float, what: str) -> AlertRule:
 
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
-    idle, lookback = t[IDLE_UTILIZATION], duration(t[LOST_LOOKBACK])
+    return tuple(_respecting_maintenance(rule) for rule in _alerts(t))
+
+
+def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
+    idle, lookback, xid_window = t[IDLE_UTILIZATION], duration(t[LOST_LOOKBACK]), t[XID_WINDOW]
     return (
         _alert(
             name="GPULost",
-            # Every GPU seen in the lookback that has no memory reading now: NVML answers
-            # GPU_IS_LOST (gpu_health 0 and no readings), or the GPU left NVML's device
-            # list or the node stopped reporting. It resolves only when the GPU reads again.
+            # NVML's word only: gpu_lost 1 (GPU_IS_LOST, or listed by this exporter and gone
+            # from NVML's device list since). Its last reading within the lookback: a lost
+            # GPU whose series stop (exporter restart, node reboot) stays lost until it reads
+            # gpu_lost 0, or until its slot does (a new board, or a GPU lost before its
+            # exporter started, without a UUID: "unknown") while no GPU there reads lost.
+            # Missing data alone (a restart, a scrape gap, a target down) never fires it.
             expr=(
-                f"max_over_time(gpu_health{_WHOLE}[{lookback}])"
-                f"\nunless on ({GPU_KEY})\ngpu_memory_total_bytes{_WHOLE}"
+                "label_replace(\n"
+                f'  last_over_time(gpu_lost[{lookback}]) == 1, "uuid", "unknown", "uuid", ""\n)'
+                f"\nunless on ({_SLOT})\n"
+                f"(gpu_lost == 0 unless on ({_SLOT}) gpu_lost == 1)"
             ),
             for_="1m",
             severity="critical",
             summary="A GPU has fallen off the bus or been lost by the driver.",
-            description=GPU + " is lost (GPU_IS_LOST or no longer reported); jobs on it "
-            "hang or fail.",
+            description=GPU + " is lost: NVML answers GPU_IS_LOST or no longer lists it; "
+            "jobs on it hang or fail.",
             expr_summary=(
-                f"a GPU seen within {lookback} without a memory reading now "
-                "(NVML GPU_IS_LOST, or gone from the node)"
+                f"last `gpu_lost` reading (within {lookback}) is 1: NVML's GPU_IS_LOST, or the "
+                "GPU left NVML's device list while the exporter ran"
             ),
             repair_query=_GPU_HEALTHY,
         ),
@@ -155,19 +206,21 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _alert(
             name="GPUFatalXid",
-            expr=(
-                f'increase(gpu_xid_errors_total{{xid=~"{_XIDS}"}}[10m]) > 0'
-                f'\nor\n(gpu_xid_errors_total{{xid=~"{_XIDS}"}}'
-                f' unless gpu_xid_errors_total{{xid=~"{_XIDS}"}} offset 10m)'
-            ),
+            # new by the XID's own timestamp, taken by the exporter when the event came: an
+            # old XID stays old through any scrape or Prometheus gap, and a restarted
+            # exporter has seen no XID yet
+            expr=f'time() - gpu_xid_last_timestamp_seconds{{xid=~"{_XIDS}"}} < {num(xid_window)}',
             for_="0s",
             severity="critical",
             summary="A GPU reported a fatal XID error.",
             description=(
-                GPU + " reported XID {{ $labels.xid }} in the "
-                "last 10 minutes; the GPU needs a reset or the node a reboot."
+                GPU + " reported XID {{ $labels.xid }} {{ $value | humanizeDuration }} ago; "
+                "the GPU needs a reset or the node a reboot."
             ),
-            expr_summary=f"a new XID {', '.join(map(str, PAGING_XIDS))} within 10 minutes",
+            expr_summary=(
+                f"XID {', '.join(map(str, PAGING_XIDS))} seen by the exporter within the last "
+                f"{duration(xid_window)} (`gpu_xid_last_timestamp_seconds`)"
+            ),
         ),
         on_condition(
             _alert,
@@ -210,14 +263,23 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             ),
             expr_summary="uncorrected ECC errors increased within 10 minutes",
         ),
-        on_condition(
-            _alert,
-            "GPURowRemapFailure",
-            'gpu_remapped_rows{state="failure"} > 0',
-            "0s",
-            "critical",
-            "GPU memory row remapping failed.",
-            GPU + " could not remap a failing memory row; it must be taken out of service.",
+        _alert(
+            name="GPURowRemapFailure",
+            # the last reading within the lookback: a failed GPU whose series stop stays
+            # failed until its slot reads no failure (the GPU reset, or a new board)
+            expr=(
+                f'last_over_time(gpu_remapped_rows{{state="failure"}}[{lookback}]) > 0'
+                f'\nunless on ({_SLOT})\ngpu_remapped_rows{{state="failure"}} == 0'
+            ),
+            for_="0s",
+            severity="critical",
+            summary="GPU memory row remapping failed.",
+            description=GPU
+            + " could not remap a failing memory row; it must be taken out of service.",
+            expr_summary=(
+                f'last `gpu_remapped_rows{{state="failure"}}` reading (within {lookback}) > 0, '
+                "until the GPU reads no failure"
+            ),
         ),
         _throttling("thermal", t[THERMAL_THROTTLE], "15m", "warning"),
         _throttling("power", t[POWER_THROTTLE], "30m", "info"),

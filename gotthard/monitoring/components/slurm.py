@@ -30,14 +30,21 @@ UNAVAILABLE_RATIO = ratio("slurm_unavailable_ratio", 0.10, "share of a partition
 UNAVAILABLE_MIN = count("slurm_unavailable_min_nodes", 2, "nodes of a partition down, at least")
 PENDING_JOBS = count("slurm_pending_resources_jobs", 10, "jobs pending for Resources")
 BACKLOG_IDLE = ratio(
-    "slurm_backlog_idle_ratio", 0.20, "share of a partition's CPUs idle while jobs pend"
+    "slurm_backlog_idle_ratio",
+    0.20,
+    "share of a partition's GPUs (CPUs, without GPUs) idle while jobs pend",
 )
 SCHEDULER_CYCLE = seconds("slurm_scheduler_cycle_seconds", 2.0, "mean main scheduler cycle")
-CONTROLLER_LOOKBACK = seconds(
-    "slurm_controller_lookback_seconds",
-    86400,
-    "how long an exporter that polled slurmctld is expected to keep polling it",
+CONTROLLER_DOWN_FOR = lasting(
+    "slurm_controller_down_for",
+    300,
+    "how long slurmctld may not answer: longer than SlurmctldTimeout (120 s by default) plus "
+    "the backup's takeover, so that a failover does not page",
 )
+BACKUP_DOWN_FOR = lasting(
+    "slurm_backup_controller_down_for", 900, "how long a backup slurmctld may not answer"
+)
+DBD_DOWN_FOR = lasting("slurm_dbd_down_for", 600, "how long slurmdbd may not answer its ping")
 DBD_QUEUE = count("slurm_dbd_queue_messages", 5000, "messages queued for slurmdbd")
 NOT_RESPONDING_FOR = lasting(
     "slurm_not_responding_for", 600, "how long a node may not answer slurmctld"
@@ -55,6 +62,8 @@ NODE_GPUS_ALLOC = "site_cluster:slurm_node_gpus_alloc:ratio"
 FAILED = "site_cluster_partition:slurm_nodes_failed:sum"
 FAILED_RATIO = "site_cluster_partition:slurm_nodes_failed:ratio"
 IDLE_CPUS = "site_cluster_partition:slurm_partition_cpus_idle:ratio"
+#: Only partitions with GPUs have a series.
+IDLE_GPUS = "site_cluster_partition:slurm_partition_gpus_idle:ratio"
 MAINTENANCE_DRAINS = "site_cluster:slurm_nodes_maintenance_drained:count"
 #: One series (1) per node out of service on purpose: see :data:`_MAINTENANCE_NODE`.
 MAINTENANCE_NODES = "site_cluster_node:slurm_node_maintenance:group"
@@ -119,11 +128,17 @@ RECORDING_RULES = (
     # maintenance, shown on the dashboard; a drain by Gotthard's runbooks follows another
     # alert, which pages already
     *_nodes_in(FAILED_EFFECTIVE_STATES, FAILED, FAILED_RATIO),
-    RecordingRule(
-        COMPONENT,
-        IDLE_CPUS,
-        'sum by (site, cluster, partition) (slurm_partition_cpus{state="idle"})'
-        '\n/\n(sum by (site, cluster, partition) (slurm_partition_cpus{state="total"}) > 0)',
+    *(
+        RecordingRule(
+            COMPONENT,
+            record,
+            f'sum by (site, cluster, partition) ({metric}{{state="idle"}})'
+            f'\n/\n(sum by (site, cluster, partition) ({metric}{{state="total"}}) > 0)',
+        )
+        for record, metric in (
+            (IDLE_CPUS, "slurm_partition_cpus"),
+            (IDLE_GPUS, "slurm_partition_gpus"),
+        )
     ),
     # Nodes drained (or draining) with a reason Gotthard did not write: maintenance.
     RecordingRule(
@@ -180,27 +195,30 @@ def _in_words(for_: str) -> str:
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     unavailable, minimum, pending = t[UNAVAILABLE_RATIO], t[UNAVAILABLE_MIN], t[PENDING_JOBS]
-    cycle, idle, lookback = t[SCHEDULER_CYCLE], t[BACKLOG_IDLE], duration(t[CONTROLLER_LOOKBACK])
+    cycle, idle = t[SCHEDULER_CYCLE], t[BACKLOG_IDLE]
+    down_for, backup_for = duration(t[CONTROLLER_DOWN_FOR]), duration(t[BACKUP_DOWN_FOR])
+    dbd_for = duration(t[DBD_DOWN_FOR])
     return (
         _alert(
             name="SlurmControllerDown",
-            # Every exporter that polled slurmctld within the lookback and does not read
-            # slurm_up 1 now: the controller does not answer (slurm_up 0), or the exporter
-            # or its host is gone (no slurm_up at all), which nothing else would report
-            # about the scheduler.
-            expr=f"max_over_time(slurm_up[{lookback}])\nunless on (site, cluster, instance)\n"
-            "slurm_up == 1",
-            for_="2m",
+            # slurmctld does not answer the exporter's polls, which a backup controller
+            # answers once it has taken over: for longer than SlurmctldTimeout plus the
+            # takeover. No slurm_up at all (the exporter or its host gone) says nothing
+            # about slurmctld: GotthardExporterDown reports it.
+            expr="slurm_up == 0",
+            for_=down_for,
             severity="critical",
             summary="The Slurm controller does not answer.",
             description=(
                 "slurmctld of cluster {{ $labels.cluster }} at {{ $labels.site }} has not "
-                "answered the polls of {{ $labels.instance }}, or that exporter has stopped "
-                "reporting, for 2 minutes: no jobs can be submitted or scheduled."
+                f"answered the polls of {{{{ $labels.instance }}}} for {_in_words(down_for)}"
+                ", longer than a failover to a backup controller takes: no jobs can be "
+                "submitted or scheduled."
             ),
             expr_summary=(
-                f"an exporter that polled slurmctld within {lookback} reads no `slurm_up 1` "
-                "(controller, exporter or host down)"
+                f"`slurm_up == 0` for {down_for}: longer than `SlurmctldTimeout` (120 s by "
+                "default) plus the backup's takeover; an exporter that reports nothing is "
+                "`GotthardExporterDown`'s"
             ),
         ),
         _alert(
@@ -222,6 +240,44 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             expr_summary=(
                 '`slurm_controller_up{role="primary"} == 0` while a backup of the same '
                 "exporter reads 1"
+            ),
+        ),
+        _alert(
+            name="SlurmBackupControllerDown",
+            # the mirror image: the primary serves and a backup does not answer, so the
+            # next failure of the primary is an outage
+            expr='slurm_controller_up{role="backup"} == 0\nand on (site, cluster, instance)\n'
+            'slurm_controller_up{role="primary"} == 1',
+            for_=backup_for,
+            severity="warning",
+            summary="A backup Slurm controller is down while the primary runs.",
+            description=(
+                "The backup slurmctld {{ $labels.controller }} of {{ $labels.site }}/"
+                "{{ $labels.cluster }} has not answered the ping of {{ $labels.instance }} "
+                f"for {_in_words(backup_for)} while the primary answers: the cluster has "
+                "no failover if the primary fails."
+            ),
+            expr_summary=(
+                '`slurm_controller_up{role="backup"} == 0` while the primary of the same '
+                f"exporter reads 1, for {backup_for}"
+            ),
+        ),
+        _alert(
+            name="SlurmDBDDown",
+            # sacctmgr ping (Slurm 24.11+): every slurmdbd the exporter pinged says DOWN.
+            # No slurm_dbd_up (an older Slurm, no slurmdbd, another backend) is no evidence.
+            expr="max by (site, cluster, instance) (slurm_dbd_up) == 0",
+            for_=dbd_for,
+            severity="critical",
+            summary="slurmdbd, Slurm's accounting daemon, does not answer.",
+            description=(
+                "No slurmdbd of {{ $labels.site }}/{{ $labels.cluster }} has answered the "
+                f"ping of {{{{ $labels.instance }}}} for {_in_words(dbd_for)}: sacct, "
+                "sacctmgr and sreport fail, limits and fair share stop updating, and "
+                "slurmctld queues accounting records until they overflow."
+            ),
+            expr_summary=(
+                f"every slurmdbd answers DOWN to `sacctmgr ping` (`slurm_dbd_up`) for {dbd_for}"
             ),
         ),
         on_condition(
@@ -279,22 +335,28 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             duration(t[COMPLETING_FOR]),
             "A Slurm node is stuck completing jobs.",
             "has been COMPLETING (a job's processes do not end)",
+            # the operator who drained the node is at it
+            maintenance_explains=True,
         ),
         _alert(
             name="SlurmPendingResourcesBacklog",
+            # a GPU partition is full when its GPUs are, however many CPUs its GPU jobs
+            # leave idle: it is judged by GPUs; a partition without GPUs by CPUs
             expr=f"{PENDING_RESOURCES} > {num(pending)}\nand on (site, cluster, partition)\n"
-            f"{IDLE_CPUS} > {num(idle)}",
+            f"(\n  {IDLE_GPUS} > {num(idle)}\n  or\n  ({IDLE_CPUS} > {num(idle)}"
+            f"\n    unless on (site, cluster, partition)\n    {IDLE_GPUS})\n)",
             for_="1h",
             severity="warning",
             summary="Slurm jobs pend for resources while resources sit idle.",
             description=(
                 "{{ $value | humanize }} jobs of partition {{ $labels.partition }} in "
                 "{{ $labels.site }}/{{ $labels.cluster }} have been pending with reason "
-                f"Resources for over an hour while more than {pct(idle)} of its CPUs are idle."
+                f"Resources for over an hour while more than {pct(idle)} of its GPUs (of its "
+                "CPUs, in a partition without GPUs) are idle."
             ),
             expr_summary=(
                 f"more than {num(pending)} jobs pending with reason `Resources` per partition "
-                f"while over {pct(idle)} of its CPUs are idle"
+                f"while over {pct(idle)} of its GPUs are idle (its CPUs, without GPUs)"
             ),
         ),
         _above(

@@ -55,6 +55,33 @@ def value(found: dict, name: str, **labels: str) -> float | None:
     return matches[0] if matches else None
 
 
+def h200_collector(fake_nvml, tmp_path: Path, gpus: int) -> GpuCollector:
+    """A collector on the fake NVML with an H200 node of *gpus* GPUs."""
+    fake_nvml.write(fakenvml.h200_node(gpus))
+    return collector(tmp_path)
+
+
+def scrape_after_xid(fake_nvml, gpu: GpuCollector, index: int, xid: int) -> tuple[dict, int]:
+    """Add XID *xid* on GPU *index* and scrape until the background thread counted it:
+    the scrape and the fake's event number."""
+    event = fake_nvml.add_event(index, xid)
+    deadline = time.monotonic() + 5
+    while value(found := scrape(gpu), "gpu_last_xid", gpu=str(index)) != xid:
+        assert time.monotonic() < deadline, f"XID {xid} never counted"
+        time.sleep(0.05)
+    return found, event
+
+
+def value_labels(found: dict, name: str, **labels: str) -> dict[str, str]:
+    """The labels of the one sample of *name* with *labels*."""
+    (match,) = [
+        sample_labels
+        for sample_labels, _ in found.get(name, [])
+        if all(sample_labels.get(k) == want for k, want in labels.items())
+    ]
+    return match
+
+
 def h200_with_links() -> dict:
     lines = fakenvml.with_traffic(fakenvml.h200_node(8), links=18)
     lines["5.clocks_event_reasons"] = hex(0x4 | 0x40)
@@ -157,6 +184,73 @@ def test_a_gpu_falling_off_the_bus_between_scrapes(fake_nvml, tmp_path: Path) ->
         assert value(after, "gpu_health", gpu=other) == 1
         assert value(after, "gpu_utilization_ratio", gpu=other) is not None
     assert len(after["gpu_info"]) == 8  # still listed, so dashboards show it as lost
+    # the explicit lost signal: 1 for the lost GPU, 0 for every GPU that reads
+    assert value(before, "gpu_lost", gpu="3") == 0
+    assert value(after, "gpu_lost", gpu="3") == 1
+    assert [v for labels, v in after["gpu_lost"] if labels["gpu"] != "3"] == [0] * 7
+    gpu.close()
+
+
+def test_a_lost_gpu_keeps_its_xid_79_with_the_time_it_was_seen(fake_nvml, tmp_path: Path) -> None:
+    gpu = h200_collector(fake_nvml, tmp_path, 4)
+    gpu.poll()
+    before = time.time()
+    _, event = scrape_after_xid(fake_nvml, gpu, 2, 79)
+    # the GPU falls off the bus after its XID 79 (the real driver delivers an event once)
+    fake_nvml.update({f"event.{event}": None, "2.lost": 1})
+    found = scrape(gpu)
+    assert value(found, "gpu_lost", gpu="2") == 1
+    assert value(found, "gpu_xid_errors_total", gpu="2", xid="79") == 1
+    assert value(found, "gpu_last_xid", gpu="2") == 79
+    seen = value(found, "gpu_xid_last_timestamp_seconds", gpu="2", xid="79")
+    assert seen is not None and before <= seen <= time.time()
+    # other GPUs have seen no XID: no timestamp series at all
+    assert {labels["gpu"] for labels, _ in found["gpu_xid_last_timestamp_seconds"]} == {"2"}
+    # NVML is enumerated again while a GPU is lost; the lost GPU (no UUID readable now)
+    # stays the one GPU it was, with its XIDs
+    gpu.source.rediscover_every = 1
+    inits = fake_nvml.lib.init_calls()
+    for _ in range(3):
+        found = scrape(gpu)
+    assert fake_nvml.lib.init_calls() > inits
+    assert [(labels["uuid"], v) for labels, v in found["gpu_lost"] if labels["gpu"] == "2"] == [
+        (value_labels(found, "gpu_info", gpu="2")["uuid"], 1)
+    ]
+    assert value(found, "gpu_xid_last_timestamp_seconds", gpu="2", xid="79") == seen
+    gpu.close()
+
+
+def test_a_gpu_gone_from_the_device_list_is_lost_until_listed_again(
+    fake_nvml, tmp_path: Path
+) -> None:
+    gpu = h200_collector(fake_nvml, tmp_path, 4)
+    gpu.source.rediscover_every = 1  # enumerate again at every poll while one is missing
+    uuid = value_labels(scrape(gpu), "gpu_lost", gpu="3")["uuid"]
+    fake_nvml.update({"count": 3})  # the driver stopped listing GPU 3
+    found = scrape(gpu)
+    assert value(found, "gpu_lost", gpu="3", uuid=uuid) == 1
+    assert value(found, "gpu_health", gpu="3", uuid=uuid) == 0
+    assert value(found, "gpu_memory_total_bytes", gpu="3") is None
+    assert [value(found, "gpu_lost", gpu=i) for i in "012"] == [0, 0, 0]
+    fake_nvml.update({"count": 4})
+    found = scrape(gpu)
+    assert value(found, "gpu_lost", gpu="3", uuid=uuid) == 0
+    assert value(found, "gpu_health", gpu="3", uuid=uuid) == 1
+    gpu.close()
+
+
+def test_a_restarted_exporter_reports_lost_only_what_nvml_says_is_lost(
+    fake_nvml, tmp_path: Path
+) -> None:
+    # before the restart: GPU 3 left the device list, GPU 1 answers GPU_IS_LOST
+    fake_nvml.write({**fakenvml.h200_node(4), "count": 3, "1.lost": 1})
+    gpu = collector(tmp_path)
+    found = scrape(gpu)
+    # a fresh exporter never listed GPU 3: no evidence, no series, nothing lost
+    assert value(found, "gpu_lost", gpu="3") is None
+    # NVML still says GPU 1 is lost (its UUID unreadable too): lost again
+    assert value(found, "gpu_lost", gpu="1") == 1
+    assert [value(found, "gpu_lost", gpu=i) for i in "02"] == [0, 0]
     gpu.close()
 
 
@@ -192,22 +286,13 @@ def test_not_supported_everywhere_leaves_metrics_absent_and_logs_once(
 def test_xid_79_is_counted_in_the_background_and_marks_the_gpu_unhealthy(
     fake_nvml, tmp_path: Path
 ) -> None:
-    fake_nvml.write(fakenvml.h200_node(4))
-    gpu = collector(tmp_path)
+    gpu = h200_collector(fake_nvml, tmp_path, 4)
     gpu.poll()
-    fake_nvml.add_event(2, 79)
-    deadline = time.monotonic() + 5
-    while value(found := scrape(gpu), "gpu_last_xid", gpu="2") != 79:
-        assert time.monotonic() < deadline, "XID 79 never counted"
-        time.sleep(0.05)
+    found, _ = scrape_after_xid(fake_nvml, gpu, 2, 79)
     assert value(found, "gpu_xid_errors_total", gpu="2", xid="79") == 1
     assert value(found, "gpu_health", gpu="2") == 0
     # a later, harmless XID (13: graphics engine exception) does not hide the fatal one
-    fake_nvml.add_event(2, 13)
-    deadline = time.monotonic() + 5
-    while value(found := scrape(gpu), "gpu_last_xid", gpu="2") != 13:
-        assert time.monotonic() < deadline, "XID 13 never counted"
-        time.sleep(0.05)
+    found, _ = scrape_after_xid(fake_nvml, gpu, 2, 13)
     assert value(found, "gpu_health", gpu="2") == 0
     assert value(found, "gpu_xid_errors_total", gpu="2", xid="13") == 1
     assert value(found, "gpu_health", gpu="1") == 1

@@ -72,12 +72,14 @@ def test_a_gpu_gone_from_the_device_count_returns_when_listed_again(
     gpu = collector(tmp_path)
     assert len(health(gpu)) == 4
     fake_nvml.update({"count": 3})  # fell off the bus and the driver stopped listing it
-    listed = [len(health(gpu)) for _ in range(EVERY)]
-    assert listed[-1] == 3, listed
+    seen = [health(gpu) for _ in range(EVERY)]
+    # still reported, as lost: the exporter listed it and NVML no longer does
+    assert seen[-1] == {"0": True, "1": True, "2": True, "3": False}, seen
+    assert [d.lost for d in gpu.poll().devices] == [False, False, False, True]
     fake_nvml.update({"count": 4})
-    listed = [len(health(gpu)) for _ in range(EVERY)]
-    assert listed[-1] == 4, listed
-    assert all(health(gpu).values())
+    seen = [health(gpu) for _ in range(EVERY)]
+    assert seen[-1] == {"0": True, "1": True, "2": True, "3": True}, seen
+    assert not any(d.lost for d in gpu.poll().devices)
     gpu.close()
 
 
