@@ -33,8 +33,11 @@ def check_rules(*files: Path) -> subprocess.CompletedProcess[str]:
 #: named after: the DCGM translation feeds the GPU component's rules.
 _COMPONENTS_OF = {
     "gotthard": ("self",),
-    # the GPU alerts leave out nodes in maintenance, a Slurm recording rule
+    # the GPU, NIC and Lustre client alerts leave out nodes in maintenance, a Slurm
+    # recording rule
     "gpu": ("gpu", "slurm"),
+    "slingshot": ("slingshot", "slurm"),
+    "lustre": ("lustre", "slurm"),
     "dcgm": ("dcgm", "gpu", "slurm"),
     "slurm_controllers": ("slurm",),
 }

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import partial
 
 from gotthard.exporters.gpu.xid import FATAL_XIDS
-from gotthard.monitoring.components.slurm import MAINTENANCE_NODES
+from gotthard.monitoring.components.slurm import respecting_maintenance
 from gotthard.monitoring.rule_model import (
     GPU,
     NODE_REGEX,
@@ -79,38 +78,8 @@ _SLOT = "site, cluster, instance, gpu"
 _WHOLE = '{gpu_instance=""}'
 #: PromQL that returns the GPU of the alert only while it reports healthy.
 _GPU_HEALTHY = 'gpu_health{gpu_instance="", instance="$labels.instance", uuid="$labels.uuid"} == 1'
-#: The Slurm node of a GPU series, for the maintenance join: the host of ``instance``
-#: without its domain and port. Assumes, as the runbook webhook does (its
-#: ``slurm_strip_domain``), that a node's exporter is scraped by the node's host name and
-#: that this name, less its domain, is the Slurm NodeName; an exporter scraped by IP
-#: address matches no node, so its alerts are never taken for maintenance.
-_SLURM_HOST = "([^.:]+)(?:[.][^:]*)?(?::[0-9]+)?"
-
-
-def _not_in_maintenance(expr: str) -> str:
-    """*expr* without the GPUs of nodes in maintenance (an operator's drain or MAINT, see
-    :data:`~gotthard.monitoring.components.slurm.MAINTENANCE_NODES`)."""
-    inner = expr.replace("\n", "\n  ")
-    return (
-        f'label_replace(\n  {inner},\n  "node", "$1", "instance", "{_SLURM_HOST}"\n)'
-        f"\nunless on (site, cluster, node)\n{MAINTENANCE_NODES}"
-    )
-
-
 #: The GPU alerts that fire on a node in maintenance too: an idle allocation is the job's.
 _ALSO_IN_MAINTENANCE = frozenset({"GPUIdleWhileAllocated"})
-
-
-def _respecting_maintenance(rule: AlertRule) -> AlertRule:
-    """*rule*, quiet for the GPUs of nodes in maintenance unless listed in
-    :data:`_ALSO_IN_MAINTENANCE`: what an operator works on neither pages nor drains."""
-    if rule.name in _ALSO_IN_MAINTENANCE:
-        return rule
-    return replace(
-        rule,
-        expr=_not_in_maintenance(rule.expr),
-        expr_summary=rule.expr_summary + " (not on a node in maintenance)",
-    )
 
 
 #: How GPU throttling reads in a description and a summary, by NVML reason.
@@ -154,7 +123,7 @@ def _rate(name: str, expr: str, limit: float, what: str) -> AlertRule:
 
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
-    return tuple(_respecting_maintenance(rule) for rule in _alerts(t))
+    return tuple(respecting_maintenance(rule, _ALSO_IN_MAINTENANCE) for rule in _alerts(t))
 
 
 def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from gotthard.monitoring.components.slurm import respecting_maintenance
 from gotthard.monitoring.rule_model import (
     FS,
     HOST,
@@ -216,7 +217,18 @@ def _health(lookback: str, servers: bool) -> str:
     )
 
 
+#: The alerts about one node's Lustre client or LNet: quiet on Slurm nodes in maintenance.
+_PER_NODE = frozenset({"LustreClientHealthCheckFailed", "LustreLNetPeerDown", "LustreLNetDrops"})
+
+
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
+    """Every Lustre alert; a node's client and LNet alerts respect its maintenance."""
+    return tuple(
+        respecting_maintenance(rule) if rule.name in _PER_NODE else rule for rule in _alerts(t)
+    )
+
+
+def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     spread, latency = t[OST_FILL_SPREAD], t[MDT_LATENCY_SECONDS]
     stuck, evictions, drops = (
         duration(t[RECOVERY_STUCK_FOR]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from gotthard.exporters.slingshot.limits import MAX_RESTARTS_1H, MAX_RESTARTS_10H
+from gotthard.monitoring.components.slurm import respecting_maintenance
 from gotthard.monitoring.rule_model import LINK, AlertRule, RecordingRule, above
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
@@ -73,6 +74,11 @@ _above = partial(above, _alert)
 
 
 def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
+    """Every NIC alert, quiet for the NICs of Slurm nodes in maintenance."""
+    return tuple(respecting_maintenance(rule) for rule in _alerts(t))
+
+
+def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     flaps_1h, flaps_10h = num(t[FLAPS_1H]), num(t[FLAPS_10H])
     ber, spt = num(t[CORRECTED_BER]), num(t[SPT_TIMEOUTS])
     lookback = duration(t[LINK_LOOKBACK])

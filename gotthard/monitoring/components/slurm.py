@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from gotthard.monitoring.rule_model import AlertRule, RecordingRule, above, on_condition, regex_any
@@ -79,6 +80,38 @@ _OPERATOR_DRAIN = (
 _MAINTENANCE_NODE = (
     f'{_OPERATOR_DRAIN}\n  or\n  slurm_node_info{{state=~"{full_state_pattern(flags=("maint",))}"}}'
 )
+
+
+#: The Slurm node of a per-host series, for the maintenance join: the host of ``instance``
+#: without its domain and port. Assumes, as the runbook webhook does (its
+#: ``slurm_strip_domain``), that a node's exporter is scraped by the node's host name and
+#: that this name, less its domain, is the Slurm NodeName; an exporter scraped by IP
+#: address matches no node, so its alerts are never taken for maintenance.
+_SLURM_HOST = "([^.:]+)(?:[.][^:]*)?(?::[0-9]+)?"
+
+
+def not_in_maintenance(expr: str) -> str:
+    """*expr*, a per-host series (``instance``), without the hosts that are Slurm nodes in
+    maintenance (an operator's drain or MAINT, :data:`MAINTENANCE_NODES`); its result gets
+    the ``node`` label."""
+    inner = expr.replace("\n", "\n  ")
+    return (
+        f'label_replace(\n  {inner},\n  "node", "$1", "instance", "{_SLURM_HOST}"\n)'
+        f"\nunless on (site, cluster, node)\n{MAINTENANCE_NODES}"
+    )
+
+
+def respecting_maintenance(rule: AlertRule, exempt: frozenset[str] = frozenset()) -> AlertRule:
+    """*rule* (about one host's GPUs, NICs or Lustre client), quiet for nodes in
+    maintenance unless *exempt* names it: what an operator works on neither pages nor
+    gets an automatic action."""
+    if rule.name in exempt:
+        return rule
+    return replace(
+        rule,
+        expr=not_in_maintenance(rule.expr),
+        expr_summary=rule.expr_summary + " (not on a node in maintenance)",
+    )
 
 
 def _allocated(name: str, metric: str, labels: str) -> RecordingRule:
