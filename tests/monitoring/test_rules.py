@@ -589,3 +589,17 @@ def _alert_fires_is_inhibited_and_resolves(
         10,
         "SlurmNodesUnavailable at the ticket receiver once no longer inhibited",
     )
+
+
+def _section(text: str, heading: str) -> str:
+    return text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.parametrize("name", [r.name for r in rules.ALERTS if r.severity == "critical"])
+def test_a_page_that_pages_starts_with_concrete_steps(name: str) -> None:
+    """Whoever a critical alert wakes gets commands to run (a shell block in Diagnosis)
+    and numbered steps to take (Mitigation), not prose alone."""
+    text = (RUNBOOKS / f"{name}.md").read_text(encoding="utf-8")
+    diagnosis, mitigation = _section(text, "## Diagnosis"), _section(text, "## Mitigation")
+    assert re.search(r"```sh\n\s*\S", diagnosis), f"{name}: no command to run in Diagnosis"
+    assert re.search(r"^1\. \S", mitigation, re.M), f"{name}: no numbered steps in Mitigation"
