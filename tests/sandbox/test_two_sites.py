@@ -24,8 +24,10 @@ import pytest
 
 from gotthard.cli import main
 from gotthard.monitoring import deliver
+from gotthard.monitoring.components import ALERTS
 from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.dashboards import check as live
+from gotthard.monitoring.rule_model import group_name
 from gotthard.sandbox.processes import process_start_time
 from gotthard.sandbox.sites import NOTIFICATIONS_KIND, VELERO_KIND, MultiSiteSandbox
 from tests.sandbox.conftest import TWO_SITES
@@ -250,7 +252,10 @@ def test_each_site_prometheus_labels_its_data_and_the_global_view_has_both(
     }
     # the global view evaluates the global groups only, each site Prometheus none of them
     groups = get_json(f"{two_sites.global_url}/api/v1/rules")["data"]["groups"]
-    assert {g["name"] for g in groups} == {"gotthard-dr.global-alerts"}
+    placed = {
+        group_name(r.component, "alerts", "global") for r in ALERTS if r.placement == "global"
+    }
+    assert {g["name"] for g in groups} == placed != set()
     for site in SITES:
         groups = get_json(f"{two_sites.prometheus_url(site)}/api/v1/rules")["data"]["groups"]
         assert groups and not any(".global-" in g["name"] for g in groups), site

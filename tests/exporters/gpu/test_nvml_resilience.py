@@ -284,17 +284,20 @@ def node(tmp_path: Path) -> Iterator[fakenvml.Fixture]:
 
 
 def exporter_output(so_path: Path, tmp_path: Path, polls: int = 3) -> tuple[Series, float | None]:
-    """What ``/metrics`` shows after ``polls`` scrapes (GPM ratios need two polls)."""
+    """What ``/metrics`` shows once steady: after at least ``polls`` scrapes (GPM ratios
+    need two polls), and until two scrapes in a row show the same series (a poll on a
+    loaded machine can leave a GPM sample pair for the next one), at most 3 more."""
     with node(tmp_path), loaded(so_path):
         gpu = gpu_collector(tmp_path)
         exporter = Exporter([CollectorRunner(gpu)])
         try:
-            for _ in range(polls):
-                text = exporter.scrape(timeout=10)
+            outputs = [parse(exporter.scrape(timeout=10)) for _ in range(polls)]
+            while outputs[-1][0] != outputs[-2][0] and len(outputs) < polls + 3:
+                outputs.append(parse(exporter.scrape(timeout=10)))
         finally:
             exporter.close()
             gpu.close()
-    return parse(text)
+    return outputs[-1]
 
 
 @pytest.fixture(scope="module")
