@@ -69,6 +69,9 @@ OST_FILL_SPREAD = ratio("lustre_ost_fill_spread", 0.20, "fullest minus emptiest 
 MDT_LATENCY_SECONDS = seconds("lustre_mdt_latency_seconds", 0.05, "mean MDT operation latency")
 # the default hard recovery window of 2.12+ is 900 s; sites raise it for big client
 # counts, rarely past 30 minutes
+HEALTH_FAILED_FOR = lasting(
+    "lustre_health_check_failed_for", 300, "how long health_check may read unhealthy"
+)
 RECOVERY_STUCK_FOR = lasting(
     "lustre_recovery_stuck_for", 1800, "recovery time after which it is stuck"
 )
@@ -236,6 +239,7 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         t[LNET_DROPS_PER_SECOND],
     )
     lookback = duration(t[STATE_LOOKBACK])
+    sick_for, sick_minutes = duration(t[HEALTH_FAILED_FOR]), num(t[HEALTH_FAILED_FOR] / 60)
     return (
         _fill_above("LustreOSTFillHigh", t[OST_FILL_WARNING], "30m", "warning"),
         _fill_above(
@@ -347,12 +351,14 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         _alert(
             name="LustreHealthCheckFailed",
             expr=_health(lookback, servers=True),
-            for_="5m",
+            for_=sick_for,
             severity="critical",
             summary="A Lustre server reports itself unhealthy.",
             description="health_check of server "
             + HOST
-            + " has read {{ $labels.state }} (not healthy) for 5 minutes; every client "
+            + " has read {{ $labels.state }} (not healthy) for "
+            + sick_minutes
+            + " minutes; every client "
             "of its targets is affected.",
             expr_summary=(
                 "last health_check reading of an OSS, MDS or MGS (within "
@@ -362,12 +368,14 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         _alert(
             name="LustreClientHealthCheckFailed",
             expr=_health(lookback, servers=False),
-            for_="5m",
+            for_=sick_for,
             severity="warning",
             summary="A Lustre client reports itself unhealthy.",
             description="health_check of client "
             + HOST
-            + " has read {{ $labels.state }} (not healthy) for 5 minutes; its mounts and "
+            + " has read {{ $labels.state }} (not healthy) for "
+            + sick_minutes
+            + " minutes; its mounts and "
             "jobs may hang.",
             expr_summary=(
                 f"last health_check reading of a client-only node (within {lookback}) is "
