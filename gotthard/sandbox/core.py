@@ -230,14 +230,25 @@ class Sandbox(SandboxLayout):
             raise SandboxError("slurmctld is not part of this sandbox's state")
         self._procs.stop(record, timeout=timeout)
 
-    def start_controller(self, timeout: float = 30.0) -> None:
-        """Restart slurmctld, recovering saved state, and wait until the node answers.
-        With a backup controller in control, the primary takes control back from it."""
+    def start_controller(self, timeout: float = 30.0, *, wait_node: bool = True) -> None:
+        """Restart slurmctld, recovering saved state, and wait until the node answers
+        (without *wait_node*: until slurmctld answers, leaving a node an operator took
+        out of service as it is). With a backup in control, the primary takes control
+        back from it."""
         record = self._procs.get("slurmctld")
         if record is not None and procs.is_running(record):
             return
         slurm.start_slurm_daemon(self, self._procs, "slurmctld", [procs.find_binary("slurmctld")])
-        slurm.wait_node_usable(self, self._procs, timeout=timeout)
+        if wait_node:
+            slurm.wait_node_usable(self, self._procs, timeout=timeout)
+            return
+
+        def primary_up() -> bool:
+            found = self.controllers()
+            return bool(found) and found[0].up
+
+        if not procs.wait_for(primary_up, timeout, interval=0.5):
+            raise SandboxError(f"slurmctld does not answer `scontrol ping` after {timeout:.0f}s")
 
     def controllers(self) -> tuple[Controller, ...]:
         """Every slurmctld as ``scontrol ping`` sees it: primary first, then the backup."""

@@ -185,6 +185,7 @@ class MultiSiteSandbox:
         on_slurm_up: Callable[[SiteSandbox], None] | None = None,
         external: ExternalClusters | None = None,
         backup_controllers: bool = False,
+        backup_hooks: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.directory = Path(directory).absolute()
         self.sites = tuple(sites)
@@ -204,6 +205,7 @@ class MultiSiteSandbox:
         self.drill_cron = drill_cron
         #: Every site runs a backup slurmctld besides its primary (:mod:`.netns`).
         self.backup_controllers = backup_controllers
+        self.backup_hooks = tuple(backup_hooks)
         #: The real Kubernetes/Karmada APIs (from a site file) used instead of emulated ones.
         self.external = external or ExternalClusters()
         unknown_sites = sorted(set(self.external.sites) - set(self.sites))
@@ -270,6 +272,7 @@ class MultiSiteSandbox:
             settings=self.settings,
             backup_cron=self.backup_cron,
             drill_cron=self.drill_cron,
+            backup_hooks=self.backup_hooks,
             external=self.external,
         )
 
