@@ -250,6 +250,12 @@ class Sandbox(SandboxLayout):
         if not procs.wait_for(primary_up, timeout, interval=0.5):
             raise SandboxError(f"slurmctld does not answer `scontrol ping` after {timeout:.0f}s")
 
+    def start_slurmd(self) -> None:
+        """Start the node's slurmd again (after ``stop_process("slurmd")``), as after a
+        maintenance; the node stays as slurmctld has it (an operator's drain: resume it)."""
+        slurmd = [procs.find_binary("slurmd"), "-N", self.node_name]
+        slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
+
     def controllers(self) -> tuple[Controller, ...]:
         """Every slurmctld as ``scontrol ping`` sees it: primary first, then the backup."""
         return slurm.controllers(self)

@@ -205,6 +205,18 @@ def firing_now(prometheus: str, alertname: str, labels: Mapping[str, str]) -> bo
     return bool(instant(prometheus, f'ALERTS{{alertstate="firing",{selector}}}'))
 
 
+def global_alerts(sandbox: MultiSiteSandbox) -> set[str]:
+    """The alerts the global view evaluates itself (its ``rule_files``)."""
+    directory = sandbox.directory / "global"
+    config = yaml.safe_load((directory / "prometheus.yml").read_text()) or {}
+    names = set()
+    for name in config.get("rule_files") or []:
+        path = directory / name  # an absolute name stays itself
+        for group in (yaml.safe_load(path.read_text()) or {}).get("groups", []):
+            names.update(rule["alert"] for rule in group.get("rules", []) if "alert" in rule)
+    return names
+
+
 def rule_for(sandbox: MultiSiteSandbox, alertname: str) -> float | None:
     """The ``for`` (seconds) of *alertname* in the rendered rules; None when no rule has
     that name."""
@@ -249,5 +261,6 @@ class Fault:
     def timeline(self) -> dict[str, Any]:
         """Seconds from the injection to each step."""
         start = self.times["fault"]
-        steps = {k: round(v - start, 1) for k, v in self.times.items()}
+        order = ("fault", "page", "notified", "action", "repair", "resolve")
+        steps = {k: round(self.times[k] - start, 1) for k in order if k in self.times}
         return {"area": self.area, "site": self.site, "alert": self.alertname, **steps}

@@ -36,7 +36,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ from tests.sandbox.gameday import (
     federation_cut,
     firing_history,
     firing_now,
+    global_alerts,
     rule_for,
     say,
 )
@@ -137,6 +138,9 @@ def game_day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GameDay]:
     file_sd = root / "file_sd"
     gpus = {site: GpuNode(root / f"gpu-{site}", site, file_sd, library) for site in SITES}
     trees = LiveTrees(root / "nodes")
+    # a healthy OSS: every target's recovery complete (the fixture's has one recovering)
+    osts = [replace(target, recovery=None) for target in trees.servers["oss"].osts]
+    trees.servers["oss"] = replace(trees.servers["oss"], osts=osts)
     trees.build()
     oss_port = free_ports(1)[0]
     oss = f"127.0.0.1:{oss_port}"
@@ -232,6 +236,9 @@ def test_game_day(game_day: GameDay, tmp_path: Path) -> None:
         step("Zurich's exporters and Lugano's node exporter back")
         until(plumbing + FEDERATION_CUT)
     step("federation of Lugano restored")
+    lugano.start_slurmd()
+    lugano.run_command(["scontrol", "update", f"nodename={NODE_NAME}", "state=resume"])
+    step("maintenance over: Lugano's nid001 slurmd started, node resumed")
     until(time.time() + QUIET)
 
     # ---------------------------------------------------------------- 3. real faults
@@ -312,12 +319,30 @@ def test_game_day(game_day: GameDay, tmp_path: Path) -> None:
     history: list[Interval] = []
     for site in SITES:
         history += firing_history(sandbox.prometheus_url(site), site, began, ended)
-    history += firing_history(sandbox.global_url, "global", began, ended)
+    # the global view's own alerts (it also federates the sites' ALERTS)
+    evaluated = global_alerts(sandbox)
+    history += [
+        i for i in firing_history(sandbox.global_url, "global", began, ended) if i.name in evaluated
+    ]
     records = [{**r, "webhook": s} for s in SITES for r in audit(sandbox, s)]
     first_fault = min(f.times["fault"] for f in faults)
 
+    def caused(i: Interval, f: Fault) -> bool:
+        return i.matches(f.alertname, f.labels) and i.start >= f.times["fault"]
+
     def explained(i: Interval) -> bool:
-        return any(i.matches(f.alertname, f.labels) for f in faults)
+        return any(caused(i, f) for f in faults)
+
+    for f in faults:  # the precise record: ALERTS samples and the webhooks' audit
+        seen = [i for i in history if caused(i, f)]
+        mine = [r for r in records if r.get("alertname") == f.alertname]
+        if seen:
+            f.times["page"] = min(i.start for i in seen)
+            f.times["resolve"] = max(i.end for i in seen) + STEP
+        notified = [r["ts"] for r in mine if r.get("status") == "firing"]
+        acted = [r["ts"] for r in mine if r.get("result") == "ok" and r.get("action") != "notify"]
+        f.times.update(notified=min(notified, default=0.0), action=min(acted, default=0.0))
+        f.times = {k: v for k, v in f.times.items() if v}
 
     timeline = {
         "plumbing": steps,
