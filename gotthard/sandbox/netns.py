@@ -72,7 +72,7 @@ def _checked(*args: str, netns: str = "") -> None:
 def _used_networks() -> list[ipaddress.IPv4Network]:
     code, out = _ip("-o", "-4", "addr", "show")
     if code != 0:
-        raise SandboxError(f"backup controller: `ip -o -4 addr show` failed: {out}")
+        raise SandboxError(f"backup controller: `ip -o -4 addr show` failed: {out}; needs {NEEDS}")
     found = []
     for line in out.splitlines():
         words = line.split()
@@ -111,12 +111,12 @@ def create(directory: Path) -> ControllerNet:
     remove(directory)
     name = netns_name(directory)
     tag = _digest(directory)[:8]
-    block = _free_block(directory)
-    host_addr, backup_addr = (str(a) for a in list(block.hosts())[:2])
     host_if, peer_if = f"gth{tag}", f"gtb{tag}"
     _ip("link", "del", host_if)  # left over from a namespace deleted under it: ignore errors
+    _checked("netns", "add", name)
     try:
-        _checked("netns", "add", name)
+        block = _free_block(directory)
+        host_addr, backup_addr = (str(a) for a in list(block.hosts())[:2])
         _checked("link", "add", host_if, "type", "veth", "peer", "name", peer_if)
         _checked("link", "set", peer_if, "netns", name)
         _checked("addr", "add", f"{host_addr}/30", "dev", host_if)
