@@ -107,12 +107,11 @@ class GameDay:
         staged.write_text(text)
         os.replace(staged, self.health_check)
 
-    def set_db_pods(self, phase: str) -> None:
-        """Every site's database pod reported in *phase*, as its kubelet would."""
-        for site in SITES:
-            api = client.CoreV1Api(kube(self.sandbox, site))
-            body = {"status": {"phase": phase}}
-            api.patch_namespaced_pod_status("db-0", APP_NAMESPACES["failover"], body)
+    def set_db_pod(self, site: str, phase: str) -> None:
+        """*site*'s database pod reported in *phase*, as its kubelet would."""
+        api = client.CoreV1Api(kube(self.sandbox, site))
+        body = {"status": {"phase": phase}}
+        api.patch_namespaced_pod_status("db-0", APP_NAMESPACES["failover"], body)
 
 
 def kube(sandbox: MultiSiteSandbox, site: str) -> client.ApiClient:
@@ -177,7 +176,8 @@ def game_day(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GameDay]:
                 pytest.fail(f"cannot start the game day's sandbox: {exc}", pytrace=False)
             add_db_pods(sandbox)
             day = GameDay(sandbox, gpus, oss, server / health_path)
-            day.set_db_pods("Running")
+            for site in SITES:
+                day.set_db_pod(site, "Running")
             yield day
         finally:
             sandbox.down(verbose=False)
@@ -281,9 +281,9 @@ def test_game_day(game_day: GameDay, tmp_path: Path) -> None:
             "Velero",
             "zurich",
             "DRBackupFailed",
-            {"schedule": "nightly"},
-            inject=lambda: day.set_db_pods("Pending"),
-            repair=lambda: day.set_db_pods("Running"),
+            {"site": "zurich", "schedule": "nightly"},
+            inject=lambda: day.set_db_pod("zurich", "Pending"),
+            repair=lambda: day.set_db_pod("zurich", "Running"),
             # the next backup of the every-minute schedule, and its run
             page_within=within("DRBackupFailed", 75.0),
         ),
@@ -299,20 +299,20 @@ def test_game_day(game_day: GameDay, tmp_path: Path) -> None:
             firing = any(firing_now(url, f.alertname, f.labels) for url in urls)
             late = now - f.times["fault"] > f.page_within
             if "page" not in f.times and firing:
-                f.times["page"] = now
+                f.times["page"] = time.time()
                 step(f"{f.alertname} pages")
             if "page" in f.times and "action" not in f.times and f.acted():
-                f.times["action"] = now
+                f.times["action"] = time.time()
                 step(f"{f.alertname} acted on")
             if "repair" not in f.times and ("action" in f.times or late):
                 f.repair()
-                f.times["repair"] = now
+                f.times["repair"] = time.time()
                 step(f"{f.area} fault repaired" + ("" if "page" in f.times else " (never paged)"))
             resolved = not firing and "page" in f.times
             waited = now - f.times.get("repair", now)
             # never resolving is asserted below
             if "repair" in f.times and "resolve" not in f.times and (resolved or waited > 90):
-                f.times["resolve"] = now
+                f.times["resolve"] = time.time()
                 step(f"{f.alertname} resolved" if resolved else f"{f.alertname}: gave up")
         time.sleep(1.0)
     # the webhook's answer to the resolved GPULost (resume once the repair is confirmed)
