@@ -16,7 +16,7 @@ The script (``pytest -s`` prints each step and the timeline):
      primary comes back and takes control again; Lugano's Slurm exporter restarts;
    * then a quiet window as long as the longest ``for`` plus a margin;
 3. one real fault per area: a GPU of Zurich's nid001 lost (the fake NVML answers
-   GPU_IS_LOST), the health_check of Lugano's Lustre OSS NOT HEALTHY, and Velero backups
+   GPU_IS_LOST), the health_check of Lugano's Lustre OSS NOT HEALTHY, and Zurich's backups
    PartiallyFailed (the schedule's pre hook cannot run in a database pod that is not
    running); each is repaired once it has paged (and, for the GPU, once the node is
    drained), and the run waits until each alert resolves.
