@@ -358,29 +358,30 @@ def test_game_day(game_day: GameDay, tmp_path: Path) -> None:
     (tmp_path / "game-day-timeline.json").write_text(json.dumps(timeline, indent=2) + "\n")
 
     # ---------------------------------------------------------------- the assertions
-    pages = [
-        str(i)
-        for i in history
-        if i.labels.get("severity") == "critical" and "Watchdog" not in i.name and not explained(i)
-    ]
-    assert not pages, "critical alerts that no real fault explains:\n" + "\n".join(pages)
-    acts = [
-        r
-        for r in records
-        if r["ts"] < first_fault and r.get("action") != "notify" and r.get("result") in RAN
-    ]
-    assert not acts, f"runbook actions before any real fault: {acts}"
+    # every broken promise at once (the run is long): what fired or acted, and when
+    wrong: list[str] = []
+
+    def expect(holds: bool, what: str) -> None:
+        if not holds:
+            wrong.append(what)
+
+    for i in history:
+        critical = i.labels.get("severity") == "critical" and "Watchdog" not in i.name
+        expect(not critical or explained(i), f"a page that no real fault explains: {i}")
+    for r in records:
+        acted = r.get("action") != "notify" and r.get("result") in RAN
+        expect(not acted or r["ts"] >= first_fault, f"an action before any real fault: {r}")
     for f in faults:
         mine = [i for i in history if i.matches(f.alertname, f.labels)]
-        assert mine, f"{f.alertname} never fired for the {f.area} fault ({f.labels})"
+        expect(bool(mine), f"{f.alertname} never fired for the {f.area} fault ({f.labels})")
         for i in mine:
-            assert i.labels.get("site") and i.labels.get("cluster"), str(i)
-            assert i.start >= f.times["fault"], f"{i} fired before the fault"
-            assert i.start <= f.times["fault"] + f.page_within, f"{i}: paged too late"
-            assert i.end >= f.times["repair"] - STEP, f"{i} resolved before the repair"
-            assert i.end <= f.times["repair"] + RESOLVE_WITHIN, f"{i} did not resolve"
+            expect(bool(i.labels.get("site") and i.labels.get("cluster")), f"{i}: no site")
+            expect(i.start >= f.times["fault"], f"{i} fired before the {f.area} fault")
+            expect(i.start <= f.times["fault"] + f.page_within, f"{i} paged too late")
+            expect(i.end >= f.times["repair"] - STEP, f"{i} resolved before the repair")
+            expect(i.end <= f.times["repair"] + RESOLVE_WITHIN, f"{i} did not resolve")
         wheres = [i.where for i in mine]
-        assert len(wheres) == len(set(wheres)), f"{f.alertname} fired twice: {mine}"
+        expect(len(wheres) == len(set(wheres)), f"{f.alertname} fired more than once: {wheres}")
         notified = {
             r["startsAt"]
             for r in records
@@ -388,23 +389,32 @@ def test_game_day(game_day: GameDay, tmp_path: Path) -> None:
             and r.get("status") == "firing"
             and r["ts"] >= f.times["fault"]
         }
-        assert len(notified) == 1, f"{f.alertname} reached the webhooks {len(notified)} times"
+        expect(len(notified) == 1, f"{f.alertname} reached the webhooks {len(notified)} times")
         node_actions = [
             r
             for r in records
             if r.get("alertname") == f.alertname
             and r.get("action") in ("slurm.drain_node", "k8s.cordon_node")
+            and r.get("result") in RAN
         ]
-        if f.area != "GPU":
-            assert not node_actions, f"{f.alertname} took a node out: {node_actions}"
-    gpu_lost = [r for r in records if r.get("alertname") == "GPULost" and r.get("result") == "ok"]
-    done = {(r.get("action"), r["webhook"], json.dumps(r.get("targets"))) for r in gpu_lost}
-    target = json.dumps({"node": NODE_NAME})
-    assert ("slurm.drain_node", "zurich", target) in done, gpu_lost
-    assert ("slurm.resume_node", "zurich", target) in done, f"not resumed after repair: {gpu_lost}"
+        expect(f.area == "GPU" or not node_actions, f"{f.alertname} took a node out")
+    gpu = faults[0]
+    ours = [
+        (r.get("action"), r["webhook"], r.get("targets"))
+        for r in records
+        if r.get("alertname") == "GPULost"
+        and r.get("result") == "ok"
+        and r["ts"] >= gpu.times["fault"]
+    ]
+    nid001 = {"node": NODE_NAME}
+    expect(("slurm.drain_node", "zurich", nid001) in ours, f"GPULost: nid001 not drained: {ours}")
+    expect(("slurm.resume_node", "zurich", nid001) in ours, f"GPULost: not resumed: {ours}")
     resumed = [
         r["ts"]
-        for r in gpu_lost
-        if r.get("action") == "slurm.resume_node" and r["ts"] >= faults[0].times["fault"]
+        for r in records
+        if r.get("action") == "slurm.resume_node"
+        and r.get("result") == "ok"
+        and r["ts"] >= gpu.times["fault"]
     ]
-    assert min(resumed) > faults[0].times["repair"], "resumed before the GPU was repaired"
+    expect(all(t > gpu.times["repair"] for t in resumed), "resumed before the GPU was repaired")
+    assert not wrong, f"{len(wrong)} broken promise(s):\n" + "\n".join(wrong)
