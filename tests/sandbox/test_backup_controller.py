@@ -16,6 +16,7 @@ import pytest
 
 from gotthard.sandbox import SandboxError, netns
 from gotthard.sandbox.core import Sandbox
+from tests.support.lifecycle import running
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slurm
@@ -45,14 +46,8 @@ def two_controllers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbo
         exporter_poll_interval=1.0,
         backup_controller=True,
     )
-    try:
-        sandbox.up(with_prometheus=False, verbose=False)
-    except SandboxError as exc:
-        pytest.fail(f"cannot start the sandbox with a backup controller: {exc}", pytrace=False)
-    try:
+    with running(sandbox, "the sandbox with a backup controller", with_prometheus=False):
         yield sandbox
-    finally:
-        sandbox.down(verbose=False)
     assert not netns.exists(sandbox.directory), "down left the backup's namespace"
 
 
