@@ -339,7 +339,9 @@ def test_game_day(game_day: GameDay, tmp_path: Path) -> None:
 
     for f in faults:  # the precise record: ALERTS samples and the webhooks' audit
         seen = [i for i in history if caused(i, f)]
-        mine = [r for r in records if r.get("alertname") == f.alertname]
+        mine = [
+            r for r in records if r.get("alertname") == f.alertname and r["ts"] >= f.times["fault"]
+        ]
         if seen:
             f.times["page"] = min(i.start for i in seen)
             f.times["resolve"] = max(i.end for i in seen) + STEP
