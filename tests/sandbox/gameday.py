@@ -254,6 +254,8 @@ class Fault:
     repair: Callable[[], None]
     #: the alert's ``for`` plus what the fault needs to show (a backup schedule's tick)
     page_within: float
+    #: how long after its repair the alert may take to resolve
+    resolve_within: float = 60.0
     #: what must have happened (besides the page) before it is repaired
     acted: Callable[[], bool] = lambda: True
     times: dict[str, float] = field(default_factory=dict)
