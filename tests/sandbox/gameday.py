@@ -256,8 +256,8 @@ class Fault:
     page_within: float
     #: how long after its repair the alert may take to resolve
     resolve_within: float = 60.0
-    #: what must have happened (besides the page) before it is repaired
-    acted: Callable[[], bool] = lambda: True
+    #: the action it must get (besides the page) before it is repaired; None: no action
+    acted: Callable[[], bool] | None = None
     times: dict[str, float] = field(default_factory=dict)
 
     def timeline(self) -> dict[str, Any]:

@@ -302,9 +302,10 @@ def test_game_day(game_day: GameDay, tmp_path: Path) -> None:
             if "page" not in f.times and firing:
                 f.times["page"] = time.time()
                 step(f"{f.alertname} pages")
-            if "page" in f.times and "action" not in f.times and f.acted():
+            due = f.acted is None or f.acted()
+            if "page" in f.times and "action" not in f.times and due:
                 f.times["action"] = time.time()
-                step(f"{f.alertname} acted on")
+                step(f"{f.alertname} acted on" if f.acted else f"{f.alertname}: no action due")
             if "repair" not in f.times and ("action" in f.times or late):
                 f.repair()
                 f.times["repair"] = time.time()
