@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gotthard.sandbox import Sandbox, SandboxError
+from gotthard.sandbox import Sandbox
+from tests.support.lifecycle import running
 
 pytest_plugins = ["tests.support.kube", "tests.support.monitoring"]
 
@@ -19,14 +20,8 @@ def slurm_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]
     Free ports keep it clear of a developer's ``gotthard sandbox up`` on the defaults.
     """
     sandbox = Sandbox.with_free_ports(tmp_path_factory.mktemp("slurm-sandbox"))
-    try:
-        sandbox.up(with_exporter=False, with_prometheus=False, verbose=False)
-    except SandboxError as exc:
-        pytest.fail(f"cannot start the Slurm sandbox: {exc}", pytrace=False)
-    try:
+    with running(sandbox, "the Slurm sandbox", with_exporter=False, with_prometheus=False):
         yield sandbox
-    finally:
-        sandbox.down(verbose=False)
 
 
 @pytest.fixture(scope="session")

@@ -62,6 +62,12 @@ def add_cli(subparsers: Any) -> None:
         help="mode of the runbook webhooks of --sites (default: dry-run)",
     )
     up.add_argument(
+        "--backup-controllers",
+        action="store_true",
+        help="with --sites: run a backup slurmctld per site too, in its own network and "
+        "UTS namespaces (needs root with CAP_NET_ADMIN and CAP_SYS_ADMIN)",
+    )
+    up.add_argument(
         "--site-file",
         type=Path,
         metavar="FILE",
@@ -81,9 +87,10 @@ def _guarded(action: Action) -> Callable[[argparse.Namespace, Config], int]:
         # the sandbox writes and uses its own configuration, whatever --config says
         sandbox = Sandbox(args.dir)
         try:
-            if getattr(args, "site_file", None) is not None and args.sites is None:
-                print("error: --site-file needs --sites", file=sys.stderr)
-                return 2
+            for option in ("site_file", "backup_controllers"):
+                if getattr(args, option, None) and args.sites is None:
+                    print(f"error: --{option.replace('_', '-')} needs --sites", file=sys.stderr)
+                    return 2
             if getattr(args, "sites", None) is not None:
                 try:
                     sites = parse_sites(args.sites)
@@ -91,7 +98,12 @@ def _guarded(action: Action) -> Callable[[argparse.Namespace, Config], int]:
                 except ValueError as exc:  # a bad list, or an unusable site file
                     print(f"error: {exc}", file=sys.stderr)
                     return 2
-                multi = MultiSiteSandbox(args.dir, sites, external=external)
+                multi = MultiSiteSandbox(
+                    args.dir,
+                    sites,
+                    external=external,
+                    backup_controllers=args.backup_controllers,
+                )
                 emulated = set(sites) - set(multi.external.sites) or not multi.external.karmada
                 missing = doubles.missing() if emulated else ""
                 if missing:  # the emulated APIs and the simulated Velero are not installed

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Literal
 
 from gotthard.deploy.local import Process
+from gotthard.sandbox import netns, rendered, sites_config, slurm
 from gotthard.sandbox import processes as procs
-from gotthard.sandbox import rendered, sites_config, slurm
 from gotthard.sandbox.layout import DEFAULT_CLUSTER_NAME, DEFAULT_PORTS, SandboxLayout
 from gotthard.sandbox.processes import ProcessRecord, SandboxError
+from gotthard.slurm.snapshot import Controller
 
 
 def printer(verbose: bool) -> Callable[[str], None]:
@@ -44,6 +45,7 @@ class Sandbox(SandboxLayout):
         gpus: int = 2,
         exporter_poll_interval: float = 5.0,
         cluster_name: str = DEFAULT_CLUSTER_NAME,
+        backup_controller: bool = False,
     ) -> Sandbox:
         """A sandbox whose six ports are free right now (for tests next to a developer's)."""
         ports = dict(zip(DEFAULT_PORTS, procs.free_ports(len(DEFAULT_PORTS)), strict=True))
@@ -54,6 +56,7 @@ class Sandbox(SandboxLayout):
             gpus=gpus,
             exporter_poll_interval=exporter_poll_interval,
             cluster_name=cluster_name,
+            backup_controller=backup_controller,
         )
 
     @functools.cached_property
@@ -158,11 +161,15 @@ class Sandbox(SandboxLayout):
         """munged, slurmctld and slurmd; once the node takes jobs, :meth:`slurm_ready`,
         then *exporters* (rendered: they read this Slurm)."""
         slurm.start_munge(self, self._procs, binaries["mungekey"], binaries["munged"])
+        if self.backup_controller:
+            self.controller_net = netns.create(self.directory)
         slurm.write_slurm_configs(self)
         slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
         slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
         slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
         slurm.wait_node_usable(self, self._procs, timeout=30.0)
+        if self.backup_controller:
+            slurm.start_backup_controller(self, self._procs)
         self.slurm_ready()
         rendered.start(self._procs, exporters, env=self.exporter_env())
 
@@ -189,9 +196,26 @@ class Sandbox(SandboxLayout):
         stray = slurm.kill_stray_stepds(self)
         if stray:
             say(f"  {'slurmstepd':<16} killed {stray} left over")
+        if netns.remove(self.directory):
+            say(f"  {'namespace':<16} {netns.netns_name(self.directory)} removed")
         if self.socket_dir != self.directory:
             shutil.rmtree(self.socket_dir, ignore_errors=True)
         self._procs.remove_file()
+
+    def process(self, name: str) -> ProcessRecord | None:
+        """The recorded process *name* (``slurmctld``, ``zurich-slurm-exporter``, ...)."""
+        return self._procs.get(name)
+
+    def stop_process(self, name: str, timeout: float = 10.0) -> bool:
+        """Stop the recorded process *name*; its entry stays, so :meth:`status` shows it
+        stopped. True if it was running."""
+        record = self._procs.get(name)
+        return record is not None and self._procs.stop(record, timeout=timeout)
+
+    def start_rendered(self, process: Process) -> None:
+        """Start a rendered *process* (again) and wait until it is ready."""
+        env = self.exporter_env() if process.kind in rendered.EXPORTERS else None
+        rendered.start(self._procs, [process], env=env)
 
     # ----------------------------------------------------------------- controller, REST
 
@@ -206,13 +230,51 @@ class Sandbox(SandboxLayout):
             raise SandboxError("slurmctld is not part of this sandbox's state")
         self._procs.stop(record, timeout=timeout)
 
-    def start_controller(self, timeout: float = 30.0) -> None:
-        """Restart slurmctld, recovering saved state, and wait until the node answers."""
+    def start_controller(self, timeout: float = 30.0, *, wait_node: bool = True) -> None:
+        """Restart slurmctld, recovering saved state, and wait until the node answers
+        (without *wait_node*: until slurmctld answers, leaving a node an operator took
+        out of service as it is). With a backup in control, the primary takes control
+        back from it."""
         record = self._procs.get("slurmctld")
         if record is not None and procs.is_running(record):
             return
         slurm.start_slurm_daemon(self, self._procs, "slurmctld", [procs.find_binary("slurmctld")])
-        slurm.wait_node_usable(self, self._procs, timeout=timeout)
+        if wait_node:
+            slurm.wait_node_usable(self, self._procs, timeout=timeout)
+            return
+
+        def primary_up() -> bool:
+            found = self.controllers()
+            return bool(found) and found[0].up
+
+        if not procs.wait_for(primary_up, timeout, interval=0.5):
+            raise SandboxError(f"slurmctld does not answer `scontrol ping` after {timeout:.0f}s")
+
+    def start_slurmd(self) -> None:
+        """Start the node's slurmd again (after ``stop_process("slurmd")``), as after a
+        maintenance; the node stays as slurmctld has it (an operator's drain: resume it)."""
+        slurmd = [procs.find_binary("slurmd"), "-N", self.node_name]
+        slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
+
+    def controllers(self) -> tuple[Controller, ...]:
+        """Every slurmctld as ``scontrol ping`` sees it: primary first, then the backup."""
+        return slurm.controllers(self)
+
+    def stop_backup_controller(self, timeout: float = 10.0) -> None:
+        """Stop only the backup slurmctld (its entry stays in ``state.json``)."""
+        record = self._procs.get(slurm.BACKUP_CONTROLLER)
+        if record is None:
+            raise SandboxError("this sandbox runs no backup slurmctld")
+        self._procs.stop(record, timeout=timeout)
+
+    def start_backup_controller(self) -> None:
+        """Start the backup slurmctld again (standby, or in control if the primary is down
+        for ``SlurmctldTimeout``)."""
+        record = self._procs.get(slurm.BACKUP_CONTROLLER)
+        if record is None or self.controller_net is None:
+            raise SandboxError("this sandbox runs no backup slurmctld")
+        if not procs.is_running(record):
+            slurm.start_backup_controller(self, self._procs)
 
     def start_slurmrestd(
         self,

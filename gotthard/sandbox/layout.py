@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from gotthard.sandbox.netns import ControllerNet
 from gotthard.sandbox.processes import search_path
 
 #: Longest path accepted for a unix socket (sun_path is 108 bytes including the NUL).
@@ -51,6 +52,7 @@ class SandboxLayout:
         exporter_poll_interval: float = 5.0,
         cluster_name: str = DEFAULT_CLUSTER_NAME,
         maintenance_node: str = "",
+        backup_controller: bool = False,
     ) -> None:
         if gpus < 0:
             raise ValueError("gpus must be >= 0")
@@ -66,6 +68,10 @@ class SandboxLayout:
         #: so that the dashboards' maintenance-drain panels have a node to show.
         self.maintenance_node = maintenance_node
         self.gpus = gpus
+        #: Run a backup slurmctld too (in namespaces of its own: :mod:`.netns`).
+        self.backup_controller = backup_controller
+        #: The backup's namespace and addresses, once ``up`` made them.
+        self.controller_net: ControllerNet | None = None
         self.exporter_poll_interval = exporter_poll_interval
 
         base = self.directory

@@ -43,7 +43,15 @@ def render(site_file: Path, out: Path) -> list[Process]:
         write(out, files)
     except (config.ConfigError, RenderError) as exc:
         raise SandboxError(f"cannot render {site_file}: {exc}") from exc
-    return [_found(process) for process in local.load_processes(out)]
+    return load(out)
+
+
+def load(out: Path) -> list[Process]:
+    """The processes the render into *out* lists, each with its program found."""
+    try:
+        return [_found(process) for process in local.load_processes(out)]
+    except (OSError, ValueError) as exc:
+        raise SandboxError(f"cannot read the processes rendered into {out}: {exc}") from exc
 
 
 def _found(process: Process) -> Process:

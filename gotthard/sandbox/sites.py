@@ -103,6 +103,8 @@ class SiteSandbox(Sandbox):
         site: str,
         exporter_env: Mapping[str, str],
         on_slurm_up: Callable[[SiteSandbox], None] | None = None,
+        *,
+        backup_controller: bool = False,
     ) -> None:
         ports = {
             name: top.port(site, name)
@@ -116,6 +118,7 @@ class SiteSandbox(Sandbox):
             cluster_name=site,
             maintenance_node=MAINTENANCE_NODE,
             exporter_poll_interval=2.0,
+            backup_controller=backup_controller,
         )
         self.site = site
         self.top = top
@@ -182,6 +185,8 @@ class MultiSiteSandbox:
         drill_cron: str = "0 4 * * 0",
         on_slurm_up: Callable[[SiteSandbox], None] | None = None,
         external: ExternalClusters | None = None,
+        backup_controllers: bool = False,
+        backup_hooks: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.directory = Path(directory).absolute()
         self.sites = tuple(sites)
@@ -199,6 +204,9 @@ class MultiSiteSandbox:
         self.backup_cron = backup_cron
         self.on_slurm_up = on_slurm_up
         self.drill_cron = drill_cron
+        #: Every site runs a backup slurmctld besides its primary (:mod:`.netns`).
+        self.backup_controllers = backup_controllers
+        self.backup_hooks = tuple(backup_hooks)
         #: The real Kubernetes/Karmada APIs (from a site file) used instead of emulated ones.
         self.external = external or ExternalClusters()
         unknown_sites = sorted(set(self.external.sites) - set(self.sites))
@@ -240,7 +248,13 @@ class MultiSiteSandbox:
             raise SandboxError(f"cannot read {manifest}: {exc}") from exc
         try:
             external = ExternalClusters.from_json(data.get("external"))
-            sandbox = cls(directory, tuple(data["sites"]), dict(data["ports"]), external=external)
+            sandbox = cls(
+                directory,
+                tuple(data["sites"]),
+                dict(data["ports"]),
+                external=external,
+                backup_controllers=bool(data.get("backup_controllers", False)),
+            )
             sandbox.runbooks_mode = str(data.get("runbooks_mode", "dry-run"))
         except (KeyError, TypeError, ValueError) as exc:
             raise SandboxError(f"malformed {manifest}: {exc}") from exc
@@ -259,6 +273,7 @@ class MultiSiteSandbox:
             settings=self.settings,
             backup_cron=self.backup_cron,
             drill_cron=self.drill_cron,
+            backup_hooks=self.backup_hooks,
             external=self.external,
         )
 
@@ -269,7 +284,9 @@ class MultiSiteSandbox:
         if name not in self._sites:
             top = self.topology
             env = self.exporter_env.get(name, {})
-            self._sites[name] = SiteSandbox(top, name, env, self.on_slurm_up)
+            self._sites[name] = SiteSandbox(
+                top, name, env, self.on_slurm_up, backup_controller=self.backup_controllers
+            )
         return self._sites[name]
 
     def port(self, site: str, name: str) -> int:
@@ -362,6 +379,47 @@ class MultiSiteSandbox:
 
     def is_up(self) -> bool:
         return all_running(self.status())
+
+    # ----------------------------------------------------------------- one process
+
+    def process(self, name: str) -> ProcessRecord | None:
+        """The recorded process *name*: a shared one (``global-prometheus``,
+        ``zurich-prometheus``) or a site's (``slurmctld``... of :meth:`site`, or its
+        rendered exporters, e.g. ``zurich-slurm-exporter``)."""
+        for site in self.sites:
+            record = self.site(site).process(name)
+            if record is not None:
+                return record
+        return self._procs.get(name)
+
+    def stop_process(self, name: str, timeout: float = 10.0) -> None:
+        """Stop the rendered process *name* (:meth:`start_process` starts it again)."""
+        process = self._rendered(name)
+        if process.kind in rendered.EXPORTERS:
+            self.site(process.site).stop_process(name, timeout=timeout)
+            return
+        record = self._procs.get(name)
+        if record is not None:
+            self._procs.stop(record, timeout=timeout)
+
+    def start_process(self, name: str) -> None:
+        """Start the rendered process *name* again, as ``up`` did, and wait until it is
+        ready (its data directory, e.g. a Prometheus' TSDB, is kept)."""
+        process = self._rendered(name)
+        if process.kind in rendered.EXPORTERS:
+            self.site(process.site).start_rendered(process)
+        else:
+            rendered.start(self._procs, [process])
+
+    def restart_process(self, name: str) -> None:
+        self.stop_process(name)
+        self.start_process(name)
+
+    def _rendered(self, name: str) -> Process:
+        found = [p for p in rendered.load(self.directory) if p.name == name]
+        if not found:
+            raise SandboxError(f"no rendered process {name!r} in {self.directory}")
+        return found[0]
 
     # ----------------------------------------------------------------- up, down
 
@@ -464,6 +522,7 @@ class MultiSiteSandbox:
             "sites": list(self.sites),
             "ports": self.ports,
             "runbooks_mode": self.runbooks_mode,
+            "backup_controllers": self.backup_controllers,
         }
         if self.external:
             data["external"] = self.external.as_json()
@@ -541,8 +600,12 @@ def _row(record: ProcessRecord, name: str, site: str, kind: str, url: str) -> di
 
 
 def _slurm_url(sandbox: Sandbox, name: str) -> str:
+    net = sandbox.controller_net
+    if name == slurm.BACKUP_CONTROLLER and net is not None:
+        return f"tcp://{net.backup_addr}:{sandbox.port('slurmctld')}"
     if name in ("slurmctld", "slurmd"):
-        return f"tcp://127.0.0.1:{sandbox.port(name)}"
+        host = net.host_addr if net is not None else "127.0.0.1"
+        return f"tcp://{host}:{sandbox.port(name)}"
     if name == "munged":
         return f"unix:{sandbox.munge_socket}"
     if name == "exporter":

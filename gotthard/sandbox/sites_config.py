@@ -92,6 +92,10 @@ class Topology:
     #: When the DR daemon backs up the failover service's namespace, and drills it.
     backup_cron: str = "0 2 * * *"
     drill_cron: str = "0 4 * * 0"
+    #: ``[[dr.schedules.hooks]]`` of that backup schedule (site-file tables), e.g. a
+    #: pre hook that quiesces a database pod: a pod it cannot run in leaves the backup
+    #: PartiallyFailed, as in Velero.
+    backup_hooks: tuple[Mapping[str, Any], ...] = ()
     #: The Kubernetes and Karmada APIs the sandbox does not run (from a site file).
     external: ExternalClusters = field(default_factory=ExternalClusters)
 
@@ -301,6 +305,14 @@ def _dr(top: Topology) -> dict[str, Any]:
             "resources": resources,
         }
 
+    schedule: dict[str, Any] = {
+        "name": "nightly",
+        "tier": "gold",
+        "namespaces": [shop],
+        "cron": top.backup_cron,
+    }
+    if top.backup_hooks:
+        schedule["hooks"] = [dict(hook) for hook in top.backup_hooks]
     queries = {
         # what the sandbox measures: its emulated API servers and its real Slurm; no
         # ingress, GPU inventory or scheduled drill runs here: constants, so that only
@@ -321,9 +333,7 @@ def _dr(top: Topology) -> dict[str, Any]:
         "restore_timeout_seconds": 120,
         "lease": {"site": home, "duration_seconds": 6, "renew_seconds": 2},
         "tiers": {"gold": {"rpo_seconds": 86400, "rto_seconds": 600}},
-        "schedules": [
-            {"name": "nightly", "tier": "gold", "namespaces": [shop], "cron": top.backup_cron}
-        ],
+        "schedules": [schedule],
         "drills": [
             {
                 "site": home,

@@ -15,12 +15,14 @@ import secrets
 import signal
 import socket
 import stat
+import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 from gotthard import command
+from gotthard.sandbox import netns
 from gotthard.sandbox.layout import MAX_SOCKET_PATH, SandboxLayout, local_url
 from gotthard.sandbox.processes import (
     INSTALL_HINT,
@@ -33,18 +35,22 @@ from gotthard.sandbox.processes import (
     pids_with_environ,
     port_in_use,
     process_start_time,
+    run_capture,
     run_checked,
     tail,
     wait_for,
     write_private,
 )
 from gotthard.slurm.cli import CliBackend
-from gotthard.slurm.snapshot import Node, SlurmUnavailable
+from gotthard.slurm.snapshot import Controller, Node, SlurmUnavailable
+from gotthard.slurm.text import parse_ping
 
 #: OpenAPI plugin served by slurmrestd on Slurm 22.05 (the dbv plugin needs slurmdbd).
 RESTD_OPENAPI = "v0.0.38"
 #: Binaries ``up`` needs for munge and Slurm.
 SLURM_BINARIES = ("mungekey", "munged", "slurmctld", "slurmd", "sinfo", "scontrol")
+#: The process name of the backup slurmctld (``backup_controller``).
+BACKUP_CONTROLLER = "slurmctld-backup"
 
 
 # --------------------------------------------------------------------------- the machine
@@ -63,6 +69,12 @@ def jwt_plugin_available() -> bool:
 
 def short_hostname() -> str:
     return socket.gethostname().split(".", 1)[0] or "localhost"
+
+
+def backup_hostname() -> str:
+    """The hostname the backup slurmctld runs under (its UTS namespace), by which it
+    finds itself second in ``SlurmctldHost``."""
+    return f"{short_hostname()}-backup"
 
 
 def meminfo_mb() -> int:
@@ -120,7 +132,7 @@ def node_resources() -> dict[str, str]:
 def prepare_directories(layout: SandboxLayout) -> None:
     """Spool, run, log, job, munge and socket directories, fake GPUs and the JWT key."""
     layout.directory.mkdir(parents=True, exist_ok=True)
-    for sub in ("spool/slurmctld", "run", "logs", "jobs", "fakedev"):
+    for sub in ("spool/slurmctld", "run", "run-backup", "logs", "jobs", "fakedev"):
         (layout.directory / sub).mkdir(parents=True, exist_ok=True)
     if layout.socket_dir != layout.directory:
         layout.socket_dir.mkdir(mode=0o711, exist_ok=True)
@@ -160,11 +172,24 @@ def slurm_conf_lines(layout: SandboxLayout) -> list[str]:
     node_spec = " ".join(f"{k}={v}" for k, v in res.items())
     gres = f" Gres=gpu:{layout.gpus}" if layout.gpus else ""
     node = layout.node_name
+    # slurmctld refuses to run unless SlurmctldHost is this machine's hostname.
+    controllers = [f"SlurmctldHost={short_hostname()}(127.0.0.1)"]
+    node_addr = "127.0.0.1"
+    net = layout.controller_net
+    if layout.backup_controller:
+        if net is None:
+            raise SandboxError("backup controller: its namespace was not made before slurm.conf")
+        # the host end of the backup's veth pair: the backup reaches the primary and the
+        # nodes there, as everyone else does
+        node_addr = net.host_addr
+        controllers = [
+            f"SlurmctldHost={short_hostname()}({net.host_addr})",
+            f"SlurmctldHost={backup_hostname()}({net.backup_addr})",
+        ]
     lines = [
         "# Written by gotthard sandbox; regenerated on every `up`.",
         f"ClusterName={layout.cluster_name}",
-        # slurmctld refuses to run unless SlurmctldHost is this machine's hostname.
-        f"SlurmctldHost={short_hostname()}(127.0.0.1)",
+        *controllers,
         "SlurmUser=root",
         "SlurmdUser=root",
         "AuthType=auth/munge",
@@ -205,7 +230,7 @@ def slurm_conf_lines(layout: SandboxLayout) -> list[str]:
         "SlurmdTimeout=30",
         # Clients give up after ~5 s when slurmctld is down (default 10 s).
         "MessageTimeout=5",
-        f"NodeName={node} NodeAddr=127.0.0.1 {node_spec}{gres} State=UNKNOWN",
+        f"NodeName={node} NodeAddr={node_addr} {node_spec}{gres} State=UNKNOWN",
     ]
     nodes = node
     if layout.maintenance_node:
@@ -213,7 +238,7 @@ def slurm_conf_lines(layout: SandboxLayout) -> list[str]:
         # no slurmd ever runs for it (port 1: slurmctld's pings are refused at once):
         # drained from the start, as a node under maintenance
         lines.append(
-            f"NodeName={spare} NodeAddr=127.0.0.1 Port=1 {node_spec} "
+            f"NodeName={spare} NodeAddr={node_addr} Port=1 {node_spec} "
             'State=DRAIN Reason="maintenance"'
         )
         nodes = f"{node},{spare}"
@@ -278,6 +303,43 @@ def start_slurm_daemon(
         layout.directory / "run" / f"{name}.pid",
         layout.log_dir / f"{name}.log",
     )
+
+
+def start_backup_controller(layout: SandboxLayout, procs: ProcessTable) -> None:
+    """Start the backup slurmctld in its namespaces (:mod:`.netns`), with its own pid file
+    and log, and wait until ``scontrol ping`` sees it up."""
+    net = layout.controller_net
+    if net is None:
+        raise SandboxError("backup controller: the sandbox was not started with one")
+    run = layout.directory / "run"
+    log = layout.log_dir / f"{BACKUP_CONTROLLER}.log"
+    argv = [find_binary("slurmctld"), "-f", str(layout.slurm_conf), "-L", str(log)]
+    wrapped = netns.wrap(net, backup_hostname(), (run.with_name("run-backup"), run), argv)
+    procs.start_daemon(BACKUP_CONTROLLER, wrapped, backup_pid_file(layout), log)
+
+    def backup_up() -> bool:
+        found = controllers(layout)
+        return len(found) > 1 and found[1].up
+
+    if not wait_for(backup_up, 30.0, 0.5):
+        raise SandboxError(
+            f"the backup slurmctld does not answer `scontrol ping` after 30s:\n{tail(log)}"
+        )
+
+
+def backup_pid_file(layout: SandboxLayout) -> Path:
+    return layout.directory / "run-backup" / "slurmctld.pid"
+
+
+def controllers(layout: SandboxLayout) -> tuple[Controller, ...]:
+    """Every slurmctld as ``scontrol ping`` sees it (the exporter's parser): hostname,
+    role (primary, backup) and whether it answers; () when scontrol cannot run. (It
+    exits 1 when a controller is down, yet lists them all.)"""
+    try:
+        done = run_capture([find_binary("scontrol"), "ping"], env=layout.env, timeout=30)
+    except (SandboxError, subprocess.TimeoutExpired):
+        return ()
+    return parse_ping(done.stdout)[0]
 
 
 def read_node(layout: SandboxLayout, reader: CliBackend | None = None) -> Node | None:
@@ -360,6 +422,7 @@ def daemon_pid_files(layout: SandboxLayout) -> dict[str, Path]:
         "munged": layout.munge_dir / "munged.pid",
         "slurmctld": run / "slurmctld.pid",
         "slurmd": run / "slurmd.pid",
+        BACKUP_CONTROLLER: backup_pid_file(layout),
     }
 
 
