@@ -220,6 +220,46 @@ def _health(lookback: str, servers: bool) -> str:
     )
 
 
+#: How each half of the health-check alert reads: servers page, one client opens a ticket.
+_HEALTH = {
+    True: (
+        "LustreHealthCheckFailed",
+        "critical",
+        "server",
+        "every client of its targets is affected",
+        "an OSS, MDS or MGS",
+    ),
+    False: (
+        "LustreClientHealthCheckFailed",
+        "warning",
+        "client",
+        "its mounts and jobs may hang",
+        "a client-only node",
+    ),
+}
+
+
+def _health_check(t: ThresholdValues, *, servers: bool) -> AlertRule:
+    """A Lustre server's (or a client's) health_check reading not healthy: the last
+    reading within the lookback, so that a node that stops answering keeps the alert."""
+    name, severity, role, consequence, which = _HEALTH[servers]
+    lookback, minutes = duration(t[STATE_LOOKBACK]), num(t[HEALTH_FAILED_FOR] / 60)
+    return _alert(
+        name=name,
+        expr=_health(lookback, servers=servers),
+        for_=duration(t[HEALTH_FAILED_FOR]),
+        severity=severity,
+        summary=f"A Lustre {role} reports itself unhealthy.",
+        description=f"health_check of {role} "
+        + HOST
+        + " has read {{ $labels.state }} (not healthy) for "
+        + f"{minutes} minutes; {consequence}.",
+        expr_summary=(
+            f"last health_check reading of {which} (within {lookback}) is `NOT HEALTHY` or `LBUG`"
+        ),
+    )
+
+
 #: The alerts about one node's Lustre client or LNet: quiet on Slurm nodes in maintenance.
 _PER_NODE = frozenset({"LustreClientHealthCheckFailed", "LustreLNetPeerDown", "LustreLNetDrops"})
 
@@ -239,7 +279,6 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         t[LNET_DROPS_PER_SECOND],
     )
     lookback = duration(t[STATE_LOOKBACK])
-    sick_for, sick_minutes = duration(t[HEALTH_FAILED_FOR]), num(t[HEALTH_FAILED_FOR] / 60)
     return (
         _fill_above("LustreOSTFillHigh", t[OST_FILL_WARNING], "30m", "warning"),
         _fill_above(
@@ -348,40 +387,8 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             + " take {{ $value | humanizeDuration }} on average.",
             f"mean MDT operation latency > {num(latency * 1000)} ms",
         ),
-        _alert(
-            name="LustreHealthCheckFailed",
-            expr=_health(lookback, servers=True),
-            for_=sick_for,
-            severity="critical",
-            summary="A Lustre server reports itself unhealthy.",
-            description="health_check of server "
-            + HOST
-            + " has read {{ $labels.state }} (not healthy) for "
-            + sick_minutes
-            + " minutes; every client "
-            "of its targets is affected.",
-            expr_summary=(
-                "last health_check reading of an OSS, MDS or MGS (within "
-                f"{lookback}) is `NOT HEALTHY` or `LBUG`"
-            ),
-        ),
-        _alert(
-            name="LustreClientHealthCheckFailed",
-            expr=_health(lookback, servers=False),
-            for_=sick_for,
-            severity="warning",
-            summary="A Lustre client reports itself unhealthy.",
-            description="health_check of client "
-            + HOST
-            + " has read {{ $labels.state }} (not healthy) for "
-            + sick_minutes
-            + " minutes; its mounts and "
-            "jobs may hang.",
-            expr_summary=(
-                f"last health_check reading of a client-only node (within {lookback}) is "
-                "`NOT HEALTHY` or `LBUG`"
-            ),
-        ),
+        _health_check(t, servers=True),
+        _health_check(t, servers=False),
         _alert(
             name="LustreRecoveryStuck",
             # the last reading: a server that stops answering mid-recovery keeps the
