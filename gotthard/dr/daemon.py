@@ -32,7 +32,6 @@ from apscheduler.events import (
     EVENT_JOB_MISSED,
     JobEvent,
 )
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from kubernetes import client
@@ -40,7 +39,8 @@ from kubernetes import client
 from gotthard.dr import ops, placement
 from gotthard.dr.lease import LeaseElector
 from gotthard.dr.metrics import DrMetrics
-from gotthard.dr.settings import DrConfig, cron_trigger
+from gotthard.dr.scheduler import BatchingJobStore, DrScheduler, SlotExecutor, takes_slot
+from gotthard.dr.settings import BackupSchedule, DrConfig, cron_trigger
 from gotthard.files import open_private
 from gotthard.kube import client_for
 
@@ -93,17 +93,23 @@ def _daemon() -> DrDaemon:
     return _CURRENT
 
 
-def backup_job(site: str, schedule: str) -> str:
+@takes_slot
+def backup_job(site: str, schedule: str, slot: dt.datetime | None = None) -> str:
+    """Back up *schedule* at *site* for the cron *slot* the scheduler fired (default: the
+    latest slot at or before now, for a run outside the scheduler)."""
     d = _daemon()
-    sched = next(s for s in d.settings.schedules if s.name == schedule)
-    slot = last_slot(sched.cron, d.settings.timezone, ops.now_utc(d.ctx))
+    sched = d.schedule(schedule)
+    if slot is None:
+        slot = last_slot(sched.cron, d.settings.timezone, ops.now_utc(d.ctx))
     return ops.run_backup(d.ctx, site, sched, slot).name
 
 
-def drill_job(site: str, namespace: str) -> bool:
+@takes_slot
+def drill_job(site: str, namespace: str, slot: dt.datetime | None = None) -> bool:
     d = _daemon()
     spec = next(s for s in d.settings.drills if s.site == site and s.namespace == namespace)
-    slot = last_slot(spec.cron, d.settings.timezone, ops.now_utc(d.ctx))
+    if slot is None:
+        slot = last_slot(spec.cron, d.settings.timezone, ops.now_utc(d.ctx))
     report = ops.run_drill(d.ctx, spec, slot=slot)
     if not report.verified:
         raise RuntimeError(f"drill of {namespace} on {site} failed: {report.error}")
@@ -156,6 +162,7 @@ class DrDaemon:
         self.karmada_api = karmada_api
         self.health_source = health_source
         self.scheduler: BackgroundScheduler | None = None
+        self._schedules = {sched.name: sched for sched in settings.schedules}
         #: The elector of the last :meth:`step` (None: no Lease, always leader).
         self.lease: LeaseElector | None = None
         self._lockfile: IO[bytes] | None = None
@@ -192,10 +199,15 @@ class DrDaemon:
             self._lockfile.close()
             self._lockfile = None
 
+    def schedule(self, name: str) -> BackupSchedule:
+        """The backup schedule *name* of the settings."""
+        return self._schedules[name]
+
     def build_scheduler(self) -> BackgroundScheduler:
         s = self.settings
-        sched = BackgroundScheduler(
-            jobstores={"default": SQLAlchemyJobStore(url=s.jobstore_url)},
+        sched = DrScheduler(
+            jobstores={"default": BatchingJobStore(url=s.jobstore_url)},
+            executors={"default": SlotExecutor()},
             job_defaults={
                 "coalesce": True,
                 "max_instances": 1,
