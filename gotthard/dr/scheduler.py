@@ -6,8 +6,9 @@ to. APScheduler knows that slot (the run time it fires), but calls the job funct
 its stored arguments only; working the slot out again from the clock costs a walk over
 the cron's fire times per run, which for 1,000 schedules due together was most of the
 pass. :class:`SlotExecutor` passes the fired run time as ``slot=`` to the functions
-marked :func:`takes_slot`, so a late run (within the misfire grace time) still belongs
-to the slot it was fired for.
+marked :func:`takes_slot` when it is one of the trigger's fire times, so a late run
+(within the misfire grace time) still belongs to the slot it was fired for; a run time
+set by hand ("run it now") is not a slot, and the job works its slot out from the clock.
 
 **Batched writes.**
 APScheduler writes a job's next run time after submitting it, one transaction per job.
@@ -139,8 +140,15 @@ class SlotExecutor(ThreadPoolExecutor):
     run time; were there several, each would be given the latest."""
 
     def _do_submit_job(self, job: Job, run_times: list[dt.datetime]) -> None:
-        if getattr(job.func, "__gotthard_slot__", False) and run_times:
-            slot = run_times[-1].astimezone(dt.UTC)
+        run_time = run_times[-1] if run_times else None
+        # a run time the trigger fires is the slot; one set by hand (``modify_job`` to
+        # run now) is not, and the job works its slot out from the clock as before
+        if (
+            run_time is not None
+            and getattr(job.func, "__gotthard_slot__", False)
+            and job.trigger.get_next_fire_time(None, run_time) == run_time
+        ):
+            slot = run_time.astimezone(dt.UTC)
             job = _Run(  # type: ignore[assignment]
                 job.id,
                 functools.partial(job.func, slot=slot),
