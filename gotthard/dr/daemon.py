@@ -64,17 +64,32 @@ class JobStoreLocked(RuntimeError):
     """Another process already uses this SQLite job store."""
 
 
+_LOOKBACKS = (*(dt.timedelta(minutes=2 * 4**i) for i in range(10)), dt.timedelta(days=400))
+
+
+#: (cron, timezone) -> (slot, the fire time after it): a slot holds until its next fire time
+_SLOTS: dict[tuple[str, str], tuple[dt.datetime, dt.datetime]] = {}
+
+
 def last_slot(cron: str, timezone: str, now: dt.datetime) -> dt.datetime:
     """The latest fire time of *cron* at or before *now* (the slot a run belongs to)."""
+    known = _SLOTS.get((cron, timezone))
+    if known is not None and known[0] <= now < known[1]:
+        return known[0]  # schedules sharing a cron, and both sites of one, share the slot
     trigger = cron_trigger(cron, timezone)
-    for lookback in (dt.timedelta(hours=2), dt.timedelta(days=32), dt.timedelta(days=400)):
+    # look back over growing windows (2 min, 8 min, ... about 400 days), so that the walk
+    # over fire times is short for a cron of any period: one to a few fire times a window
+    for lookback in _LOOKBACKS:
         t = trigger.get_next_fire_time(None, now - lookback)
         last = None
         while t is not None and t <= now:
             last = t
             t = trigger.get_next_fire_time(t, t + dt.timedelta(seconds=1))
         if last is not None:
-            return last.astimezone(dt.UTC)
+            slot = last.astimezone(dt.UTC)
+            if t is not None:
+                _SLOTS[(cron, timezone)] = (slot, t)
+            return slot
     return now.astimezone(dt.UTC).replace(microsecond=0)
 
 
