@@ -22,6 +22,9 @@ Each measurement runs in a fresh process (``ru_maxrss`` is per process):
   the last job executed (each: create Backup + follow it to Completed), with APScheduler's
   default 10 worker threads; ``process_jobs_seconds``: the scheduler's own pass (the
   ``_process_jobs`` call that finds and submits the due jobs, store updates included);
+  ``scheduling_pass_cpu_seconds``: the CPU time (all threads) the pass took, which other
+  load on the machine inflates less than the wall time. Target: the pass within 0.5 s
+  (``meets_target``);
 * ``bsl_pass_seconds``: one storage-location/RPO job of one site (500 namespaces);
 * ``peak_rss_mib``: ``ru_maxrss`` of the start-up process (``pass_peak_rss_mib``: of the
   process that also ran the scheduling pass).
@@ -46,6 +49,8 @@ from urllib.parse import parse_qs, urlparse
 
 NAMESPACES = int(__import__("os").environ.get("DR_SCALE_NAMESPACES", "500"))
 SITES = ("zurich", "lugano")
+#: The whole pass of 1,000 due backups, on this 2-core machine.
+PASS_TARGET_SECONDS = 0.5
 
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,10 +216,13 @@ def phase_pass(workdir: Path, url: str) -> dict[str, Any]:
 
     sched._process_jobs = timed  # type: ignore[method-assign]
     t2 = time.perf_counter()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
     sched.resume()
     if not done.wait(600):
         raise SystemExit("scheduling pass did not finish in 600 s")
     fire = time.perf_counter() - t2
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    fire_cpu = (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)
     t3 = time.perf_counter()
     bsl_job("zurich")
     bsl = time.perf_counter() - t3
@@ -222,6 +230,7 @@ def phase_pass(workdir: Path, url: str) -> dict[str, Any]:
     return {
         "restart": restart,
         "fire": fire,
+        "fire_cpu": fire_cpu,
         "process_jobs": max(passes) if passes else None,
         "process_jobs_calls": len(passes),
         "executed": len(finished),
@@ -295,6 +304,9 @@ def report(store: str, start: dict[str, Any], run: dict[str, Any]) -> dict[str, 
         "restart_seconds": round(run["restart"], 3),
         "peak_rss_mib": round(start["rss"], 1),
         "scheduling_pass_seconds": round(run["fire"], 3),
+        "scheduling_pass_target_seconds": PASS_TARGET_SECONDS,
+        "meets_target": run["fire"] <= PASS_TARGET_SECONDS,
+        "scheduling_pass_cpu_seconds": round(run["fire_cpu"], 3),
         "process_jobs_seconds": round(run["process_jobs"], 3),
         "jobs_executed": run["executed"],
         "job_errors": run["errors"],

@@ -20,8 +20,14 @@ with the exporter runtime and the real cli backend, running commands that print 
 files, polled 10 times; it prints ``{"steady_rss_mb":…, "polls": 10, …}``: resident memory
 after the 10th poll, what a long-running exporter holds.
 
+Last, ``gotthard exporter`` as a node runs it: a fresh ``python -m gotthard exporter``
+process serving HTTP, on commands that print a 5,000-job cluster, scraped 10 times (one
+poll per scrape); it prints ``{"serving_rss_mb":…, "serving_peak_rss_mb":…}`` (VmRSS and
+VmHWM of that process). That is the size of the comparison with vpenso's Go exporter on a
+5,000-job Slurm (about 42 MB).
+
 Targets on one core: total <= 1.0 s, total <= 3x baseline, peak RSS <= 300 MB; steady
-RSS at 10,000 jobs <= 45 MB. No Slurm is needed.
+RSS at 10,000 jobs <= 45 MB; serving RSS at 5,000 jobs <= 42 MB. No Slurm is needed.
 """
 
 from __future__ import annotations
@@ -245,6 +251,69 @@ esac
 """
 
 
+SERVING_JOBS = 5_000
+SERVING_TARGET_MB = 42.0
+
+
+def fake_slurm(directory: Path) -> Path:
+    """A bin directory of Slurm commands printing the files of *directory*."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for command in ("squeue", "sinfo", "sdiag", "scontrol", "sacctmgr"):
+        script = bin_dir / command
+        script.write_text(_FAKE_COMMAND.format(dir=directory))
+        script.chmod(0o755)
+    return bin_dir
+
+
+def serving(directory: Path, scrapes: int = 10) -> dict[str, object]:
+    """VmRSS/VmHWM of a ``gotthard exporter`` process after *scrapes* scrapes."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    site = directory / "site.toml"
+    site.write_text(
+        f'[exporter]\nlisten = "127.0.0.1:{port}"\n'
+        f'[exporter.slurm]\nbin_dir = "{fake_slurm(directory)}"\npoll_interval_seconds = 1\n'
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gotthard", "--config", str(site), "exporter"],
+        stderr=subprocess.DEVNULL,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/healthz", timeout=5).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit("the exporter did not start") from None
+                time.sleep(0.1)
+        for _ in range(scrapes):
+            urllib.request.urlopen(f"{url}/metrics", timeout=60).read()
+            time.sleep(1.05)  # past the poll interval: every scrape polls
+        status = dict(
+            line.split(":", 1) for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+        )
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    rss, peak = (int(status[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+    return {
+        "serving_rss_mb": round(rss, 1),
+        "serving_peak_rss_mb": round(peak, 1),
+        "scrapes": scrapes,
+        "target_mb": SERVING_TARGET_MB,
+        "meets_target": rss <= SERVING_TARGET_MB,
+    }
+
+
 def _rss_mb() -> float:
     """Resident set size of this process now (not its peak), in MB."""
     with open("/proc/self/statm") as statm:
@@ -258,12 +327,7 @@ def steady(directory: Path, polls: int = 10) -> dict[str, float | int]:
     from gotthard.exporters.settings import SlurmExporterConfig
     from gotthard.exporters.slurm.collector import SlurmCollector
 
-    bin_dir = directory / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for command in ("squeue", "sinfo", "sdiag", "scontrol"):
-        script = bin_dir / command
-        script.write_text(_FAKE_COMMAND.format(dir=directory))
-        script.chmod(0o755)
+    bin_dir = fake_slurm(directory)
     config = SlurmExporterConfig(poll_interval_seconds=1e-3, bin_dir=str(bin_dir), probe=False)
     exporter = Exporter([CollectorRunner(SlurmCollector(config))])
     before = _rss_mb()
@@ -322,6 +386,9 @@ def main() -> int:
             text=True,
         )
         sys.stdout.write(result.stdout)
+    with tempfile.TemporaryDirectory(prefix="gotthard-bench-") as tmp:
+        generate(Path(tmp), SERVING_JOBS, SERVING_JOBS // 10)
+        print(json.dumps({"jobs": SERVING_JOBS, **serving(Path(tmp))}), flush=True)
     return 0
 
 

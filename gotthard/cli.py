@@ -190,7 +190,10 @@ def _run(argv: list[str]) -> int:
     try:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
-        cfg = configuration.load(configuration.path_of(args))
+        # a subcommand may read only its own tables (``config_sections``, see
+        # :func:`gotthard.config.model`); every other one checks the whole file
+        sections = getattr(args, "config_sections", None)
+        cfg = configuration.load(configuration.path_of(args), sections)
         status = int(args.handler(args, cfg) or 0)
         sys.stdout.flush()  # a full disk is an error of this command, not of the exit
         return status

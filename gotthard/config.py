@@ -21,10 +21,11 @@ own cluster, ...) are checked at load time. An invalid file raises
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationError, create_model, model_validator
 
@@ -111,11 +112,15 @@ class SiteFile(Strict):
                     f"cluster: {self.cluster!r} is not a cluster of site {self.site!r}:"
                     f" {', '.join(own)}"
                 )
-        self._runbook_clusters()
-        try:
-            self.dr.check_sites(self.site_model)
-        except ValueError as err:
-            raise ValueError(f"dr.{err}") from None
+        # the areas' cross-checks, where their tables are part of this model (a command
+        # reading only its own table, as ``gotthard exporter`` does, skips the others')
+        if "runbooks" in type(self).model_fields:
+            self._runbook_clusters()
+        if "dr" in type(self).model_fields:
+            try:
+                self.dr.check_sites(self.site_model)
+            except ValueError as err:
+                raise ValueError(f"dr.{err}") from None
         # a cluster name is the `cluster` label, and a Karmada member places a service at
         # one site: each must be unique across sites (a member may share a cluster's name)
         clusters: dict[str, str] = {}
@@ -180,14 +185,42 @@ class SiteFile(Strict):
         return conf.clusters[cluster]
 
 
-def _sections() -> dict[str, Any]:
-    """Each table of :data:`gotthard.areas.SECTIONS` with its model, at its defaults."""
-    models = {name: areas.load(ref) for name, ref in areas.SECTIONS.items()}
-    return {name: (model, model()) for name, model in models.items()}
+def model(sections: tuple[str, ...] | None = None) -> type[SiteFile]:
+    """The model of the site file with the tables *sections* (default: all of
+    :data:`gotthard.areas.SECTIONS`), each at its defaults.
+
+    A command that reads only its own table (``gotthard exporter``) validates only that
+    one: the other areas' models are neither imported nor built, which is most of a
+    one-shot command's start-up. Their tables are then passed over, not checked, and
+    their cross-checks skipped; every other command checks the whole file."""
+    return _model(tuple(areas.SECTIONS) if sections is None else sections)
 
 
-#: The whole site file: its own keys and every area's table.
-Config = create_model("Config", __base__=SiteFile, __module__=__name__, **_sections())
+@functools.cache
+def _model(names: tuple[str, ...]) -> type[SiteFile]:
+    fields: dict[str, Any] = {}
+    for name in names:
+        section = areas.load(areas.SECTIONS[name])
+        fields[name] = (section, section())
+    return create_model(
+        "Config" if names == tuple(areas.SECTIONS) else f"Config[{','.join(names)}]",
+        __base__=SiteFile,
+        __module__=__name__,
+        **fields,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    # ``Config`` (the whole site file) is built on first use, not when this module is
+    # imported: a command reading one table never builds the others (:func:`model`).
+    if name == "Config":
+        return model()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:
+    #: The whole site file: its own keys and every area's table.
+    Config = SiteFile
 
 
 def add_config_option(parser: argparse.ArgumentParser, name: str, help: str) -> None:
@@ -200,9 +233,16 @@ def add_config_option(parser: argparse.ArgumentParser, name: str, help: str) -> 
     )
 
 
-def from_mapping(data: dict[str, Any], source: str = "<config>") -> Config:
+def from_mapping(
+    data: dict[str, Any], source: str = "<config>", sections: tuple[str, ...] | None = None
+) -> Config:
+    """Validate *data*: the whole site file, or only its *sections* (:func:`model`)."""
+    if sections is not None:
+        # the other areas' tables are theirs to check; an unknown table is still an error
+        skipped = set(areas.SECTIONS) - set(sections)
+        data = {key: value for key, value in data.items() if key not in skipped}
     try:
-        return Config.model_validate(data)
+        return model(sections).model_validate(data)  # type: ignore[return-value]
     except ValidationError as err:
         raise ConfigError(format_validation_error(source, err)) from None
 
@@ -214,13 +254,16 @@ def path_of(args: argparse.Namespace) -> str | None:
     return given or os.environ.get(ENV_VAR) or None
 
 
-def load(path: str | os.PathLike[str] | None = None) -> Config:
-    """Load the configuration from *path*, ``$GOTTHARD_CONFIG`` or the defaults."""
+def load(
+    path: str | os.PathLike[str] | None = None, sections: tuple[str, ...] | None = None
+) -> Config:
+    """Load the configuration from *path*, ``$GOTTHARD_CONFIG`` or the defaults: the
+    whole file, or only the tables *sections* (:func:`model`)."""
     if path is None:
         path = os.environ.get(ENV_VAR) or None
     if path is None:
-        return Config()
-    return from_mapping(read_toml(path), str(path))
+        return model(sections)()  # type: ignore[return-value]
+    return from_mapping(read_toml(path), str(path), sections)
 
 
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -122,7 +122,7 @@ def test_an_output_directory_that_cannot_be_written_is_exit_2_naming_it(
 def test_an_unexpected_error_is_one_line_and_exit_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def broken(path: object) -> config.Config:
+    def broken(*args: object) -> config.Config:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(config, "load", broken)

@@ -32,7 +32,6 @@ from apscheduler.events import (
     EVENT_JOB_MISSED,
     JobEvent,
 )
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from kubernetes import client
@@ -40,7 +39,8 @@ from kubernetes import client
 from gotthard.dr import ops, placement
 from gotthard.dr.lease import LeaseElector
 from gotthard.dr.metrics import DrMetrics
-from gotthard.dr.settings import DrConfig, cron_trigger
+from gotthard.dr.scheduler import BatchingJobStore, DrScheduler, SlotExecutor, takes_slot
+from gotthard.dr.settings import BackupSchedule, DrConfig, cron_trigger
 from gotthard.files import open_private
 from gotthard.kube import client_for
 
@@ -64,17 +64,32 @@ class JobStoreLocked(RuntimeError):
     """Another process already uses this SQLite job store."""
 
 
+_LOOKBACKS = (*(dt.timedelta(minutes=2 * 4**i) for i in range(10)), dt.timedelta(days=400))
+
+
+#: (cron, timezone) -> (slot, the fire time after it): a slot holds until its next fire time
+_SLOTS: dict[tuple[str, str], tuple[dt.datetime, dt.datetime]] = {}
+
+
 def last_slot(cron: str, timezone: str, now: dt.datetime) -> dt.datetime:
     """The latest fire time of *cron* at or before *now* (the slot a run belongs to)."""
+    known = _SLOTS.get((cron, timezone))
+    if known is not None and known[0] <= now < known[1]:
+        return known[0]  # schedules sharing a cron, and both sites of one, share the slot
     trigger = cron_trigger(cron, timezone)
-    for lookback in (dt.timedelta(hours=2), dt.timedelta(days=32), dt.timedelta(days=400)):
+    # look back over growing windows (2 min, 8 min, ... about 400 days), so that the walk
+    # over fire times is short for a cron of any period: one to a few fire times a window
+    for lookback in _LOOKBACKS:
         t = trigger.get_next_fire_time(None, now - lookback)
         last = None
         while t is not None and t <= now:
             last = t
             t = trigger.get_next_fire_time(t, t + dt.timedelta(seconds=1))
         if last is not None:
-            return last.astimezone(dt.UTC)
+            slot = last.astimezone(dt.UTC)
+            if t is not None:
+                _SLOTS[(cron, timezone)] = (slot, t)
+            return slot
     return now.astimezone(dt.UTC).replace(microsecond=0)
 
 
@@ -93,17 +108,23 @@ def _daemon() -> DrDaemon:
     return _CURRENT
 
 
-def backup_job(site: str, schedule: str) -> str:
+@takes_slot
+def backup_job(site: str, schedule: str, slot: dt.datetime | None = None) -> str:
+    """Back up *schedule* at *site* for the cron *slot* the scheduler fired (default: the
+    latest slot at or before now, for a run outside the scheduler)."""
     d = _daemon()
-    sched = next(s for s in d.settings.schedules if s.name == schedule)
-    slot = last_slot(sched.cron, d.settings.timezone, ops.now_utc(d.ctx))
+    sched = d.schedule(schedule)
+    if slot is None:
+        slot = last_slot(sched.cron, d.settings.timezone, ops.now_utc(d.ctx))
     return ops.run_backup(d.ctx, site, sched, slot).name
 
 
-def drill_job(site: str, namespace: str) -> bool:
+@takes_slot
+def drill_job(site: str, namespace: str, slot: dt.datetime | None = None) -> bool:
     d = _daemon()
     spec = next(s for s in d.settings.drills if s.site == site and s.namespace == namespace)
-    slot = last_slot(spec.cron, d.settings.timezone, ops.now_utc(d.ctx))
+    if slot is None:
+        slot = last_slot(spec.cron, d.settings.timezone, ops.now_utc(d.ctx))
     report = ops.run_drill(d.ctx, spec, slot=slot)
     if not report.verified:
         raise RuntimeError(f"drill of {namespace} on {site} failed: {report.error}")
@@ -156,6 +177,7 @@ class DrDaemon:
         self.karmada_api = karmada_api
         self.health_source = health_source
         self.scheduler: BackgroundScheduler | None = None
+        self._schedules = {sched.name: sched for sched in settings.schedules}
         #: The elector of the last :meth:`step` (None: no Lease, always leader).
         self.lease: LeaseElector | None = None
         self._lockfile: IO[bytes] | None = None
@@ -192,10 +214,15 @@ class DrDaemon:
             self._lockfile.close()
             self._lockfile = None
 
+    def schedule(self, name: str) -> BackupSchedule:
+        """The backup schedule *name* of the settings."""
+        return self._schedules[name]
+
     def build_scheduler(self) -> BackgroundScheduler:
         s = self.settings
-        sched = BackgroundScheduler(
-            jobstores={"default": SQLAlchemyJobStore(url=s.jobstore_url)},
+        sched = DrScheduler(
+            jobstores={"default": BatchingJobStore(url=s.jobstore_url)},
+            executors={"default": SlotExecutor()},
             job_defaults={
                 "coalesce": True,
                 "max_instances": 1,

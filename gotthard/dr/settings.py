@@ -12,6 +12,7 @@ loading the configuration stays cheap for the exporter.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -246,7 +247,17 @@ class DrConfig(Strict):
 
     def schedules_of(self, site: str, namespace: str) -> list[BackupSchedule]:
         """The schedules backing up *namespace* at *site*, in configuration order."""
-        return [s for s in self.schedules if namespace in s.namespaces and s.covers(site)]
+        return [s for s in self._schedules_by_namespace.get(namespace, ()) if s.covers(site)]
+
+    @functools.cached_property
+    def _schedules_by_namespace(self) -> dict[str, list[BackupSchedule]]:
+        # every backup run asks for its namespaces' schedules: an index, not a scan of
+        # (say) 500 schedules per run
+        index: dict[str, list[BackupSchedule]] = {}
+        for sched in self.schedules:
+            for namespace in dict.fromkeys(sched.namespaces):
+                index.setdefault(namespace, []).append(sched)
+        return index
 
     def namespace_tier(self, site: str, namespace: str) -> str:
         """The tier of the first tiered schedule backing up *namespace* at *site*; "" = none."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -91,6 +92,41 @@ def test_config_error_names_the_bad_key(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "exporter.slurm.poll_interval_seconds" in result.stderr
     assert "exporter.slurm.bogus: unknown key" in result.stderr
+
+
+def test_the_exporter_reads_only_its_own_table(tmp_path: Path) -> None:
+    # a node's exporter starts without importing or checking the other areas' settings
+    # (their models are most of a one-shot start-up); the site file keeps its own checks
+    config = write_config(
+        tmp_path,
+        f'[exporter.slurm]\nbin_dir = "{RECORDED_BIN}"\n[dr]\nnot_a_dr_key = 1\n',
+    )
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['gotthard', '--config', sys.argv[1], 'exporter', '--once']\n"
+        "try:\n"
+        "    runpy.run_module('gotthard', run_name='__main__')\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "areas = ('dr', 'runbooks', 'monitoring', 'policies', 'deploy')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[1:2] and m.split('.')[1] in areas"
+        " and m.startswith('gotthard.')), file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert "slurm_up 1" in result.stdout or "slurm_up{" in result.stdout
+    assert result.stderr.strip().splitlines()[-1] == "[]"
+    # the whole file is still checked by every command that reads other tables
+    whole = gotthard("--config", str(config), "rules", "thresholds")
+    assert whole.returncode == 2
+    assert "dr.not_a_dr_key: unknown key" in whole.stderr
+    # and an unknown table is an error for the exporter too
+    typo = write_config(tmp_path, "[exportr]\ncollectors = []\n")
+    result = gotthard("--config", str(typo), "exporter", "--once")
+    assert result.returncode == 2
+    assert "exportr: unknown key" in result.stderr
 
 
 def test_config_from_environment_variable(tmp_path: Path) -> None:
