@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from gotthard import __version__, extras
+from gotthard import __version__, extras, spiffe
 from gotthard import config as configuration
 
 #: Subcommand -> (module, function registering it). Modules are imported only for the
@@ -191,10 +191,17 @@ def _run(argv: list[str]) -> int:
         parser = build_parser(argv)
         args = parser.parse_args(argv)
         cfg = configuration.load(configuration.path_of(args))
+        spiffe.use(cfg.spiffe)  # the SVID this process's clients present, if any
         status = int(args.handler(args, cfg) or 0)
         sys.stdout.flush()  # a full disk is an error of this command, not of the exit
         return status
-    except (configuration.ConfigError, KubeError, extras.MissingExtra, OutputError) as err:
+    except (
+        configuration.ConfigError,
+        KubeError,
+        extras.MissingExtra,
+        OutputError,
+        spiffe.SvidError,
+    ) as err:
         return _fail(str(err))
     except ModuleNotFoundError as err:
         # an optional library the subcommand imports (at registration or when it runs)

@@ -19,6 +19,10 @@
   :class:`WorkloadApiSvid` fetches the SVID from the SPIFFE Workload API instead (the
   optional ``spiffe`` package, extra ``gotthard-sre[spiffe]``) and keeps it in private
   files the same way.
+* ``[spiffe]`` (:class:`SpiffeConfig`) configures the one SVID of the process: the CLI
+  calls :func:`use` once, and :func:`client_context` is what the Prometheus client
+  presents over HTTPS; with ``kubernetes = true`` the Kubernetes clients present it too
+  (:func:`kubernetes_client_files`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import model_validator
+
+from gotthard.base import Strict
 
 log = logging.getLogger("gotthard.spiffe")
 
@@ -204,39 +212,105 @@ class WorkloadApiSvid:
         )
         self._written: object = None
         self._lock = threading.Lock()
+        self._write()
+        # the agent pushes a rotated SVID: the files follow, for clients that read them
+        self.source.subscribe_for_updates(self._write)
 
-    def client_context(self, cafile: str | None = None) -> ssl.SSLContext:
+    def _write(self) -> None:
         from cryptography.hazmat.primitives.serialization import Encoding
 
         with self._lock:
             svid = self.source.svid
-            if svid is not self._written:
-                svid.save(self.files.cert_file, self.files.key_file, Encoding.PEM)
-                context = self.source.get_x509_context()
-                pem = b"".join(
-                    cert.public_bytes(Encoding.PEM)
-                    for bundle in context.x509_bundle_set.bundles
-                    for cert in bundle.x509_authorities
-                )
-                assert self.files.bundle_file is not None
-                self.files.bundle_file.write_bytes(pem)
-                self._written = svid
+            if svid is self._written:
+                return
+            svid.save(self.files.cert_file, self.files.key_file, Encoding.PEM)
+            context = self.source.get_x509_context()
+            pem = b"".join(
+                cert.public_bytes(Encoding.PEM)
+                for bundle in context.x509_bundle_set.bundles
+                for cert in bundle.x509_authorities
+            )
+            assert self.files.bundle_file is not None
+            self.files.bundle_file.write_bytes(pem)
+            self._written = svid
+
+    def client_context(self, cafile: str | None = None) -> ssl.SSLContext:
+        self._write()
         return self.files.client_context(cafile)
 
 
 SvidSource = SvidFiles | WorkloadApiSvid
 
 
-def svid_source(
-    cert_file: str = "", key_file: str = "", bundle_file: str = "", workload_api: str = ""
-) -> SvidSource | None:
-    """The configured SVID source: the Workload API socket when given, else the files,
-    else None (the client presents no certificate)."""
-    if workload_api:
-        return WorkloadApiSvid(workload_api)
-    if cert_file or key_file:
-        if not (cert_file and key_file):
-            raise SvidError("an SVID needs both cert_file and key_file")
-        bundle = Path(bundle_file) if bundle_file else None
-        return SvidFiles(Path(cert_file), Path(key_file), bundle)
-    return None
+class SpiffeConfig(Strict):
+    """``[spiffe]``: the X.509-SVID Gotthard's own clients present. Either the files
+    spiffe-helper writes (``cert_file``, ``key_file``, ``bundle_file``) or the SPIFFE
+    Workload API (``workload_api_socket``, e.g. ``unix:///run/spire/agent-sockets/
+    spire-agent.sock``; needs ``gotthard-sre[spiffe]``); neither: no SVID."""
+
+    cert_file: str = ""
+    key_file: str = ""
+    #: the trust bundle a SPIFFE server (Prometheus behind mTLS) is verified against
+    bundle_file: str = ""
+    workload_api_socket: str = ""
+    #: present the SVID to Kubernetes API servers too (instead of the kubeconfig's own
+    #: client certificate; the API server must trust the bundle as a client CA)
+    kubernetes: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SpiffeConfig:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("cert_file and key_file go together")
+        if self.workload_api_socket and (self.cert_file or self.bundle_file):
+            raise ValueError("workload_api_socket or the files, not both")
+        if self.kubernetes and not (self.cert_file or self.workload_api_socket):
+            raise ValueError("kubernetes = true needs an SVID (cert_file or workload_api_socket)")
+        return self
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.cert_file or self.workload_api_socket)
+
+
+_config = SpiffeConfig()
+_source: SvidSource | None = None
+_source_lock = threading.Lock()
+
+
+def use(config: SpiffeConfig) -> None:
+    """Make *config* the process's SVID (the source is opened at its first use)."""
+    global _config, _source
+    with _source_lock:
+        _config, _source = config, None
+
+
+def source() -> SvidSource | None:
+    """The process's SVID source, or None when ``[spiffe]`` configures none."""
+    global _source
+    with _source_lock:
+        if _source is None and _config.configured:
+            if _config.workload_api_socket:
+                _source = WorkloadApiSvid(_config.workload_api_socket)
+            else:
+                bundle = Path(_config.bundle_file) if _config.bundle_file else None
+                _source = SvidFiles(Path(_config.cert_file), Path(_config.key_file), bundle)
+        return _source
+
+
+def client_context(cafile: str | None = None) -> ssl.SSLContext | None:
+    """An SSL context presenting the process's SVID, or None (no SVID configured)."""
+    svid = source()
+    return svid.client_context(cafile) if svid is not None else None
+
+
+def kubernetes_client_files() -> tuple[str, str] | None:
+    """``(cert_file, key_file)`` for the Kubernetes clients when ``[spiffe] kubernetes``
+    is set. urllib3 loads them at every new connection, so a rotation applies without a
+    restart."""
+    if not _config.kubernetes:
+        return None
+    svid = source()
+    if svid is None:
+        return None
+    files = svid.files if isinstance(svid, WorkloadApiSvid) else svid
+    return str(files.cert_file), str(files.key_file)
