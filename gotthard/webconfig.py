@@ -103,9 +103,12 @@ def _limits(file: Path, raw: object) -> Limits:
     out: dict[str, Any] = {}
     for key, value in values.items():
         kind = int if fields[key] in (int, "int") else float
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        # tls_reload_seconds may be 0: look at the files at every connection
+        least = 0 if key == "tls_reload_seconds" else 1e-9
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and value >= least
         if not ok or (kind is int and not float(value).is_integer()):
             what = "a positive whole number" if kind is int else "a positive number of seconds"
+            what = "a number of seconds >= 0" if key == "tls_reload_seconds" else what
             raise WebConfigError(f"{file}: connection_limits.{key}: must be {what}")
         out[key] = kind(value)
     return Limits(**out)
