@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from gotthard.base import Strict
 
@@ -256,6 +256,19 @@ class SpiffeConfig(Strict):
     #: present the SVID to Kubernetes API servers too (instead of the kubeconfig's own
     #: client certificate; the API server must trust the bundle as a client CA)
     kubernetes: bool = False
+    # --- what ``gotthard deploy render --target spiffe`` emits (gotthard/deploy/identities.py)
+    #: site -> its SPIRE trust domain (``zurich = "zurich.example"``)
+    trust_domains: dict[str, str] = Field(default_factory=dict)
+    #: site -> its SPIRE server's federation bundle endpoint (``https://host:8443``)
+    bundle_endpoints: dict[str, str] = Field(default_factory=dict)
+    #: the ServiceAccounts of the Prometheus that scrapes and the Alertmanager that
+    #: calls the webhook (in ``[deploy.kubernetes] prometheus_namespace``)
+    prometheus_service_account: str = "prometheus-k8s"
+    alertmanager_service_account: str = "alertmanager-main"
+    #: where spiffe-helper writes svid.pem, svid_key.pem and svid_bundle.pem in a pod
+    svid_directory: str = "/run/spiffe"
+    #: ClusterSPIFFEID ``className`` (several SPIRE installations in one cluster)
+    class_name: str = ""
 
     @model_validator(mode="after")
     def _one_source(self) -> SpiffeConfig:
@@ -265,6 +278,15 @@ class SpiffeConfig(Strict):
             raise ValueError("workload_api_socket or the files, not both")
         if self.kubernetes and not (self.cert_file or self.workload_api_socket):
             raise ValueError("kubernetes = true needs an SVID (cert_file or workload_api_socket)")
+        for site, domain in self.trust_domains.items():
+            if not _TRUST_DOMAIN.fullmatch(domain):
+                raise ValueError(
+                    f"trust_domains.{site}: {domain!r} is not a trust domain"
+                    " (lowercase letters, digits, '.', '-', '_')"
+                )
+        for site, url in self.bundle_endpoints.items():
+            if not url.startswith("https://"):
+                raise ValueError(f"bundle_endpoints.{site}: {url!r} must be an https:// URL")
         return self
 
     @property
