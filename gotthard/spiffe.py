@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from gotthard.base import Strict
+from gotthard.extras import install_hint
 
 log = logging.getLogger("gotthard.spiffe")
 
@@ -196,8 +197,7 @@ class WorkloadApiSvid:
             from spiffe import X509Source
         except ImportError:
             raise SvidError(
-                "the SPIFFE Workload API needs the spiffe package:"
-                " pip install 'gotthard-sre[spiffe]'"
+                f"the SPIFFE Workload API needs the spiffe package: {install_hint('spiffe')}"
             ) from None
         try:
             self.source = X509Source(socket_path=socket, timeout_in_seconds=10)
