@@ -125,7 +125,12 @@ def peer_id(cert: Mapping[str, Any] | None) -> str:
 # --- the SVIDs Gotthard's clients present --------------------------------------------------------
 
 
-def _signature(paths: Iterable[Path]) -> tuple[tuple[int, int, int] | None, ...]:
+Signature = tuple[tuple[int, int, int] | None, ...]
+
+
+def file_signature(paths: Iterable[Path]) -> Signature:
+    """(mtime, size, inode) of each file, None for one that is missing: it changes when a
+    file is rewritten or replaced (a rename, as spiffe-helper and kubelet do)."""
     out: list[tuple[int, int, int] | None] = []
     for path in paths:
         try:
@@ -159,7 +164,7 @@ class SvidFiles:
         """A client context presenting the SVID. It trusts *cafile* when given (a server
         outside SPIFFE, e.g. the Kubernetes API), else the SPIFFE bundle; with the bundle
         the server's host name is not checked (SVIDs carry a SPIFFE ID, not a DNS name)."""
-        signature = _signature([*self._files(), *([Path(cafile)] if cafile else [])])
+        signature = file_signature([*self._files(), *([Path(cafile)] if cafile else [])])
         with self._lock:
             cached = self._contexts.get(cafile)
             if cached is not None and cached[0] == signature:

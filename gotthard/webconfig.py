@@ -53,7 +53,7 @@ import bcrypt
 import yaml
 
 from gotthard.config import ConfigError
-from gotthard.spiffe import AllowList, SpiffeIdError
+from gotthard.spiffe import AllowList, Signature, SpiffeIdError, file_signature
 
 log = logging.getLogger("gotthard.serve")
 
@@ -392,9 +392,6 @@ class WebState:
     not_after: float | None
 
 
-Signature = tuple[tuple[int, int, int] | None, ...]
-
-
 class WebReloader:
     """The current :class:`WebState`, loaded again when the web config file or a TLS file
     it names changes (see the module docstring)."""
@@ -409,15 +406,7 @@ class WebReloader:
 
     @staticmethod
     def _stat(web: WebConfig) -> Signature:
-        signature: list[tuple[int, int, int] | None] = []
-        for path in (*([web.source] if web.source else []), *web.tls_files):
-            try:
-                st = path.stat()
-            except OSError:
-                signature.append(None)
-            else:
-                signature.append((st.st_mtime_ns, st.st_size, st.st_ino))
-        return tuple(signature)
+        return file_signature((*([web.source] if web.source else []), *web.tls_files))
 
     @staticmethod
     def _load(web: WebConfig, previous: WebState | None) -> WebState:
