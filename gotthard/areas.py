@@ -169,6 +169,7 @@ SECTIONS: Mapping[str, Ref] = {
     "monitoring": "gotthard.monitoring.settings:MonitoringConfig",
     "policies": "gotthard.policies.settings:PoliciesConfig",
     "deploy": "gotthard.deploy.settings:DeployConfig",
+    "spiffe": "gotthard.spiffe:SpiffeConfig",
 }
 
 

@@ -12,7 +12,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
-from gotthard import __version__, extras
+from gotthard import __version__, extras, spiffe
 from gotthard import config as configuration
 
 #: Subcommand -> (module, function registering it). Modules are imported only for the
@@ -194,10 +194,18 @@ def _run(argv: list[str]) -> int:
         # :func:`gotthard.config.model`); every other one checks the whole file
         sections = getattr(args, "config_sections", None)
         cfg = configuration.load(configuration.path_of(args), sections)
+        if "spiffe" in type(cfg).model_fields:
+            spiffe.use(cfg.spiffe)  # the SVID this process's clients present, if any
         status = int(args.handler(args, cfg) or 0)
         sys.stdout.flush()  # a full disk is an error of this command, not of the exit
         return status
-    except (configuration.ConfigError, KubeError, extras.MissingExtra, OutputError) as err:
+    except (
+        configuration.ConfigError,
+        KubeError,
+        extras.MissingExtra,
+        OutputError,
+        spiffe.SvidError,
+    ) as err:
         return _fail(str(err))
     except ModuleNotFoundError as err:
         # an optional library the subcommand imports (at registration or when it runs)

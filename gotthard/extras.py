@@ -35,6 +35,7 @@ MODULES: dict[str, str] = {
     "attr": "attrs",
     "pyslurm": "pyslurm",
     "psycopg": "psycopg",
+    "spiffe": "spiffe",
 }
 
 #: Extra -> the optional distributions it installs, most specific extra first: a hint
@@ -50,6 +51,7 @@ EXTRAS: dict[str, frozenset[str]] = {
     "runbooks": frozenset({"kubernetes"}),
     "pyslurm": frozenset({"pyslurm"}),
     "postgres": frozenset({"psycopg"}),
+    "spiffe": frozenset({"spiffe"}),
 }
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gotthard import spiffe
 from gotthard.site import KubeAccess, SiteConfig
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,9 @@ def client_for(access: KubeAccess, where: str) -> Any:
         # a kubeconfig with fields of the wrong shape surfaces as these
         raise KubeError(f"{where}: kubeconfig {path}: unusable: {_one_line(err)}") from None
     cfg.retries = 1  # urllib3: one reconnect, not a minute of back-off on a dead API
+    svid = spiffe.kubernetes_client_files()
+    if svid is not None:  # [spiffe] kubernetes = true: the SVID is the client certificate
+        cfg.cert_file, cfg.key_file = svid
     return client.ApiClient(cfg)
 
 

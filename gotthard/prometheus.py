@@ -2,7 +2,8 @@
 
 ``gotthard dashboards check`` sends panel queries through it, the runbook webhook asks it
 whether an alert's condition is repaired, and the DR placement controller reads site
-health with it. Standard library only (urllib), so any role can import it.
+health with it. Standard library only (urllib), so any role can import it. Over HTTPS it
+presents the process's X.509-SVID when ``[spiffe]`` configures one (:mod:`gotthard.spiffe`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from typing import Any
+
+from gotthard import spiffe
 
 
 class PrometheusError(Exception):
@@ -43,13 +46,15 @@ class Prometheus:
         else:
             request = urllib.request.Request(f"{url}?{encoded}" if encoded else url)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            # over HTTPS the process's SVID, when [spiffe] configures one (mTLS)
+            context = spiffe.client_context() if url.startswith("https:") else None
+            with urllib.request.urlopen(request, timeout=self.timeout, context=context) as response:
                 body = response.read()
                 status = response.status
         except urllib.error.HTTPError as err:
             body = err.read()
             status = err.code
-        except (urllib.error.URLError, OSError) as err:
+        except (urllib.error.URLError, OSError, spiffe.SvidError) as err:
             reason = getattr(err, "reason", err)
             raise PrometheusError(f"cannot reach {self.url}: {reason}") from None
         try:

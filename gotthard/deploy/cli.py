@@ -1,4 +1,4 @@
-"""``gotthard deploy render --target kubernetes|systemd|prometheus|thanos|local --out DIR``.
+"""``gotthard deploy render --target kubernetes|systemd|prometheus|thanos|local|spiffe --out DIR``.
 
 Exit status: 0 written; 2 a bad target, an unwritable directory or a site model that
 cannot be rendered (one line on stderr).
@@ -15,14 +15,14 @@ from gotthard import config as configuration
 from gotthard.config import Config
 from gotthard.deploy.manifest import RenderError, write
 
-TARGETS = ("kubernetes", "systemd", "prometheus", "thanos", "local")
+TARGETS = ("kubernetes", "systemd", "prometheus", "thanos", "local", "spiffe")
 
 
 def add_cli(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "deploy",
         help="deployment: Kubernetes manifests, systemd units, Prometheus and Alertmanager "
-        "configuration, Thanos, every site on this machine",
+        "configuration, Thanos, every site on this machine, SPIFFE identities",
     )
     sub = parser.add_subparsers(dest="deploy_command", metavar="ACTION")
     sub.required = True
@@ -86,6 +86,10 @@ def render_files(target: str, cfg: Config, site_file: str | None, out: Path) -> 
         from gotthard.deploy import local
 
         return local.render(cfg, _site_document(site_file, cfg), out.absolute())
+    if target == "spiffe":
+        from gotthard.deploy import identities
+
+        return identities.render(cfg)
     raise _unknown_target(target)
 
 

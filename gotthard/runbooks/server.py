@@ -2,7 +2,8 @@
 
 Order of checks on ``POST /alerts``: bearer token (constant time, else 401), body size
 from Content-Length (only ASCII digits, one header; else 400/411/413, the body is never
-read), JSON nesting depth, JSON and schema (else 400 with the reason), then the engine.
+read), the body within the read timeout (else 408, or 400 when it ends early), JSON
+nesting depth, JSON and schema (else 400 with the reason), then the engine.
 Every refusal and every decision is audited before the reply is sent, except that
 refusals of unauthenticated requests are sampled (:class:`RejectSampler`) so that a flood
 cannot fill the disk or keep it busy with fsyncs; the request metric counts them all.
@@ -35,6 +36,7 @@ from gotthard.runbooks.validate import PayloadError, load_json, parse_payload
 from gotthard.serve import (
     HEALTH_ROUTE,
     METRICS_ROUTE,
+    BodyError,
     Request,
     Response,
     Server,
@@ -248,7 +250,10 @@ class RunbookServer(Server):
         length = self._content_length(request, request_id)
         if not isinstance(length, int):
             return length
-        body = request.read_body(length)
+        try:
+            body = request.read_body(length)
+        except BodyError as err:  # 408: not in time; 400: the client closed early
+            return self._refuse(request, err.status, f"request body: {err}", request_id)
         try:
             payload = parse_payload(load_json(body), engine.settings.max_alerts_per_request)
         except PayloadError as err:

@@ -42,11 +42,26 @@ def write_web_config(
     key: Path | None = None,
     users: dict[str, str] | None = None,
     headers: dict[str, str] | None = None,
+    *,
+    client_ca: Path | None = None,
+    allowed_spiffe_ids: list[str] | None = None,
+    limits: dict[str, float] | None = None,
 ) -> Path:
-    """An exporter-toolkit web config file; ``users`` maps names to bcrypt hashes."""
+    """An exporter-toolkit web config file; ``users`` maps names to bcrypt hashes. With
+    *client_ca* clients must present a certificate it verifies (and, with
+    *allowed_spiffe_ids*, one of those SPIFFE IDs); *limits* is ``connection_limits``."""
     lines: list[str] = []
     if cert is not None:
         lines += ["tls_server_config:", f"  cert_file: {cert}", f"  key_file: {key}"]
+    if client_ca is not None:
+        lines += [
+            "  client_auth_type: RequireAndVerifyClientCert",
+            f"  client_ca_file: {client_ca}",
+        ]
+    if allowed_spiffe_ids:
+        lines += ["  allowed_spiffe_ids:", *(f"    - {i}" for i in allowed_spiffe_ids)]
+    if limits:
+        lines += ["connection_limits:", *(f"  {k}: {v}" for k, v in limits.items())]
     if users:
         lines += ["basic_auth_users:", *(f"  {user}: '{h}'" for user, h in users.items())]
     if headers:
