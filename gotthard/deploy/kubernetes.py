@@ -21,7 +21,7 @@ from typing import Any
 from gotthard import __version__
 from gotthard.config import Config
 from gotthard.deploy import rbac
-from gotthard.deploy.manifest import dump, dump_all
+from gotthard.deploy.manifest import RenderError, dump, dump_all
 from gotthard.deploy.roles import (
     AUDIT,
     DR,
@@ -32,6 +32,7 @@ from gotthard.deploy.roles import (
     command,
 )
 from gotthard.deploy.settings import KubernetesDeploy
+from gotthard.site import ClusterConfig
 
 #: Where the site file (the ConfigMap) is mounted, and the variable naming it.
 CONFIG_DIR = "/etc/gotthard"
@@ -41,6 +42,10 @@ TOKEN_DIR = "/var/run/secrets/gotthard"
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
 MUNGE_DIR = "/run/munge"
 SLURM_CONF_DIR = "/etc/slurm"
+#: Where the webhook finds each Slurm cluster's JWT (the site file's ``slurm_jwt_file``).
+SLURM_JWT_DIR = "/var/run/secrets/gotthard-slurm"
+#: Tag suffix of the image variant with slurm-client (scontrol, sinfo, squeue, sdiag).
+SLURM_IMAGE_SUFFIX = "-slurm"
 
 HOST_PID_WHY = (
     "hostPID: NVML lists the processes on a GPU by their PID in the host's PID namespace;\n"
@@ -56,6 +61,11 @@ TOKEN_FILE_WHY = (
 
 def image(settings: KubernetesDeploy) -> str:
     return f"{settings.image_registry}/gotthard:{settings.image_tag or __version__}"
+
+
+def slurm_image(settings: KubernetesDeploy) -> str:
+    """The image variant with Slurm's client commands (``make image`` builds both)."""
+    return settings.slurm_image or f"{image(settings)}{SLURM_IMAGE_SUFFIX}"
 
 
 def labels(cfg: Config, role: Role | None = None) -> dict[str, str]:
@@ -117,11 +127,13 @@ def container(
     env: Sequence[dict[str, Any]] = (),
     cpu: str = "500m",
     memory: str = "256Mi",
+    image_ref: str = "",
 ) -> dict[str, Any]:
-    """The role's one container: ``gotthard ARGS`` with the site file and /tmp mounted."""
+    """The role's one container: ``gotthard ARGS`` with the site file and /tmp mounted
+    (*image_ref*: another image than the default, e.g. :func:`slurm_image`)."""
     out: dict[str, Any] = {
         "name": role.name,
-        "image": image(settings),
+        "image": image_ref or image(settings),
         "imagePullPolicy": settings.image_pull_policy,
         "command": ["gotthard"],
         "args": args,
@@ -239,7 +251,8 @@ def node_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
 
 
 def slurm_namespace(settings: KubernetesDeploy) -> str:
-    """The munge socket is a hostPath: that Slurm exporter needs the privileged namespace."""
+    """The munge socket is a hostPath: the pods that use it (Slurm exporter, webhook) need
+    the privileged namespace."""
     return settings.node_namespace if settings.slurm_auth == "munge" else settings.namespace
 
 
@@ -248,19 +261,99 @@ def slurm_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     env: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
+    image_ref = ""
     if settings.slurm_auth == "munge":
-        # squeue/sinfo in the image authenticate through the node's munged
+        # squeue/sinfo/sdiag of the -slurm image authenticate through the node's munged,
+        # on the nodes that run it with the cluster's key (not the GPU nodes)
         args.append("--slurm.backend=cli")
         mounts = [_mount("munge", MUNGE_DIR), _mount("slurm-conf", SLURM_CONF_DIR)]
         volumes = [_host_path("munge", MUNGE_DIR), _host_path("slurm-conf", SLURM_CONF_DIR)]
+        extra["nodeSelector"] = dict(settings.slurm_node_selector)
+        image_ref = slurm_image(settings)
     else:
         args.append("--slurm.backend=rest")
         secret = {"name": settings.slurm_token_secret, "key": "token"}
         env = [{"name": "SLURM_JWT", "valueFrom": {"secretKeyRef": secret}}]
-    main = container(SLURM_EXPORTER, settings, args, mounts=mounts, env=env)
-    extra = {"nodeSelector": dict(settings.node_selector)} if volumes else {}
+    main = container(SLURM_EXPORTER, settings, args, mounts=mounts, env=env, image_ref=image_ref)
     spec = pod_spec(SLURM_EXPORTER, settings, main, volumes, **extra)
     return _deployment(cfg, SLURM_EXPORTER, slurm_namespace(settings), spec, 1)
+
+
+def webhook_slurm_clusters(cfg: Config) -> dict[str, ClusterConfig]:
+    """The Slurm clusters the webhook of *cfg* acts on (its owned clusters that run Slurm)."""
+    site = cfg.site_config()
+    available = site.clusters or {cfg.cluster: ClusterConfig()}
+    try:
+        owned = cfg.runbooks.owned_clusters(cfg.site, list(available))
+    except ValueError as err:
+        raise RenderError(str(err)) from None
+    return {name: available[name] for name in owned if available[name].runs_slurm}
+
+
+def _by_directory(files: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
+    """Directory -> ConfigMap/Secret ``items`` (key = cluster, path = file name)."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for cluster, path in sorted(files.items()):
+        directory, _, name = path.rpartition("/")
+        out.setdefault(directory or "/", []).append({"key": cluster, "path": name})
+    return out
+
+
+def webhook_slurm_access(
+    cfg: Config, settings: KubernetesDeploy
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(mounts, volumes) through which the webhook's scontrol and sinfo reach each Slurm
+    cluster it owns: with a JWT, the cluster's ``slurm.conf`` from the ConfigMap
+    ``slurm_conf_configmap`` and its ``slurm_jwt_file`` from the Secret
+    ``slurm_token_secret`` (one key per cluster, named after it); with munge, the host's
+    munge socket and slurm.conf directories. A path that no volume can provide is a
+    :class:`RenderError` naming the site file's key."""
+    slurm = webhook_slurm_clusters(cfg)
+    confs = {name: c.slurm_conf or f"{SLURM_CONF_DIR}/slurm.conf" for name, c in slurm.items()}
+    relative = sorted(name for name, path in confs.items() if not path.startswith("/"))
+    if relative:
+        raise RenderError(
+            f"sites.{cfg.site}.clusters.{relative[0]}.slurm_conf: must be an absolute path"
+        )
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    if settings.slurm_auth == "munge":
+        for i, directory in enumerate(_by_directory(confs)):
+            mounts.append(_mount(f"slurm-conf-{i}", directory))
+            volumes.append(_host_path(f"slurm-conf-{i}", directory))
+        return [*mounts, _mount("munge", MUNGE_DIR)], [*volumes, _host_path("munge", MUNGE_DIR)]
+    tokens: dict[str, str] = {}
+    for name, conf in slurm.items():
+        key = f"sites.{cfg.site}.clusters.{name}.slurm_jwt_file"
+        if not conf.slurm_jwt_file:
+            raise RenderError(
+                f'{key}: empty, but [deploy.kubernetes] slurm_auth = "slurmrestd-token":'
+                f" the webhook's pod has no munge socket; name the JWT file, e.g."
+                f" {SLURM_JWT_DIR}/{name}"
+            )
+        if not conf.slurm_jwt_file.startswith("/"):
+            raise RenderError(f"{key}: must be an absolute path")
+        tokens[name] = conf.slurm_jwt_file
+    sources = (
+        ("slurm-conf", "configMap", {"name": settings.slurm_conf_configmap}, confs),
+        ("slurm-jwt", "secret", {"secretName": settings.slurm_token_secret}, tokens),
+    )
+    for prefix, kind, ref, files in sources:
+        for i, (directory, items) in enumerate(_by_directory(files).items()):
+            mounts.append(_mount(f"{prefix}-{i}", directory))
+            source: dict[str, Any] = {**ref, "items": items}
+            if kind == "secret":
+                source["defaultMode"] = 0o440
+            volumes.append({"name": f"{prefix}-{i}", kind: source})
+    taken = [m["mountPath"] for m in mounts]
+    if len(set(taken)) != len(taken):
+        raise RenderError(
+            f"sites.{cfg.site}.clusters: a slurm.conf and a slurm_jwt_file share a directory"
+            f" ({', '.join(sorted(p for p in taken if taken.count(p) > 1))}); a ConfigMap and"
+            f" a Secret cannot both be mounted there"
+        )
+    return mounts, volumes
 
 
 def dr_daemon(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
@@ -285,17 +378,27 @@ def runbooks(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
         "--insecure-token-file",
         "--audit-log=/var/log/gotthard/runbooks-audit.jsonl",
     ]
-    mounts = [_mount("token", TOKEN_DIR), _mount("audit", "/var/log/gotthard", False)]
-    main = container(RUNBOOKS, settings, args, mounts=mounts)
+    slurm_mounts, slurm_volumes = webhook_slurm_access(cfg, settings)
+    mounts = [
+        _mount("token", TOKEN_DIR),
+        _mount("audit", "/var/log/gotthard", False),
+        *slurm_mounts,
+    ]
+    # scontrol and sinfo come with the -slurm image
+    main = container(RUNBOOKS, settings, args, mounts=mounts, image_ref=slurm_image(settings))
     volumes = [
         {
             "name": "token",
             "secret": {"secretName": settings.runbooks_token_secret, "defaultMode": 0o440},
         },
         {"name": "audit", "emptyDir": {"sizeLimit": "256Mi"}},
+        *slurm_volumes,
     ]
-    spec = pod_spec(RUNBOOKS, settings, main, volumes)
-    return _deployment(cfg, RUNBOOKS, settings.namespace, spec, 1)
+    extra: dict[str, Any] = {}
+    if settings.slurm_auth == "munge":
+        extra["nodeSelector"] = dict(settings.slurm_node_selector)
+    spec = pod_spec(RUNBOOKS, settings, main, volumes, **extra)
+    return _deployment(cfg, RUNBOOKS, slurm_namespace(settings), spec, 1)
 
 
 def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
@@ -458,7 +561,7 @@ def workloads(cfg: Config, settings: KubernetesDeploy) -> dict[str, list[dict[st
     served = (
         (SLURM_EXPORTER, slurm_exporter(cfg, settings), slurm_ns, {"maxUnavailable": 1}),
         (DR, dr_daemon(cfg, settings), settings.namespace, {"minAvailable": 1}),
-        (RUNBOOKS, runbooks(cfg, settings), settings.namespace, {"maxUnavailable": 1}),
+        (RUNBOOKS, runbooks(cfg, settings), slurm_ns, {"maxUnavailable": 1}),
     )
     out = {
         NODE_EXPORTER.name: [

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gotthard.config import Config
-from gotthard.deploy.roles import API_CLIENTS, AUDIT, DR, NODE_EXPORTER, ROLES, RUNBOOKS, Role
+from gotthard.deploy.roles import (
+    API_CLIENTS,
+    AUDIT,
+    DR,
+    NODE_EXPORTER,
+    ROLES,
+    RUNBOOKS,
+    SLURM_EXPORTER,
+    Role,
+)
 from gotthard.deploy.settings import KubernetesDeploy
 
 #: The RBAC API version of every object written here.
@@ -218,6 +227,9 @@ def documents(
     """Role name -> its ServiceAccount, Roles, ClusterRoles and bindings."""
     namespace_of = {role.name: settings.namespace for role in ROLES}
     namespace_of[NODE_EXPORTER.name] = settings.node_namespace
+    if settings.slurm_auth == "munge":
+        # the pods with the host's munge socket run in the privileged namespace
+        namespace_of[SLURM_EXPORTER.name] = namespace_of[RUNBOOKS.name] = settings.node_namespace
     all_grants = grants(cfg)
     out: dict[str, list[dict[str, Any]]] = {}
     for role in ROLES:

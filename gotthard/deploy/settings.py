@@ -59,11 +59,27 @@ class KubernetesDeploy(Strict):
     tolerations: list[Toleration] = Field(
         default_factory=lambda: [Toleration(key="nvidia.com/gpu", effect="NoSchedule")]
     )
-    #: How the Slurm exporter reaches Slurm: a slurmrestd JWT from a Secret, or the
-    #: node's munge socket (hostPath; the exporter then runs where slurm.conf is).
+    #: How the Slurm exporter and the webhook reach Slurm: a Slurm JWT from a Secret
+    #: (exporter: slurmrestd; webhook: scontrol/sinfo with ``SLURM_JWT``), or the node's
+    #: munge socket and /etc/slurm (hostPath; both then run on ``slurm_node_selector``
+    #: nodes, in the privileged namespace, with the ``-slurm`` image).
     slurm_auth: Literal["slurmrestd-token", "munge"] = "slurmrestd-token"
-    #: Secret (key ``token``) with the slurmrestd JWT.
+    #: Secret (key ``token``) with the Slurm JWT: the Slurm exporter's for slurmrestd and,
+    #: with ``slurm_auth = "slurmrestd-token"``, the webhook's for scontrol and sinfo.
     slurm_token_secret: DnsLabel = "gotthard-slurmrestd-token"
+    # --- Slurm from pods (docs/deploy.md, "Slurm from pods") ---
+    #: Image of the roles that run Slurm's client commands (the webhook, and the Slurm
+    #: exporter with munge): "" = ``REGISTRY/gotthard:TAG-slurm``, the variant with
+    #: Debian's slurm-client and auth/jwt plugin that ``make image`` builds.
+    slurm_image: str = ""
+    #: ConfigMap (key ``slurm.conf``) with the cluster's slurm.conf, mounted in the webhook
+    #: when ``slurm_auth = "slurmrestd-token"`` (munge mounts the host's /etc/slurm).
+    slurm_conf_configmap: DnsLabel = "gotthard-slurm-conf"
+    #: Node labels of the nodes that run munged with the cluster's key and hold
+    #: /etc/slurm: where the munge pods run (never the GPU ``node_selector``).
+    slurm_node_selector: dict[str, str] = Field(
+        default_factory=lambda: {"gotthard.io/slurm-client": "true"}
+    )
     #: Secret (key ``token``) with the bearer token Alertmanager sends to the webhook.
     runbooks_token_secret: DnsLabel = "gotthard-runbooks-token"
     #: Namespace and pod labels of the Prometheus allowed to scrape (NetworkPolicy).
