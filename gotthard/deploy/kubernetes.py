@@ -24,6 +24,8 @@ from gotthard.deploy import rbac
 from gotthard.deploy.manifest import RenderError, dump, dump_all
 from gotthard.deploy.roles import (
     AUDIT,
+    AUDIT_METRICS,
+    AUDIT_METRICS_CONFIGMAP,
     DR,
     NODE_EXPORTER,
     RUNBOOKS,
@@ -401,8 +403,20 @@ def runbooks(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     return _deployment(cfg, RUNBOOKS, slurm_namespace(settings), spec, 1)
 
 
+#: Where the audit metrics exporter mounts the ConfigMap the audit CronJob writes.
+AUDIT_METRICS_DIR = "/var/lib/gotthard/audit"
+
+
 def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
-    main = container(AUDIT, settings, command(AUDIT, ""), cpu="1", memory="512Mi")
+    """The ``audit cluster`` CronJob: its findings go to the ConfigMap that
+    :func:`audit_metrics` serves, and a finding does not fail the Job (``--report-only``);
+    an audit that cannot run still does (exit 2)."""
+    args = [
+        *command(AUDIT, ""),
+        "--report-only",
+        f"--textfile-configmap={settings.namespace}/{AUDIT_METRICS_CONFIGMAP}",
+    ]
+    main = container(AUDIT, settings, args, cpu="1", memory="512Mi")
     spec = pod_spec(AUDIT, settings, main, restartPolicy="Never")
     return {
         "apiVersion": "batch/v1",
@@ -414,6 +428,33 @@ def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
             "jobTemplate": {"spec": {"backoffLimit": 1, "template": _template(cfg, AUDIT, spec)}},
         },
     }
+
+
+def audit_metrics_configmap(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
+    """The ConfigMap the audit CronJob patches; rendered without data, so that applying
+    the manifests again keeps the last audit's metrics."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(cfg, AUDIT_METRICS_CONFIGMAP, settings.namespace, AUDIT),
+    }
+
+
+def audit_metrics(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
+    """A textfile exporter serving the audit's ConfigMap (``gotthard_policy_violations``,
+    ``gotthard_audit_last_run_timestamp_seconds``); no API access, the audit's
+    ServiceAccount without a token."""
+    args = [
+        *command(AUDIT_METRICS, listen(AUDIT_METRICS)),
+        f"--textfile.directory={AUDIT_METRICS_DIR}",
+    ]
+    main = container(
+        AUDIT_METRICS, settings, args, mounts=[_mount("audit-metrics", AUDIT_METRICS_DIR)]
+    )
+    volume = {"name": "audit-metrics", "configMap": {"name": AUDIT_METRICS_CONFIGMAP}}
+    spec = pod_spec(AUDIT_METRICS, settings, main, [volume])
+    spec["serviceAccountName"] = AUDIT.full_name
+    return _deployment(cfg, AUDIT_METRICS, settings.namespace, spec, 1)
 
 
 def _deployment(
@@ -569,7 +610,14 @@ def workloads(cfg: Config, settings: KubernetesDeploy) -> dict[str, list[dict[st
             monitor(cfg, NODE_EXPORTER, node_ns, settings, "PodMonitor"),
             network_policy(cfg, NODE_EXPORTER, node_ns, settings),
         ],
-        AUDIT.name: [audit(cfg, settings)],
+        AUDIT.name: [
+            audit(cfg, settings),
+            audit_metrics_configmap(cfg, settings),
+            audit_metrics(cfg, settings),
+            service(cfg, AUDIT_METRICS, settings.namespace),
+            monitor(cfg, AUDIT_METRICS, settings.namespace, settings, "ServiceMonitor"),
+            network_policy(cfg, AUDIT_METRICS, settings.namespace, settings),
+        ],
     }
     for role, workload, ns, budget in served:
         out[role.name] = [

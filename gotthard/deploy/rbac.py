@@ -21,6 +21,8 @@ from gotthard.config import Config
 from gotthard.deploy.roles import (
     API_CLIENTS,
     AUDIT,
+    AUDIT_METRICS,
+    AUDIT_METRICS_CONFIGMAP,
     DR,
     NODE_EXPORTER,
     ROLES,
@@ -44,6 +46,8 @@ class Grant:
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
     why: str
+    #: Only these objects (``resourceNames``); empty: every object of the resources.
+    names: tuple[str, ...] = ()
 
 
 def _group_of(api_version: str) -> str:
@@ -184,6 +188,16 @@ def grants(cfg: Config) -> list[Grant]:
             ("list",),
             "mesh policy (mTLS mode of PeerAuthentications)",
         ),
+        Grant(
+            AUDIT,
+            cfg.deploy.kubernetes.namespace,
+            "",
+            ("configmaps",),
+            ("patch",),
+            "the audit CronJob leaves its metrics in this one ConfigMap, served by"
+            f" {AUDIT_METRICS.full_name}",
+            (AUDIT_METRICS_CONFIGMAP,),
+        ),
     ]
 
 
@@ -215,10 +229,13 @@ def service_account(role: Role, namespace: str, labels: Mapping[str, str]) -> di
 
 
 def _rules(items: Iterable[Grant]) -> list[dict[str, Any]]:
-    return [
-        {"apiGroups": [g.group], "resources": list(g.resources), "verbs": list(g.verbs)}
-        for g in items
-    ]
+    out = []
+    for g in items:
+        rule: dict[str, Any] = {"apiGroups": [g.group], "resources": list(g.resources)}
+        if g.names:
+            rule["resourceNames"] = list(g.names)
+        out.append({**rule, "verbs": list(g.verbs)})
+    return out
 
 
 def documents(
