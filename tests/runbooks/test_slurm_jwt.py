@@ -10,13 +10,18 @@ real slurmctld drains and resumes its node through them.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gotthard.config import Config
+from gotthard.deploy.kubernetes import SLURM_JWT_DIR
 from gotthard.runbooks.actions import ActionError, SlurmActions, read_jwt
 from gotthard.runbooks.clusters import from_config, shared
 from gotthard.sandbox import Sandbox
@@ -146,3 +151,62 @@ def test_the_site_model_gives_each_cluster_its_jwt_file(tmp_path: Path) -> None:
         "/var/run/secrets/gotthard-slurm/token",
     )
     assert (eiger.slurm_conf, eiger.jwt_file) == ("/etc/slurm-eiger/slurm.conf", "")
+
+
+def _slurm_image() -> str:
+    from gotthard import __version__
+
+    return f"localhost/gotthard:{__version__}-slurm"
+
+
+@pytest.mark.skipif(
+    shutil.which("podman") is None
+    or subprocess.run(
+        ["podman", "image", "exists", _slurm_image()], capture_output=True, check=False
+    ).returncode
+    != 0,
+    reason="the -slurm image is not built here (make image)",
+)
+def test_the_slurm_image_drains_and_resumes_as_the_webhook_pod(
+    pod_slurm: tuple[Sandbox, Path, Path],
+) -> None:
+    """Inside the image ``make image`` builds: read-only root, uid 10001, no munge socket,
+    the slurm.conf and JWT mounted read-only where the render mounts them."""
+    sandbox, conf, token = pod_slurm
+    mounts = Path(tempfile.mkdtemp(prefix="gtt-pod-", dir="/tmp"))
+    try:
+        for name, source in (("etc-slurm/slurm.conf", conf), ("secret/sandbox", token)):
+            target = mounts / name
+            target.parent.mkdir(mode=0o755)
+            target.write_bytes(source.read_bytes())
+            target.chmod(0o444)
+        mounts.chmod(0o755)
+        code = (
+            "from gotthard.runbooks.actions import SlurmActions\n"
+            "from gotthard.runbooks.settings import RunbooksConfig\n"
+            "s = SlurmActions(RunbooksConfig(), '/etc/slurm/slurm.conf',"
+            f" jwt_file='{SLURM_JWT_DIR}/sandbox')\n"
+            "import sys\n"
+            "node = sys.argv[1]\n"
+            "print(s.drain(node, 'GPULost').result, s.node(node).reason)\n"
+            "print(s.resume(node, 'GPULost').result, s.node(node).effective_state)\n"
+        )
+        conf_file = build_dir() / "containers.conf"
+        env = {**os.environ, **({"CONTAINERS_CONF": str(conf_file)} if conf_file.exists() else {})}
+        argv = ["podman", "run", "--rm", "--runtime", "runc", "--network", "host", "--read-only",
+                "--ulimit", "nofile=20000:20000", "--ulimit", "nproc=4096:4096",
+                "-v", f"{mounts / 'etc-slurm'}:/etc/slurm:ro",
+                "-v", f"{mounts / 'secret'}:{SLURM_JWT_DIR}:ro",
+                "--entrypoint", "/opt/gotthard/bin/python", _slurm_image(),
+                "-c", code, sandbox.node_name]  # fmt: skip
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.splitlines() == ["ok gotthard: GPULost", "ok idle"]
+        assert sandbox_node(sandbox) == ("idle", "none")
+    finally:
+        shutil.rmtree(mounts)
+
+
+def build_dir() -> Path:
+    """``scripts/build-image``'s work directory (its containers.conf: runc, rlimits)."""
+    return Path(__file__).resolve().parents[2] / "build" / "image"
