@@ -31,9 +31,14 @@ from gotthard.deploy.roles import (
     Role,
 )
 from gotthard.deploy.settings import KubernetesDeploy
+from gotthard.dr.settings import LABEL_SCRATCH
 
 #: The RBAC API version of every object written here.
 RBAC_API = "rbac.authorization.k8s.io/v1"
+#: ValidatingAdmissionPolicy: GA (v1) since Kubernetes 1.30.
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+#: The policy (and its binding) that narrows the DR role's namespace grant.
+SCRATCH_POLICY = "gotthard-dr-scratch-namespaces"
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,8 @@ def _dr_grants(cfg: Config) -> list[Grant]:
             "",
             ("namespaces",),
             ("list", "create", "delete"),
-            "restore drills restore into a scratch namespace, then delete it",
+            "restore drills restore into a scratch namespace, then delete it (only labelled"
+            f" ones: ValidatingAdmissionPolicy {SCRATCH_POLICY})",
         ),
     ]
     checks: dict[str, set[str]] = {}
@@ -283,7 +289,68 @@ def documents(
                 }
             )
         out[role.name] = docs
+    out[DR.name] += scratch_namespace_policy(namespace_of[DR.name], labels)
     return out
+
+
+def scratch_namespace_policy(namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: RBAC cannot select namespaces by label,
+    so the DR ServiceAccount's ``create`` and ``delete`` on namespaces (restore drills) are
+    denied for every namespace that lacks the scratch label :data:`LABEL_SCRATCH` (DR has
+    no ``update``/``patch`` on namespaces, so it cannot label one either)."""
+    account = f"system:serviceaccount:{namespace}:{DR.full_name}"
+    meta = {"name": SCRATCH_POLICY, "labels": _labels(DR, labels)}
+    # DELETE admits the namespace as oldObject, CREATE as object
+    target = "(request.operation == 'DELETE' ? oldObject : object)"
+    scratch = (
+        f"has({target}.metadata.labels) && '{LABEL_SCRATCH}' in {target}.metadata.labels"
+        f" && {target}.metadata.labels['{LABEL_SCRATCH}'] == 'true'"
+    )
+    policy = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {
+            **meta,
+            "annotations": {
+                "gotthard.io/why": "the DR role creates and deletes only its drills' scratch"
+                f" namespaces (label {LABEL_SCRATCH}=true)"
+            },
+        },
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "DELETE"],
+                        "resources": ["namespaces"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {
+                    "name": "dr-service-account",
+                    "expression": f"request.userInfo.username == '{account}'",
+                }
+            ],
+            "validations": [
+                {
+                    "expression": scratch,
+                    "messageExpression": f"'{DR.full_name} may only create and delete namespaces"
+                    f" labelled {LABEL_SCRATCH}=true, not ' + request.name",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": meta,
+        "spec": {"policyName": SCRATCH_POLICY, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
 
 
 # --- evaluation ------------------------------------------------------------------------------
