@@ -291,8 +291,13 @@ class ThanosDeploy(Strict):
     ruler_replicas: Annotated[int, Field(ge=1, le=10)] = 2
     #: gRPC port of the sidecar's Store API and of Query's own.
     sidecar_grpc_port: Port = 10901
-    #: Secret (key ``objstore.yml``) with the object store configuration of the sidecars.
+    #: Secret (key ``objstore.yml``) with the object store configuration of the sidecars,
+    #: the store gateway and the compactor.
     objstore_secret: DnsLabel = "thanos-objstore"
+    #: Secret (keys ``tls.crt``, ``tls.key``, ``ca.crt``: cert-manager's layout) of the
+    #: mutual TLS on every gRPC Store API (sidecars, store gateway, ruler) and of Query's
+    #: client: the Store API crosses sites.
+    grpc_tls_secret: DnsLabel = "thanos-grpc-tls"
     #: Store API addresses (``host:port``) by Prometheus name (``SITE`` or
     #: ``SITE-CLUSTER``), one per replica where they differ; unset = derived.
     endpoints: Annotated[dict[str, list[ListenAddress]], AfterValidator(_each_given)] = Field(
