@@ -549,6 +549,58 @@ def network_policy(
     }
 
 
+#: The destinations each workload may reach beyond DNS (see :func:`egress_policy`).
+EGRESS: dict[str, tuple[str, ...]] = {
+    NODE_EXPORTER.name: (),  # host files and the kubelet's socket: no network
+    SLURM_EXPORTER.name: ("slurm",),
+    DR.name: ("kubernetes_api", "prometheus"),
+    RUNBOOKS.name: ("kubernetes_api", "slurm", "prometheus"),
+    AUDIT.name: ("kubernetes_api",),
+    AUDIT_METRICS.name: (),
+}
+
+
+def _egress_rule(cidrs: Sequence[str], ports: Sequence[int]) -> dict[str, Any]:
+    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": p} for p in ports]}
+    if cidrs:
+        rule["to"] = [{"ipBlock": {"cidr": cidr}} for cidr in cidrs]
+    return rule
+
+
+def egress_policy(
+    cfg: Config, role: Role, namespace: str, settings: KubernetesDeploy
+) -> dict[str, Any]:
+    """Egress of the role's pods: DNS, and the destinations of :data:`EGRESS` at the CIDRs
+    and ports of ``[deploy.kubernetes.egress]`` (NetworkPolicy cannot name hosts)."""
+    egress = settings.egress
+    dns = {
+        "to": [
+            {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": egress.dns_namespace}
+                },
+                "podSelector": {"matchLabels": dict(egress.dns_pod_labels)},
+            }
+        ],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+    rules = [dns]
+    for kind in EGRESS[role.name]:
+        rules.append(
+            _egress_rule(getattr(egress, f"{kind}_cidrs"), getattr(egress, f"{kind}_ports"))
+        )
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(cfg, f"{role.full_name}-egress", namespace, role),
+        "spec": {
+            "podSelector": {"matchLabels": selector(role)},
+            "policyTypes": ["Egress"],
+            "egress": rules,
+        },
+    }
+
+
 def default_deny(cfg: Config, namespace: str) -> dict[str, Any]:
     """No ingress to any pod of the namespace unless a policy above allows it."""
     return {
@@ -609,6 +661,7 @@ def workloads(cfg: Config, settings: KubernetesDeploy) -> dict[str, list[dict[st
             node_exporter(cfg, settings),
             monitor(cfg, NODE_EXPORTER, node_ns, settings, "PodMonitor"),
             network_policy(cfg, NODE_EXPORTER, node_ns, settings),
+            egress_policy(cfg, NODE_EXPORTER, node_ns, settings),
         ],
         AUDIT.name: [
             audit(cfg, settings),
@@ -617,6 +670,8 @@ def workloads(cfg: Config, settings: KubernetesDeploy) -> dict[str, list[dict[st
             service(cfg, AUDIT_METRICS, settings.namespace),
             monitor(cfg, AUDIT_METRICS, settings.namespace, settings, "ServiceMonitor"),
             network_policy(cfg, AUDIT_METRICS, settings.namespace, settings),
+            egress_policy(cfg, AUDIT, settings.namespace, settings),
+            egress_policy(cfg, AUDIT_METRICS, settings.namespace, settings),
         ],
     }
     for role, workload, ns, budget in served:
@@ -625,6 +680,7 @@ def workloads(cfg: Config, settings: KubernetesDeploy) -> dict[str, list[dict[st
             service(cfg, role, ns),
             monitor(cfg, role, ns, settings, "ServiceMonitor"),
             network_policy(cfg, role, ns, settings),
+            egress_policy(cfg, role, ns, settings),
             disruption_budget(cfg, role, ns, **budget),
         ]
     return out

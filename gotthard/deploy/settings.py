@@ -12,6 +12,7 @@ site model, never from here.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Literal
 
@@ -28,6 +29,36 @@ class Toleration(Strict):
     operator: Literal["Exists", "Equal"] = "Exists"
     value: str = ""
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+
+
+def _cidrs(value: list[str]) -> list[str]:
+    for cidr in value:
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            raise ValueError(f"{cidr!r} is not a CIDR (e.g. 10.0.0.0/16)") from None
+    return value
+
+
+Cidrs = Annotated[list[str], AfterValidator(_cidrs)]
+Ports = list[Annotated[int, Field(ge=1, le=65535)]]
+
+
+class EgressSettings(Strict):
+    """``[deploy.kubernetes.egress]``: the destinations of the roles' egress policies."""
+
+    #: The Kubernetes API servers (this cluster's, the other site's, Karmada's).
+    kubernetes_api_cidrs: Cidrs = Field(default_factory=list)
+    kubernetes_api_ports: Ports = Field(default_factory=lambda: [443, 6443])
+    #: slurmctld (scontrol/sinfo with a JWT or munge) and slurmrestd.
+    slurm_cidrs: Cidrs = Field(default_factory=list)
+    slurm_ports: Ports = Field(default_factory=lambda: [6817, 6820])
+    #: The sites' Prometheus (repair checks, placement queries).
+    prometheus_cidrs: Cidrs = Field(default_factory=list)
+    prometheus_ports: Ports = Field(default_factory=lambda: [9090])
+    #: The cluster DNS every pod resolves through (kube-dns/CoreDNS pods' labels).
+    dns_namespace: DnsLabel = "kube-system"
+    dns_pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
 
 
 class KubernetesDeploy(Strict):
@@ -80,6 +111,10 @@ class KubernetesDeploy(Strict):
     slurm_node_selector: dict[str, str] = Field(
         default_factory=lambda: {"gotthard.io/slurm-client": "true"}
     )
+    # --- egress NetworkPolicies (docs/deploy.md, "Egress") ---
+    #: Where each kind of destination is: NetworkPolicy cannot name hosts, so CIDRs; an
+    #: empty list allows any address, on that kind's ports only.
+    egress: EgressSettings = EgressSettings()
     #: Secret (key ``token``) with the bearer token Alertmanager sends to the webhook.
     runbooks_token_secret: DnsLabel = "gotthard-runbooks-token"
     #: Namespace and pod labels of the Prometheus allowed to scrape (NetworkPolicy).
