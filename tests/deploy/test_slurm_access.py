@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gotthard.deploy.kubernetes import SLURM_JWT_DIR
 from tests.deploy.rendering import SITE, manifests, render
 from tests.support.cli import gotthard
@@ -70,7 +72,8 @@ def test_munge_pods_use_the_slurm_image_on_the_slurm_client_nodes(tmp_path: Path
         'slurm_image = "registry.example/gotthard@sha256:' + "a" * 64 + '"\n'
         'slurm_node_selector = { "node-role.example/slurm-login" = "true" }\n',
     )
-    objects = _objects(render("kubernetes", tmp_path / "out", site))
+    out = render("kubernetes", tmp_path / "out", site)
+    objects = _objects(out)
     for name in ("gotthard-slurm-exporter", "gotthard-runbooks"):
         deployment = objects["Deployment", name]
         pod = _pod(deployment)
@@ -82,6 +85,13 @@ def test_munge_pods_use_the_slurm_image_on_the_slurm_client_nodes(tmp_path: Path
         assert paths == {"/run/munge", "/etc/slurm"}, name
         account = objects["ServiceAccount", name]
         assert account["metadata"]["namespace"] == "gotthard-node"
+        # Gotthard's own pod policies admit them with the rendered waivers (host paths,
+        # the -slurm image's registry)
+        manifest = tmp_path / f"{name}.yaml"
+        manifest.write_text(yaml.safe_dump(deployment))
+        waivers = out / "waivers" / "policy-data.yml"
+        result = gotthard("policy", "eval", "--input", str(manifest), "--data", str(waivers))
+        assert result.returncode == 0, result.stdout + result.stderr
     exporter = _pod(objects["Deployment", "gotthard-slurm-exporter"])["containers"][0]
     assert "--slurm.backend=cli" in exporter["args"]
 
