@@ -39,6 +39,12 @@ class ClusterConfig(Strict):
     slurm_conf: str = ""
     #: ``http://host:6820`` (JWT) or ``unix:/path/to/slurmrestd.sock``; empty = no slurmrestd.
     slurmrestd_url: str = ""
+    #: File holding a Slurm JWT (``scontrol token``) of this cluster; empty = munge.
+    #: Set, the Slurm commands (``scontrol``, ``sinfo``) authenticate with it as
+    #: ``SLURM_JWT`` (read before each command, so a rotated Secret is picked up): a pod
+    #: needs no munge socket then, only the client commands and ``slurm.conf``. slurmctld
+    #: must accept it (``AuthAltTypes=auth/jwt``).
+    slurm_jwt_file: str = ""
     #: The Kubernetes API of this cluster; absent = the cluster runs no Kubernetes.
     kubernetes: KubeAccess | None = None
     #: The Prometheus that scrapes this cluster; empty = the site's.
@@ -47,6 +53,11 @@ class ClusterConfig(Strict):
     karmada_members: list[str] = Field(default_factory=list)
     #: Namespace of Velero on this cluster's Kubernetes.
     velero_namespace: str = "velero"
+
+    @property
+    def runs_slurm(self) -> bool:
+        """A Slurm cluster: it names its ``slurm.conf``, slurmrestd or Slurm JWT."""
+        return bool(self.slurm_conf or self.slurmrestd_url or self.slurm_jwt_file)
 
 
 class SiteConfig(Strict):

@@ -80,7 +80,7 @@ def test_the_image_installs_no_test_double() -> None:
     script = (ROOT / "scripts" / "build-image").read_text(encoding="utf-8")
     copies = [line for line in script.splitlines() if line.startswith("cp -r ")]
     assert copies == ['cp -r gotthard pyproject.toml README.md "$WORK/src/"']
-    assert '"gotthard_testing", "kmock", "aiohttp"' in script
+    assert '"gotthard_testing", "kmock"' in script
 
 
 def test_the_build_script_parses() -> None:
@@ -88,3 +88,17 @@ def test_the_build_script_parses() -> None:
     result = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert script.stat().st_mode & 0o111
+
+
+def test_the_build_writes_an_sbom_and_prints_the_digest_of_each_image() -> None:
+    """``make image``: a CycloneDX SBOM of each image's own environment (cyclonedx-py run
+    on the image's mounted /opt/gotthard), and ``IMAGE@sha256:...`` on stdout."""
+    script = (ROOT / "scripts" / "build-image").read_text(encoding="utf-8")
+    assert '"cyclonedx-bom>=4"' in script
+    assert 'cyclonedx-py" environment' in script and '"$mnt/opt/gotthard/bin/python"' in script
+    assert 'sbom="$WORK/${name/:/-}.cdx.json"' in script
+    assert "podman image inspect --format '{{.Digest}}'" in script
+    assert 'echo "$image@$digest" | tee -a "$WORK/digests.txt"' in script
+    # both images: the default and the -slurm variant the webhook runs
+    assert 'IMAGES+=("$IMAGE-slurm")' in script
+    assert "slurm-client slurm-wlm-jwt-plugin" in script

@@ -20,10 +20,12 @@ from typing import Any
 
 from gotthard import __version__
 from gotthard.config import Config
-from gotthard.deploy import rbac
+from gotthard.deploy import podaccess, rbac
 from gotthard.deploy.manifest import dump, dump_all
 from gotthard.deploy.roles import (
     AUDIT,
+    AUDIT_METRICS,
+    AUDIT_METRICS_CONFIGMAP,
     DR,
     NODE_EXPORTER,
     RUNBOOKS,
@@ -41,6 +43,10 @@ TOKEN_DIR = "/var/run/secrets/gotthard"
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
 MUNGE_DIR = "/run/munge"
 SLURM_CONF_DIR = "/etc/slurm"
+#: Where the webhook finds each Slurm cluster's JWT (the site file's ``slurm_jwt_file``).
+SLURM_JWT_DIR = "/var/run/secrets/gotthard-slurm"
+#: Tag suffix of the image variant with slurm-client (scontrol, sinfo, squeue, sdiag).
+SLURM_IMAGE_SUFFIX = "-slurm"
 
 HOST_PID_WHY = (
     "hostPID: NVML lists the processes on a GPU by their PID in the host's PID namespace;\n"
@@ -56,6 +62,11 @@ TOKEN_FILE_WHY = (
 
 def image(settings: KubernetesDeploy) -> str:
     return f"{settings.image_registry}/gotthard:{settings.image_tag or __version__}"
+
+
+def slurm_image(settings: KubernetesDeploy) -> str:
+    """The image variant with Slurm's client commands (``make image`` builds both)."""
+    return settings.slurm_image or f"{image(settings)}{SLURM_IMAGE_SUFFIX}"
 
 
 def labels(cfg: Config, role: Role | None = None) -> dict[str, str]:
@@ -117,11 +128,13 @@ def container(
     env: Sequence[dict[str, Any]] = (),
     cpu: str = "500m",
     memory: str = "256Mi",
+    image_ref: str = "",
 ) -> dict[str, Any]:
-    """The role's one container: ``gotthard ARGS`` with the site file and /tmp mounted."""
+    """The role's one container: ``gotthard ARGS`` with the site file and /tmp mounted
+    (*image_ref*: another image than the default, e.g. :func:`slurm_image`)."""
     out: dict[str, Any] = {
         "name": role.name,
-        "image": image(settings),
+        "image": image_ref or image(settings),
         "imagePullPolicy": settings.image_pull_policy,
         "command": ["gotthard"],
         "args": args,
@@ -239,7 +252,8 @@ def node_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
 
 
 def slurm_namespace(settings: KubernetesDeploy) -> str:
-    """The munge socket is a hostPath: that Slurm exporter needs the privileged namespace."""
+    """The munge socket is a hostPath: the pods that use it (Slurm exporter, webhook) need
+    the privileged namespace."""
     return settings.node_namespace if settings.slurm_auth == "munge" else settings.namespace
 
 
@@ -248,17 +262,21 @@ def slurm_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     env: list[dict[str, Any]] = []
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
+    extra: dict[str, Any] = {}
+    image_ref = ""
     if settings.slurm_auth == "munge":
-        # squeue/sinfo in the image authenticate through the node's munged
+        # squeue/sinfo/sdiag of the -slurm image authenticate through the node's munged,
+        # on the nodes that run it with the cluster's key (not the GPU nodes)
         args.append("--slurm.backend=cli")
         mounts = [_mount("munge", MUNGE_DIR), _mount("slurm-conf", SLURM_CONF_DIR)]
         volumes = [_host_path("munge", MUNGE_DIR), _host_path("slurm-conf", SLURM_CONF_DIR)]
+        extra["nodeSelector"] = dict(settings.slurm_node_selector)
+        image_ref = slurm_image(settings)
     else:
         args.append("--slurm.backend=rest")
         secret = {"name": settings.slurm_token_secret, "key": "token"}
         env = [{"name": "SLURM_JWT", "valueFrom": {"secretKeyRef": secret}}]
-    main = container(SLURM_EXPORTER, settings, args, mounts=mounts, env=env)
-    extra = {"nodeSelector": dict(settings.node_selector)} if volumes else {}
+    main = container(SLURM_EXPORTER, settings, args, mounts=mounts, env=env, image_ref=image_ref)
     spec = pod_spec(SLURM_EXPORTER, settings, main, volumes, **extra)
     return _deployment(cfg, SLURM_EXPORTER, slurm_namespace(settings), spec, 1)
 
@@ -285,21 +303,43 @@ def runbooks(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
         "--insecure-token-file",
         "--audit-log=/var/log/gotthard/runbooks-audit.jsonl",
     ]
-    mounts = [_mount("token", TOKEN_DIR), _mount("audit", "/var/log/gotthard", False)]
-    main = container(RUNBOOKS, settings, args, mounts=mounts)
+    slurm_mounts, slurm_volumes = podaccess.webhook_slurm_access(cfg, settings)
+    mounts = [
+        _mount("token", TOKEN_DIR),
+        _mount("audit", "/var/log/gotthard", False),
+        *slurm_mounts,
+    ]
+    # scontrol and sinfo come with the -slurm image
+    main = container(RUNBOOKS, settings, args, mounts=mounts, image_ref=slurm_image(settings))
     volumes = [
         {
             "name": "token",
             "secret": {"secretName": settings.runbooks_token_secret, "defaultMode": 0o440},
         },
         {"name": "audit", "emptyDir": {"sizeLimit": "256Mi"}},
+        *slurm_volumes,
     ]
-    spec = pod_spec(RUNBOOKS, settings, main, volumes)
-    return _deployment(cfg, RUNBOOKS, settings.namespace, spec, 1)
+    extra: dict[str, Any] = {}
+    if settings.slurm_auth == "munge":
+        extra["nodeSelector"] = dict(settings.slurm_node_selector)
+    spec = pod_spec(RUNBOOKS, settings, main, volumes, **extra)
+    return _deployment(cfg, RUNBOOKS, slurm_namespace(settings), spec, 1)
+
+
+#: Where the audit metrics exporter mounts the ConfigMap the audit CronJob writes.
+AUDIT_METRICS_DIR = "/var/lib/gotthard/audit"
 
 
 def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
-    main = container(AUDIT, settings, command(AUDIT, ""), cpu="1", memory="512Mi")
+    """The ``audit cluster`` CronJob: its findings go to the ConfigMap that
+    :func:`audit_metrics` serves, and a finding does not fail the Job (``--report-only``);
+    an audit that cannot run still does (exit 2)."""
+    args = [
+        *command(AUDIT, ""),
+        "--report-only",
+        f"--textfile-configmap={settings.namespace}/{AUDIT_METRICS_CONFIGMAP}",
+    ]
+    main = container(AUDIT, settings, args, cpu="1", memory="512Mi")
     spec = pod_spec(AUDIT, settings, main, restartPolicy="Never")
     return {
         "apiVersion": "batch/v1",
@@ -311,6 +351,33 @@ def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
             "jobTemplate": {"spec": {"backoffLimit": 1, "template": _template(cfg, AUDIT, spec)}},
         },
     }
+
+
+def audit_metrics_configmap(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
+    """The ConfigMap the audit CronJob patches; rendered without data, so that applying
+    the manifests again keeps the last audit's metrics."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(cfg, AUDIT_METRICS_CONFIGMAP, settings.namespace, AUDIT),
+    }
+
+
+def audit_metrics(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
+    """A textfile exporter serving the audit's ConfigMap (``gotthard_policy_violations``,
+    ``gotthard_audit_last_run_timestamp_seconds``); no API access, the audit's
+    ServiceAccount without a token."""
+    args = [
+        *command(AUDIT_METRICS, listen(AUDIT_METRICS)),
+        f"--textfile.directory={AUDIT_METRICS_DIR}",
+    ]
+    main = container(
+        AUDIT_METRICS, settings, args, mounts=[_mount("audit-metrics", AUDIT_METRICS_DIR)]
+    )
+    volume = {"name": "audit-metrics", "configMap": {"name": AUDIT_METRICS_CONFIGMAP}}
+    spec = pod_spec(AUDIT_METRICS, settings, main, [volume])
+    spec["serviceAccountName"] = AUDIT.full_name
+    return _deployment(cfg, AUDIT_METRICS, settings.namespace, spec, 1)
 
 
 def _deployment(
@@ -458,15 +525,25 @@ def workloads(cfg: Config, settings: KubernetesDeploy) -> dict[str, list[dict[st
     served = (
         (SLURM_EXPORTER, slurm_exporter(cfg, settings), slurm_ns, {"maxUnavailable": 1}),
         (DR, dr_daemon(cfg, settings), settings.namespace, {"minAvailable": 1}),
-        (RUNBOOKS, runbooks(cfg, settings), settings.namespace, {"maxUnavailable": 1}),
+        (RUNBOOKS, runbooks(cfg, settings), slurm_ns, {"maxUnavailable": 1}),
     )
     out = {
         NODE_EXPORTER.name: [
             node_exporter(cfg, settings),
             monitor(cfg, NODE_EXPORTER, node_ns, settings, "PodMonitor"),
             network_policy(cfg, NODE_EXPORTER, node_ns, settings),
+            podaccess.egress_policy(cfg, NODE_EXPORTER, node_ns, settings),
         ],
-        AUDIT.name: [audit(cfg, settings)],
+        AUDIT.name: [
+            audit(cfg, settings),
+            audit_metrics_configmap(cfg, settings),
+            audit_metrics(cfg, settings),
+            service(cfg, AUDIT_METRICS, settings.namespace),
+            monitor(cfg, AUDIT_METRICS, settings.namespace, settings, "ServiceMonitor"),
+            network_policy(cfg, AUDIT_METRICS, settings.namespace, settings),
+            podaccess.egress_policy(cfg, AUDIT, settings.namespace, settings),
+            podaccess.egress_policy(cfg, AUDIT_METRICS, settings.namespace, settings),
+        ],
     }
     for role, workload, ns, budget in served:
         out[role.name] = [
@@ -474,6 +551,7 @@ def workloads(cfg: Config, settings: KubernetesDeploy) -> dict[str, list[dict[st
             service(cfg, role, ns),
             monitor(cfg, role, ns, settings, "ServiceMonitor"),
             network_policy(cfg, role, ns, settings),
+            podaccess.egress_policy(cfg, role, ns, settings),
             disruption_budget(cfg, role, ns, **budget),
         ]
     return out

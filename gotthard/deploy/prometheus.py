@@ -8,7 +8,9 @@ sandbox write the same files with paths of their own):
 * per Prometheus of the site model (:func:`~gotthard.deploy.topology.prometheuses`):
   ``external_labels`` ``site`` (and ``cluster`` when it scrapes one cluster), the rule
   files, alerts to every site's Alertmanager, and the scrape jobs of its clusters;
-* one job per role and cluster (``gotthard-<role>-<site>-<cluster>``) whose relabelling
+* one job per role and cluster where the role runs (a Slurm exporter on Slurm clusters,
+  the DR daemon on its site's Kubernetes cluster, static targets wherever they are
+  given: :func:`runs_role`) (``gotthard-<role>-<site>-<cluster>``) whose relabelling
   sets ``site`` and ``cluster`` from the site model; targets are the ``[deploy.prometheus]
   targets`` of that cluster, else a file_sd file ``FILE_SD_DIR/<role>/<site>-<cluster>.yml``
   that the site's inventory fills. The DR daemon's series name the site they describe:
@@ -37,7 +39,7 @@ from urllib.parse import urlsplit
 from gotthard.config import Config
 from gotthard.deploy import alerting
 from gotthard.deploy.manifest import RenderError, dump
-from gotthard.deploy.roles import DR, SCRAPED
+from gotthard.deploy.roles import DR, SCRAPED, SLURM_EXPORTER, Role
 from gotthard.deploy.settings import APISERVER, PrometheusDeploy, seconds
 from gotthard.deploy.topology import (
     SitePrometheus,
@@ -88,12 +90,30 @@ def _dr_clusters(cfg: Config) -> list[dict[str, Any]]:
     ]
 
 
+def runs_role(cfg: Config, site: str, cluster: str, role: Role) -> bool:
+    """Whether *role* runs on *cluster* of *site*: a Slurm exporter only on a Slurm
+    cluster (one that names its slurm.conf, slurmrestd or Slurm JWT), the DR daemon only
+    on its site's Kubernetes cluster; the other roles on every cluster. Static targets of
+    the role in ``[deploy.prometheus.targets]`` say it runs there, whatever the model."""
+    if cfg.deploy.prometheus.targets.get(cluster, {}).get(role.name):
+        return True
+    if role == SLURM_EXPORTER:
+        conf = cfg.site_model[site].clusters.get(cluster)
+        return conf is not None and conf.runs_slurm
+    if role == DR:
+        return cfg.site_model[site].kube_cluster == cluster
+    return True
+
+
 def cluster_jobs(cfg: Config, site: str, cluster: str) -> list[dict[str, Any]]:
-    """The scrape jobs of one cluster: each role, its API server, its extra targets."""
+    """The scrape jobs of one cluster: each role that runs there (:func:`runs_role`), its
+    API server, its extra targets."""
     settings = cfg.deploy.prometheus
     targets = settings.targets.get(cluster, {})
     jobs = []
     for role in SCRAPED:
+        if not runs_role(cfg, site, cluster, role):
+            continue
         job: dict[str, Any] = {
             "job_name": f"{role.full_name}-{site}-{cluster}",
             **_interval(settings),

@@ -18,11 +18,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from gotthard.config import Config
-from gotthard.deploy.roles import API_CLIENTS, AUDIT, DR, NODE_EXPORTER, ROLES, RUNBOOKS, Role
+from gotthard.deploy.roles import (
+    API_CLIENTS,
+    AUDIT,
+    AUDIT_METRICS,
+    AUDIT_METRICS_CONFIGMAP,
+    DR,
+    NODE_EXPORTER,
+    ROLES,
+    RUNBOOKS,
+    SLURM_EXPORTER,
+    Role,
+)
 from gotthard.deploy.settings import KubernetesDeploy
+from gotthard.dr.settings import LABEL_SCRATCH
 
 #: The RBAC API version of every object written here.
 RBAC_API = "rbac.authorization.k8s.io/v1"
+#: ValidatingAdmissionPolicy: GA (v1) since Kubernetes 1.30.
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+#: The policy (and its binding) that narrows the DR role's namespace grant.
+SCRATCH_POLICY = "gotthard-dr-scratch-namespaces"
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,8 @@ class Grant:
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
     why: str
+    #: Only these objects (``resourceNames``); empty: every object of the resources.
+    names: tuple[str, ...] = ()
 
 
 def _group_of(api_version: str) -> str:
@@ -96,7 +114,8 @@ def _dr_grants(cfg: Config) -> list[Grant]:
             "",
             ("namespaces",),
             ("list", "create", "delete"),
-            "restore drills restore into a scratch namespace, then delete it",
+            "restore drills restore into a scratch namespace, then delete it (only labelled"
+            f" ones: ValidatingAdmissionPolicy {SCRATCH_POLICY})",
         ),
     ]
     checks: dict[str, set[str]] = {}
@@ -175,6 +194,16 @@ def grants(cfg: Config) -> list[Grant]:
             ("list",),
             "mesh policy (mTLS mode of PeerAuthentications)",
         ),
+        Grant(
+            AUDIT,
+            cfg.deploy.kubernetes.namespace,
+            "",
+            ("configmaps",),
+            ("patch",),
+            "the audit CronJob leaves its metrics in this one ConfigMap, served by"
+            f" {AUDIT_METRICS.full_name}",
+            (AUDIT_METRICS_CONFIGMAP,),
+        ),
     ]
 
 
@@ -206,10 +235,13 @@ def service_account(role: Role, namespace: str, labels: Mapping[str, str]) -> di
 
 
 def _rules(items: Iterable[Grant]) -> list[dict[str, Any]]:
-    return [
-        {"apiGroups": [g.group], "resources": list(g.resources), "verbs": list(g.verbs)}
-        for g in items
-    ]
+    out = []
+    for g in items:
+        rule: dict[str, Any] = {"apiGroups": [g.group], "resources": list(g.resources)}
+        if g.names:
+            rule["resourceNames"] = list(g.names)
+        out.append({**rule, "verbs": list(g.verbs)})
+    return out
 
 
 def documents(
@@ -218,6 +250,9 @@ def documents(
     """Role name -> its ServiceAccount, Roles, ClusterRoles and bindings."""
     namespace_of = {role.name: settings.namespace for role in ROLES}
     namespace_of[NODE_EXPORTER.name] = settings.node_namespace
+    if settings.slurm_auth == "munge":
+        # the pods with the host's munge socket run in the privileged namespace
+        namespace_of[SLURM_EXPORTER.name] = namespace_of[RUNBOOKS.name] = settings.node_namespace
     all_grants = grants(cfg)
     out: dict[str, list[dict[str, Any]]] = {}
     for role in ROLES:
@@ -254,7 +289,68 @@ def documents(
                 }
             )
         out[role.name] = docs
+    out[DR.name] += scratch_namespace_policy(namespace_of[DR.name], labels)
     return out
+
+
+def scratch_namespace_policy(namespace: str, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its binding: RBAC cannot select namespaces by label,
+    so the DR ServiceAccount's ``create`` and ``delete`` on namespaces (restore drills) are
+    denied for every namespace that lacks the scratch label :data:`LABEL_SCRATCH` (DR has
+    no ``update``/``patch`` on namespaces, so it cannot label one either)."""
+    account = f"system:serviceaccount:{namespace}:{DR.full_name}"
+    meta = {"name": SCRATCH_POLICY, "labels": _labels(DR, labels)}
+    # DELETE admits the namespace as oldObject, CREATE as object
+    target = "(request.operation == 'DELETE' ? oldObject : object)"
+    scratch = (
+        f"has({target}.metadata.labels) && '{LABEL_SCRATCH}' in {target}.metadata.labels"
+        f" && {target}.metadata.labels['{LABEL_SCRATCH}'] == 'true'"
+    )
+    policy = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {
+            **meta,
+            "annotations": {
+                "gotthard.io/why": "the DR role creates and deletes only its drills' scratch"
+                f" namespaces (label {LABEL_SCRATCH}=true)"
+            },
+        },
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "DELETE"],
+                        "resources": ["namespaces"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {
+                    "name": "dr-service-account",
+                    "expression": f"request.userInfo.username == '{account}'",
+                }
+            ],
+            "validations": [
+                {
+                    "expression": scratch,
+                    "messageExpression": f"'{DR.full_name} may only create and delete namespaces"
+                    f" labelled {LABEL_SCRATCH}=true, not ' + request.name",
+                    "reason": "Forbidden",
+                }
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": ADMISSION_API,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": meta,
+        "spec": {"policyName": SCRATCH_POLICY, "validationActions": ["Deny"]},
+    }
+    return [policy, binding]
 
 
 # --- evaluation ------------------------------------------------------------------------------

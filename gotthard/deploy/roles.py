@@ -67,6 +67,17 @@ RUNBOOKS = Role(
 )
 AUDIT = Role("audit", "policy audit of the live cluster", ("audit", "cluster"), 0, kube_api=True)
 
+#: Kubernetes only: a textfile exporter serving the audit CronJob's last metrics, which the
+#: CronJob leaves in the ConfigMap below (timers write node_exporter's textfile directory).
+AUDIT_METRICS_PORT = 9881
+AUDIT_METRICS_CONFIGMAP = "gotthard-audit-metrics"
+AUDIT_METRICS = Role(
+    "audit-metrics",
+    "serves the last cluster audit's metrics (Kubernetes)",
+    ("exporter", "--collectors=textfile"),
+    AUDIT_METRICS_PORT,
+)
+
 ROLES: tuple[Role, ...] = (NODE_EXPORTER, SLURM_EXPORTER, DR, RUNBOOKS, AUDIT)
 #: The roles Prometheus scrapes.
 SCRAPED: tuple[Role, ...] = tuple(role for role in ROLES if role.port)

@@ -12,6 +12,7 @@ site model, never from here.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Literal
 
@@ -28,6 +29,36 @@ class Toleration(Strict):
     operator: Literal["Exists", "Equal"] = "Exists"
     value: str = ""
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = ""
+
+
+def _cidrs(value: list[str]) -> list[str]:
+    for cidr in value:
+        try:
+            ipaddress.ip_network(cidr)
+        except ValueError:
+            raise ValueError(f"{cidr!r} is not a CIDR (e.g. 10.0.0.0/16)") from None
+    return value
+
+
+Cidrs = Annotated[list[str], AfterValidator(_cidrs)]
+Ports = list[Annotated[int, Field(ge=1, le=65535)]]
+
+
+class EgressSettings(Strict):
+    """``[deploy.kubernetes.egress]``: the destinations of the roles' egress policies."""
+
+    #: The Kubernetes API servers (this cluster's, the other site's, Karmada's).
+    kubernetes_api_cidrs: Cidrs = Field(default_factory=list)
+    kubernetes_api_ports: Ports = Field(default_factory=lambda: [443, 6443])
+    #: slurmctld (scontrol/sinfo with a JWT or munge) and slurmrestd.
+    slurm_cidrs: Cidrs = Field(default_factory=list)
+    slurm_ports: Ports = Field(default_factory=lambda: [6817, 6820])
+    #: The sites' Prometheus (repair checks, placement queries).
+    prometheus_cidrs: Cidrs = Field(default_factory=list)
+    prometheus_ports: Ports = Field(default_factory=lambda: [9090])
+    #: The cluster DNS every pod resolves through (kube-dns/CoreDNS pods' labels).
+    dns_namespace: DnsLabel = "kube-system"
+    dns_pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
 
 
 class KubernetesDeploy(Strict):
@@ -59,11 +90,31 @@ class KubernetesDeploy(Strict):
     tolerations: list[Toleration] = Field(
         default_factory=lambda: [Toleration(key="nvidia.com/gpu", effect="NoSchedule")]
     )
-    #: How the Slurm exporter reaches Slurm: a slurmrestd JWT from a Secret, or the
-    #: node's munge socket (hostPath; the exporter then runs where slurm.conf is).
+    #: How the Slurm exporter and the webhook reach Slurm: a Slurm JWT from a Secret
+    #: (exporter: slurmrestd; webhook: scontrol/sinfo with ``SLURM_JWT``), or the node's
+    #: munge socket and /etc/slurm (hostPath; both then run on ``slurm_node_selector``
+    #: nodes, in the privileged namespace, with the ``-slurm`` image).
     slurm_auth: Literal["slurmrestd-token", "munge"] = "slurmrestd-token"
-    #: Secret (key ``token``) with the slurmrestd JWT.
+    #: Secret (key ``token``) with the Slurm JWT: the Slurm exporter's for slurmrestd and,
+    #: with ``slurm_auth = "slurmrestd-token"``, the webhook's for scontrol and sinfo.
     slurm_token_secret: DnsLabel = "gotthard-slurmrestd-token"
+    # --- Slurm from pods (docs/deploy.md, "Slurm from pods") ---
+    #: Image of the roles that run Slurm's client commands (the webhook, and the Slurm
+    #: exporter with munge): "" = ``REGISTRY/gotthard:TAG-slurm``, the variant with
+    #: Debian's slurm-client and auth/jwt plugin that ``make image`` builds.
+    slurm_image: str = ""
+    #: ConfigMap (key ``slurm.conf``) with the cluster's slurm.conf, mounted in the webhook
+    #: when ``slurm_auth = "slurmrestd-token"`` (munge mounts the host's /etc/slurm).
+    slurm_conf_configmap: DnsLabel = "gotthard-slurm-conf"
+    #: Node labels of the nodes that run munged with the cluster's key and hold
+    #: /etc/slurm: where the munge pods run (never the GPU ``node_selector``).
+    slurm_node_selector: dict[str, str] = Field(
+        default_factory=lambda: {"gotthard.io/slurm-client": "true"}
+    )
+    # --- egress NetworkPolicies (docs/deploy.md, "Egress") ---
+    #: Where each kind of destination is: NetworkPolicy cannot name hosts, so CIDRs; an
+    #: empty list allows any address, on that kind's ports only.
+    egress: EgressSettings = EgressSettings()
     #: Secret (key ``token``) with the bearer token Alertmanager sends to the webhook.
     runbooks_token_secret: DnsLabel = "gotthard-runbooks-token"
     #: Namespace and pod labels of the Prometheus allowed to scrape (NetworkPolicy).
@@ -275,8 +326,13 @@ class ThanosDeploy(Strict):
     ruler_replicas: Annotated[int, Field(ge=1, le=10)] = 2
     #: gRPC port of the sidecar's Store API and of Query's own.
     sidecar_grpc_port: Port = 10901
-    #: Secret (key ``objstore.yml``) with the object store configuration of the sidecars.
+    #: Secret (key ``objstore.yml``) with the object store configuration of the sidecars,
+    #: the store gateway and the compactor.
     objstore_secret: DnsLabel = "thanos-objstore"
+    #: Secret (keys ``tls.crt``, ``tls.key``, ``ca.crt``: cert-manager's layout) of the
+    #: mutual TLS on every gRPC Store API (sidecars, store gateway, ruler) and of Query's
+    #: client: the Store API crosses sites.
+    grpc_tls_secret: DnsLabel = "thanos-grpc-tls"
     #: Store API addresses (``host:port``) by Prometheus name (``SITE`` or
     #: ``SITE-CLUSTER``), one per replica where they differ; unset = derived.
     endpoints: Annotated[dict[str, list[ListenAddress]], AfterValidator(_each_given)] = Field(

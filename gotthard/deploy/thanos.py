@@ -57,6 +57,41 @@ DEBIAN_TSDB = "/var/lib/prometheus/metrics2"
 OBJSTORE_FILE = "/etc/thanos/objstore.yml"
 #: Query runs as nobody: it keeps no state.
 QUERY_UID = 65534
+#: Where every Thanos pod mounts the gRPC TLS Secret, and the files in it.
+TLS_MOUNT = "/etc/thanos/tls"
+TLS_CERT, TLS_KEY, TLS_CA = "tls.crt", "tls.key", "ca.crt"
+#: Where the store gateway and the compactor mount the object store Secret.
+OBJSTORE_MOUNT = "/etc/thanos/objstore"
+STORE_DATA = "/var/thanos/store"
+COMPACT_DATA = "/var/thanos/compact"
+
+
+def grpc_server_tls_args(directory: str = TLS_MOUNT) -> list[str]:
+    """Flags of a gRPC Store API server that only admits clients with a certificate of
+    the site CA (the Store API crosses sites)."""
+    return [
+        f"--grpc-server-tls-cert={directory}/{TLS_CERT}",
+        f"--grpc-server-tls-key={directory}/{TLS_KEY}",
+        f"--grpc-server-tls-client-ca={directory}/{TLS_CA}",
+    ]
+
+
+def grpc_client_tls_args(directory: str = TLS_MOUNT) -> list[str]:
+    """Flags of Query's gRPC client: TLS, the server checked against the CA, its own
+    certificate presented."""
+    return [
+        "--grpc-client-tls-secure",
+        f"--grpc-client-tls-cert={directory}/{TLS_CERT}",
+        f"--grpc-client-tls-key={directory}/{TLS_KEY}",
+        f"--grpc-client-tls-ca={directory}/{TLS_CA}",
+    ]
+
+
+def _tls_volume(settings: ThanosDeploy) -> dict[str, Any]:
+    return {"name": "grpc-tls", "secret": {"secretName": settings.grpc_tls_secret}}
+
+
+_TLS_MOUNT = {"name": "grpc-tls", "mountPath": TLS_MOUNT, "readOnly": True}
 
 
 def store_endpoints(proms: list[SitePrometheus], settings: ThanosDeploy) -> dict[str, list[str]]:
@@ -110,6 +145,7 @@ def sidecar_args(settings: ThanosDeploy) -> list[str]:
         f"--grpc-address=0.0.0.0:{settings.sidecar_grpc_port}",
         f"--http-address=0.0.0.0:{HTTP_PORT}",
         f"--objstore.config-file={OBJSTORE_FILE}",
+        *grpc_server_tls_args(),
     ]
 
 
@@ -135,7 +171,13 @@ def prometheus_patch(prom: SitePrometheus, settings: ThanosDeploy) -> dict[str, 
                 "key": ALERTMANAGERS_KEY,
             },
             "thanos": {
-                "objectStorageConfig": {"name": settings.objstore_secret, "key": OBJSTORE_KEY}
+                "objectStorageConfig": {"name": settings.objstore_secret, "key": OBJSTORE_KEY},
+                # the sidecar's Store API is reached from the other site: mutual TLS
+                "grpcServerTlsConfig": {
+                    "cert": {"secret": {"name": settings.grpc_tls_secret, "key": TLS_CERT}},
+                    "keySecret": {"name": settings.grpc_tls_secret, "key": TLS_KEY},
+                    "ca": {"secret": {"name": settings.grpc_tls_secret, "key": TLS_CA}},
+                },
             },
         }
     }
@@ -181,12 +223,18 @@ def _selector(component: str) -> dict[str, str]:
 
 
 def query_args(endpoints: dict[str, list[str]], settings: ThanosDeploy) -> list[str]:
+    """Every sidecar and the store gateway (the blocks in the object store), over mutual
+    TLS."""
+    store = f"thanos-store.{settings.namespace}.svc:{settings.sidecar_grpc_port}"
     return [
         "query",
         f"--http-address=0.0.0.0:{HTTP_PORT}",
         f"--grpc-address=0.0.0.0:{settings.sidecar_grpc_port}",
         f"--query.replica-label={REPLICA_LABEL}",
+        *grpc_server_tls_args(),
+        *grpc_client_tls_args(),
         *(f"--endpoint={a}" for addresses in endpoints.values() for a in addresses),
+        f"--endpoint={store}",
     ]
 
 
@@ -252,7 +300,16 @@ def query_deployment(
         "limits": {"cpu": "2", "memory": "2Gi"},
     }
     args = query_args(endpoints, settings)
-    return thanos_deployment(cfg, settings, "query", args, settings.query_replicas, resources)
+    return thanos_deployment(
+        cfg,
+        settings,
+        "query",
+        args,
+        settings.query_replicas,
+        resources,
+        volumeMounts=[_TLS_MOUNT],
+        volumes=[_tls_volume(settings)],
+    )
 
 
 def thanos_service(cfg: Config, settings: ThanosDeploy, component: str) -> dict[str, Any]:
@@ -290,6 +347,7 @@ def ruler_args(cfg: Config, alertmanagers: list[str], settings: ThanosDeploy) ->
         f"--data-dir={RULER_DATA}",
         f"--eval-interval={cfg.deploy.prometheus.evaluation_interval}",
         f"--rule-file={RULES_MOUNT}/*.yml",
+        *grpc_server_tls_args(),
         f"--query={QUERY_NAME}.{settings.namespace}.svc:{HTTP_PORT}",
         *(f"--alertmanagers.url=http://{address}" for address in alertmanagers),
         f'--label={REPLICA_LABEL}="$(POD_NAME)"',
@@ -326,10 +384,12 @@ def ruler_deployment(
         volumeMounts=[
             {"name": "rules", "mountPath": RULES_MOUNT, "readOnly": True},
             {"name": "data", "mountPath": RULER_DATA},
+            _TLS_MOUNT,
         ],
         volumes=[
             {"name": "rules", "configMap": {"name": RULES_CONFIGMAP}},
             {"name": "data", "emptyDir": {}},
+            _tls_volume(settings),
         ],
     )
 
@@ -338,6 +398,81 @@ def ruler_service(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
     """The ruler's UI and API (its rules and alerts) and its Store API (the ``ALERTS``
     it evaluated, for Query as one more ``--endpoint``)."""
     return thanos_service(cfg, settings, "ruler")
+
+
+# --- store gateway and compactor --------------------------------------------------------------
+
+
+def _objstore_volume(settings: ThanosDeploy) -> dict[str, Any]:
+    secret = {
+        "secretName": settings.objstore_secret,
+        "items": [{"key": OBJSTORE_KEY, "path": OBJSTORE_KEY}],
+    }
+    return {"name": "objstore", "secret": secret}
+
+
+_OBJSTORE_MOUNT = {"name": "objstore", "mountPath": OBJSTORE_MOUNT, "readOnly": True}
+
+
+def store_deployment(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+    """``thanos store``: the blocks the sidecars uploaded, past the Prometheus' retention,
+    for Query (its Store API over mutual TLS). Its index cache is an emptyDir."""
+    args = [
+        "store",
+        f"--http-address=0.0.0.0:{HTTP_PORT}",
+        f"--grpc-address=0.0.0.0:{settings.sidecar_grpc_port}",
+        f"--data-dir={STORE_DATA}",
+        f"--objstore.config-file={OBJSTORE_MOUNT}/{OBJSTORE_KEY}",
+        *grpc_server_tls_args(),
+    ]
+    resources = {
+        "requests": {"cpu": "100m", "memory": "512Mi"},
+        "limits": {"cpu": "2", "memory": "4Gi"},
+    }
+    return thanos_deployment(
+        cfg,
+        settings,
+        "store",
+        args,
+        1,
+        resources,
+        volumeMounts=[{"name": "data", "mountPath": STORE_DATA}, _OBJSTORE_MOUNT, _TLS_MOUNT],
+        volumes=[
+            {"name": "data", "emptyDir": {"sizeLimit": "20Gi"}},
+            _objstore_volume(settings),
+            _tls_volume(settings),
+        ],
+    )
+
+
+def compactor_deployment(cfg: Config, settings: ThanosDeploy) -> dict[str, Any]:
+    """``thanos compact --wait``: compacts and downsamples the bucket. Exactly one may
+    run per bucket, so one replica and ``Recreate`` (never two during a rollout)."""
+    args = [
+        "compact",
+        "--wait",
+        f"--http-address=0.0.0.0:{HTTP_PORT}",
+        f"--data-dir={COMPACT_DATA}",
+        f"--objstore.config-file={OBJSTORE_MOUNT}/{OBJSTORE_KEY}",
+    ]
+    resources = {
+        "requests": {"cpu": "100m", "memory": "512Mi"},
+        "limits": {"cpu": "2", "memory": "4Gi"},
+    }
+    deployment = thanos_deployment(
+        cfg,
+        settings,
+        "compactor",
+        args,
+        1,
+        resources,
+        volumeMounts=[{"name": "data", "mountPath": COMPACT_DATA}, _OBJSTORE_MOUNT],
+        volumes=[{"name": "data", "emptyDir": {"sizeLimit": "100Gi"}}, _objstore_volume(settings)],
+    )
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["ports"] = [p for p in container["ports"] if p["name"] == "http"]
+    deployment["spec"]["strategy"] = {"type": "Recreate"}
+    return deployment
 
 
 # --- object store -----------------------------------------------------------------------------
@@ -402,6 +537,15 @@ def render(cfg: Config, settings: ThanosDeploy) -> dict[str, str]:
                 ruler_service(cfg, settings),
             ]
         ),
+        "thanos-store.yaml": _header(
+            "The store gateway: the uploaded blocks for Query; apply next to Thanos Query.",
+            f"Needs the Secrets {settings.objstore_secret} and {settings.grpc_tls_secret}.",
+        )
+        + dump_all([store_deployment(cfg, settings), thanos_service(cfg, settings, "store")]),
+        "thanos-compactor.yaml": _header(
+            "The compactor: one per bucket (one replica, Recreate); apply at one site only.",
+        )
+        + dump(compactor_deployment(cfg, settings)),
         "alertmanagers-secret.yaml": _header(
             "Every site's Alertmanagers, for spec.additionalAlertManagerConfigs: apply in",
             f"the namespace of each Prometheus resource ({ns}) at every site.",

@@ -57,13 +57,13 @@ def waivers(settings: KubernetesDeploy) -> list[Waiver]:
         ),
     ]
     if settings.slurm_auth == "munge":
-        slurm = k8s.SLURM_EXPORTER.full_name
+        slurm = f"{k8s.SLURM_EXPORTER.full_name}, {k8s.RUNBOOKS.full_name}"
         found += [
             Waiver(
                 "hostpath_allowlist",
                 k8s.MUNGE_DIR,
                 slurm,
-                "read-only: munged's socket authenticates squeue/sinfo",
+                "read-only: munged's socket authenticates squeue/sinfo/scontrol",
             ),
             Waiver(
                 "hostpath_allowlist",
@@ -80,6 +80,16 @@ def waivers(settings: KubernetesDeploy) -> list[Waiver]:
             "the registry [deploy.kubernetes] image_registry names for the Gotthard image",
         )
     )
+    slurm_registry = k8s.slurm_image(settings).rpartition("/")[0]
+    if slurm_registry and slurm_registry != settings.image_registry:
+        found.append(
+            Waiver(
+                "allowed_registries",
+                slurm_registry,
+                "the workloads that run Slurm commands",
+                "the registry of [deploy.kubernetes] slurm_image (the -slurm variant)",
+            )
+        )
     return found
 
 

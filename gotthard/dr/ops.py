@@ -17,7 +17,13 @@ from kubernetes import client
 from gotthard.dr import velero as v
 from gotthard.dr.hooks import BackupHook, restore_hooks_spec
 from gotthard.dr.metrics import DrMetrics
-from gotthard.dr.settings import BackupSchedule, DrConfig, DrillSpec, ResourceCheck
+from gotthard.dr.settings import (
+    LABEL_SCRATCH,
+    BackupSchedule,
+    DrConfig,
+    DrillSpec,
+    ResourceCheck,
+)
 from gotthard.kube import Retry, call, call_unless, list_objects, site_client
 
 if TYPE_CHECKING:
@@ -25,7 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LABEL_SCRATCH = "gotthard.io/drill-scratch"
 LABEL_SOURCE_NS = "gotthard.io/drill-source-namespace"
 LABEL_SOURCE_SITE = "gotthard.io/drill-source-site"
 

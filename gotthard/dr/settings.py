@@ -24,6 +24,10 @@ from gotthard.base import LongSeconds as Seconds
 from gotthard.dr.hooks import BackupHook, RestoreHook
 from gotthard.site import KubeAccess
 
+#: The label every drill's scratch namespace is created with, and the only namespaces the
+#: DR ServiceAccount may delete (the ValidatingAdmissionPolicy ``deploy render`` writes).
+LABEL_SCRATCH = "gotthard.io/drill-scratch"
+
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
 

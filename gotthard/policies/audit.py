@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -378,30 +379,71 @@ def format_text(doc: Mapping[str, Any]) -> str:
 # --- command -------------------------------------------------------------------------
 
 
+#: The key of the ConfigMap ``--textfile-configmap`` writes (a ``*.prom`` file name, as
+#: the textfile collector serving the mounted ConfigMap reads it).
+CONFIGMAP_KEY = "audit-cluster.prom"
+
+
+def parse_configmap_ref(value: str) -> tuple[str, str]:
+    """``NAMESPACE/NAME`` -> (namespace, name); ValueError naming the flag otherwise."""
+    namespace, _, name = value.partition("/")
+    label = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+    if not (label.match(namespace) and label.match(name)):
+        raise ValueError(f"--textfile-configmap {value!r}: want NAMESPACE/NAME (DNS labels)")
+    return namespace, name
+
+
+def write_configmap(api: Any, ref: tuple[str, str], text: str) -> None:
+    """Put *text* under :data:`CONFIGMAP_KEY` of the existing ConfigMap *ref* (a merge
+    patch: the other keys stay); :class:`ClusterError` naming it when the API refuses."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    namespace, name = ref
+    core = client.CoreV1Api(api)
+    try:
+        core.patch_namespaced_config_map(
+            name, namespace, {"data": {CONFIGMAP_KEY: text}}, _request_timeout=REQUEST_TIMEOUT
+        )
+    except ApiException as err:
+        raise ClusterError(
+            f"--textfile-configmap {namespace}/{name}: HTTP {err.status} {err.reason}"
+        ) from None
+    except (HTTPError, OSError) as err:
+        raise ClusterError(f"--textfile-configmap {namespace}/{name}: {err}") from None
+
+
 def _err(msg: str) -> int:
     print(f"gotthard audit cluster: {msg}", file=sys.stderr)
     return EXIT_ERROR
 
 
 def cmd_cluster(args: argparse.Namespace, cfg: Config) -> int:
+    target = getattr(args, "textfile_configmap", None)
     try:
+        ref = parse_configmap_ref(target) if target else None
         data = constraints.constrained_data(cfg.policies, args.data).data
         api = api_client(args, cfg)
         try:
             objects = fetch(api)
+            engine = eng.make_engine(args.engine, audit_data(objects, data), opa_url=args.opa_url)
+            results = evaluate(engine, objects)
+            families = metrics.violations_families(violation_counts(results))
+            if ref is not None:
+                write_configmap(api, ref, metrics.textfile_text(CONFIGMAP_KEY, families))
         finally:
             api.close()
-        engine = eng.make_engine(args.engine, audit_data(objects, data), opa_url=args.opa_url)
-        results = evaluate(engine, objects)
-    except (ClusterError, kube.KubeError, ConfigError, eng.PolicyError) as err:
+    except (ClusterError, kube.KubeError, ConfigError, eng.PolicyError, ValueError) as err:
         return _err(str(err))
     doc = report(objects, results)
     print(json.dumps(doc, indent=2) if args.format == "json" else format_text(doc))
     if args.textfile:
         try:
-            metrics.write_textfile(
-                args.textfile, metrics.violations_families(violation_counts(results))
-            )
+            metrics.write_textfile(args.textfile, families)
         except eng.PolicyError as err:
             return _err(str(err))
+    if getattr(args, "report_only", False):
+        # a CronJob: the findings are metrics (and the output), not a failed Job
+        return EXIT_CLEAN
     return EXIT_CLEAN if doc["compliant"] else EXIT_VIOLATIONS

@@ -247,7 +247,7 @@ def _add_audit_cluster(commands: Any) -> None:
         "cluster",
         help="evaluate live pods, namespaces, storage classes and PeerAuthentications",
         description="Audit live objects with the admission and mesh policies; exit 0 clean, "
-        "1 violations, 2 kubeconfig/API errors.",
+        "1 violations (0 with --report-only), 2 kubeconfig/API errors.",
     )
     ac.add_argument(
         "--site",
@@ -274,6 +274,18 @@ def _add_audit_cluster(commands: Any) -> None:
     )
     ac.add_argument("--format", choices=("text", "json"), default="text")
     ac.add_argument("--textfile", metavar="OUT.prom", help="write gotthard_policy_violations")
+    ac.add_argument(
+        "--textfile-configmap",
+        metavar="NAMESPACE/NAME",
+        help="also put those metrics into this existing ConfigMap (key"
+        f" {audit.CONFIGMAP_KEY}), which a textfile exporter serves (Kubernetes)",
+    )
+    ac.add_argument(
+        "--report-only",
+        action="store_true",
+        help="exit 0 when the audit ran, whatever it found: findings are metrics, not a"
+        " failed Job (errors still exit 2)",
+    )
     _engine_args(ac)
     ac.set_defaults(handler=audit.cmd_cluster)
 

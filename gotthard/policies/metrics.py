@@ -99,15 +99,20 @@ def violations_families(counts: Mapping[tuple[str, str], int]) -> list[MetricFam
     return [family]
 
 
+def textfile_text(name: str, families: Iterable[MetricFamily]) -> str:
+    """The textfile *name* holding *families* and the time it is written."""
+    # when this textfile was written: the alerts tell a stale audit from a clean one
+    written = _family("gotthard_audit_last_run_timestamp_seconds")
+    written.add((name,), time.time())
+    return render_text([*families, written])
+
+
 def write_textfile(path: str | Path, families: Iterable[MetricFamily]) -> None:
     """Write *families* and the time of writing atomically (temp file + rename), as the
     textfile collector requires; a path that cannot be written is a
     :class:`PolicyError` (exit 2)."""
     path = Path(path)
-    # when this textfile was written: the alerts tell a stale audit from a clean one
-    written = _family("gotthard_audit_last_run_timestamp_seconds")
-    written.add((path.name,), time.time())
-    text = render_text([*families, written])
+    text = textfile_text(path.name, families)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     except OSError as err:

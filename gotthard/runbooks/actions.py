@@ -9,14 +9,16 @@ turns into a ``failed`` decision.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from gotthard import command, slurm_state
 from gotthard.runbooks.settings import RunbooksConfig
 from gotthard.site import KubeAccess
-from gotthard.slurm.cli import CliBackend
+from gotthard.slurm.cli import CliBackend, slurm_env
 from gotthard.slurm.snapshot import Node, SlurmUnavailable
 
 if TYPE_CHECKING:
@@ -30,6 +32,27 @@ Result = Literal["ok", "noop", "skipped"]
 
 class ActionError(Exception):
     """An action failed; the message says why (no secrets, no raw label values)."""
+
+
+#: A Slurm JWT is three base64url parts; anything else in the file is refused.
+_JWT = re.compile(r"^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$")
+
+
+def read_jwt(path: str) -> str:
+    """The Slurm JWT in *path* (surrounding white space dropped; a ``SLURM_JWT=`` prefix,
+    as ``scontrol token`` prints it, accepted). ValueError naming the file (never the
+    token) when it cannot be read, is empty or holds no JWT."""
+    try:
+        text = Path(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else "not ASCII"
+        raise ValueError(f"Slurm JWT file {path}: cannot read: {why}") from None
+    token = text.removeprefix("SLURM_JWT=")
+    if not token:
+        raise ValueError(f"Slurm JWT file {path}: empty")
+    if not _JWT.match(token):
+        raise ValueError(f"Slurm JWT file {path}: not a JWT (header.payload.signature)")
+    return token
 
 
 @dataclass(frozen=True)
@@ -48,11 +71,20 @@ class SlurmActions:
 
     Nodes are read by the shared Slurm reader (:meth:`gotthard.slurm.cli.CliBackend.nodes`:
     the same sinfo columns and parser as the exporter's).
+
+    With *jwt_file* (the cluster's ``slurm_jwt_file``), every command runs with
+    ``SLURM_JWT`` set to the token the file holds, read afresh before each command: the
+    Slurm client then authenticates with ``auth/jwt`` and needs no munge socket (a pod
+    in Kubernetes). A file that cannot be read, or is empty, fails the action (closed),
+    naming the file and never the token.
     """
 
-    def __init__(self, settings: RunbooksConfig, slurm_conf: str = "") -> None:
+    def __init__(
+        self, settings: RunbooksConfig, slurm_conf: str = "", *, jwt_file: str = ""
+    ) -> None:
         self.settings = settings
         self.slurm_conf = slurm_conf
+        self.jwt_file = jwt_file
         env = dict(os.environ)
         if slurm_conf:
             env["SLURM_CONF"] = slurm_conf
@@ -63,7 +95,19 @@ class SlurmActions:
             timeout=settings.action_timeout_seconds,
         )
 
+    def _command_env(self) -> dict[str, str]:
+        """The environment of the next Slurm command (with the current JWT, if any)."""
+        if not self.jwt_file:
+            return self._env
+        try:
+            token = read_jwt(self.jwt_file)
+        except ValueError as err:
+            raise ActionError(str(err)) from None
+        return {**self._env, "SLURM_JWT": token}
+
     def _nodes(self, names: Sequence[str] = ()) -> tuple[Node, ...]:
+        if self.jwt_file:
+            self._reader.env = slurm_env(self._command_env())
         try:
             return self._reader.nodes(names)
         except SlurmUnavailable as err:
@@ -72,8 +116,9 @@ class SlurmActions:
     def _scontrol(self, *args: str) -> None:
         """Run ``scontrol ARGS`` (a list: no shell is ever involved) with the action timeout."""
         argv = [self.settings.scontrol_path, *args]
+        env = self._command_env()
         try:
-            command.run(argv, timeout=self.settings.action_timeout_seconds, env=self._env)
+            command.run(argv, timeout=self.settings.action_timeout_seconds, env=env)
         except command.CommandError as err:
             raise ActionError(str(err)) from None
 

@@ -11,7 +11,8 @@ set, else to the webhook's only cluster; a webhook that owns several clusters an
 ``default_cluster`` cannot tell, and does not act.
 
 Each owned cluster has its own backends: ``scontrol``/``sinfo`` with that cluster's
-``slurm_conf`` as ``SLURM_CONF``, the Kubernetes API of its ``kubernetes`` table, and the
+``slurm_conf`` as ``SLURM_CONF`` (and its ``slurm_jwt_file`` as ``SLURM_JWT``, when set),
+the Kubernetes API of its ``kubernetes`` table, and the
 Prometheus that confirms its repairs (``[runbooks] prometheus_url``, else the cluster's,
 else the site's). DR actions are the site's and shared by all of them.
 """
@@ -126,7 +127,7 @@ def from_config(cfg: Config, settings: RunbooksConfig) -> Clusters:
     for name in names:
         conf = available[name]
         backends = Backends(
-            slurm=SlurmActions(settings, slurm_conf=conf.slurm_conf),
+            slurm=SlurmActions(settings, slurm_conf=conf.slurm_conf, jwt_file=conf.slurm_jwt_file),
             kubernetes=KubernetesActions(
                 settings, access=conf.kubernetes, where=where(cfg.site, name)
             ),

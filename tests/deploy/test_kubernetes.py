@@ -93,7 +93,7 @@ def test_the_crd_check_catches_a_bad_interval(find: Find) -> None:
 
 def test_monitors_add_the_site_models_labels(objects: list[dict[str, Any]]) -> None:
     monitors = [o for o in objects if o["kind"] in ("ServiceMonitor", "PodMonitor")]
-    assert len(monitors) == 4
+    assert len(monitors) == 5  # 4 roles and the audit metrics exporter
     for monitor in monitors:
         (endpoint,) = monitor["spec"].get("endpoints") or monitor["spec"]["podMetricsEndpoints"]
         labels = {r["targetLabel"]: r["replacement"] for r in endpoint["relabelings"]}
@@ -124,7 +124,7 @@ def test_api_only_roles_pass_the_restricted_profile(objects: list[dict[str, Any]
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     restricted_volumes = {"configMap", "emptyDir", "secret", "projected", "persistentVolumeClaim"}
     workloads = [o for o in objects if o["kind"] in WORKLOADS]
-    assert len(workloads) == 5
+    assert len(workloads) == 6  # 5 roles and the audit metrics exporter
     for obj in workloads:
         spec = pod_spec(obj)
         pod = spec["securityContext"]

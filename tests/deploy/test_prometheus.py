@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gotthard.deploy.roles import SCRAPED
-from tests.deploy.rendering import promtool_check_config, render
+from tests.deploy.rendering import SITE, promtool_check_config, render
 
 SITE_CLUSTERS = [("zurich", "alps"), ("zurich", "alps-k8s"), ("lugano", "lugano-k8s")]
 
@@ -21,17 +21,46 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     return yaml.safe_load((out / "gotthard-scrape-configs.yml").read_text())["scrape_configs"]
 
 
-def test_one_job_per_role_and_cluster_with_site_and_cluster_labels(jobs: list[dict]) -> None:
-    assert len(jobs) == len(SCRAPED) * len(SITE_CLUSTERS)
+#: The roles that run on each cluster of the test site: a Slurm exporter only on the Slurm
+#: cluster, the DR daemon only on each site's Kubernetes cluster.
+RUNNING = {
+    ("zurich", "alps"): {"node-exporter", "slurm-exporter", "runbooks"},
+    ("zurich", "alps-k8s"): {"node-exporter", "dr", "runbooks"},
+    ("lugano", "lugano-k8s"): {"node-exporter", "dr", "runbooks"},
+}
+
+
+def test_one_job_per_role_where_it_runs_with_site_and_cluster_labels(jobs: list[dict]) -> None:
+    assert len(jobs) == sum(len(roles) for roles in RUNNING.values())
     for site, cluster in SITE_CLUSTERS:
         for role in SCRAPED:
-            (job,) = [j for j in jobs if j["job_name"] == f"gotthard-{role.name}-{site}-{cluster}"]
+            name = f"gotthard-{role.name}-{site}-{cluster}"
+            found = [j for j in jobs if j["job_name"] == name]
+            if role.name not in RUNNING[site, cluster]:
+                assert not found, f"{name}: {role.name} does not run on {cluster}"
+                continue
+            (job,) = found
             assert job["relabel_configs"] == [
                 {"target_label": "site", "replacement": site},
                 {"target_label": "cluster", "replacement": cluster},
             ]
     (slurm,) = [j for j in jobs if j["job_name"] == "gotthard-slurm-exporter-zurich-alps"]
     assert slurm["static_configs"] == [{"targets": ["slurm-ctl.zurich.example:9880"]}]
+
+
+def test_static_targets_put_a_role_where_the_model_does_not(tmp_path: Path) -> None:
+    site = tmp_path / "site.toml"
+    site.write_text(
+        SITE.read_text() + "\n[deploy.prometheus.targets.lugano-k8s]\n"
+        'slurm-exporter = ["lugano-slurm:9880"]\n'
+    )
+    out = render("prometheus", tmp_path / "out", site)
+    names = {
+        j["job_name"]
+        for j in yaml.safe_load((out / "gotthard-scrape-configs.yml").read_text())["scrape_configs"]
+    }
+    assert "gotthard-slurm-exporter-lugano-lugano-k8s" in names
+    assert "gotthard-dr-zurich-alps" not in names
 
 
 def test_promtool_accepts_them_in_a_full_config(jobs: list[dict], tmp_path: Path) -> None:
@@ -59,6 +88,8 @@ def test_the_dr_jobs_keep_the_site_label_the_daemon_exports(jobs: list[dict]) ->
         for site, kube in (("zurich", "alps-k8s"), ("lugano", "lugano-k8s"))
     ]
     for site, cluster in SITE_CLUSTERS:
+        if "dr" not in RUNNING[site, cluster]:
+            continue
         (dr,) = [j for j in jobs if j["job_name"] == f"gotthard-dr-{site}-{cluster}"]
         assert dr["honor_labels"] is True
         assert dr["metric_relabel_configs"] == kube_clusters
@@ -81,9 +112,9 @@ def test_each_prometheus_gets_a_complete_configuration(
     alerting = config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"]
     assert alerting == ["prometheus.zurich.example:9093"]
     assert {j["job_name"] for j in config["scrape_configs"]} == {
-        f"gotthard-{role.name}-zurich-{cluster}"
-        for role in SCRAPED
+        f"gotthard-{role}-zurich-{cluster}"
         for cluster in ("alps", "alps-k8s")
+        for role in RUNNING["zurich", cluster]
     } | {"prometheus-zurich", "alertmanager-zurich"}
     # itself and its site's Alertmanagers, labelled like every job: the alerts on rule
     # evaluation and notification failures read them (job "prometheus", "alertmanager");

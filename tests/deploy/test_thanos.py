@@ -128,9 +128,12 @@ def test_the_manifests_validate_against_the_kubernetes_schema(out: Path) -> None
     objects = [doc for _, doc in manifests(out)]
     assert sorted(o["kind"] for o in objects) == [
         "ConfigMap",
-        "Deployment",
-        "Deployment",
+        "Deployment",  # query
+        "Deployment",  # ruler
+        "Deployment",  # store gateway
+        "Deployment",  # compactor
         "Secret",
+        "Service",
         "Service",
         "Service",
     ]
@@ -152,6 +155,7 @@ def test_query_reaches_every_sidecar_and_deduplicates_on_the_replica_label(out: 
         "--endpoint=prometheus.zurich.example:10901",
         "--endpoint=prometheus.alps-k8s.zurich.example:10901",
         "--endpoint=prometheus.lugano.example:10901",
+        "--endpoint=thanos-store.monitoring.svc:10901",
     ]
     assert deployment["spec"]["replicas"] == 2
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {
@@ -209,7 +213,12 @@ def test_operator_patches_set_the_labels_the_pair_and_the_sidecar(out: Path) -> 
         assert spec["replicaExternalLabelName"] == "replica"
         assert spec["replicas"] == 2
         assert spec["thanos"] == {
-            "objectStorageConfig": {"name": "thanos-objstore", "key": "objstore.yml"}
+            "objectStorageConfig": {"name": "thanos-objstore", "key": "objstore.yml"},
+            "grpcServerTlsConfig": {
+                "cert": {"secret": {"name": "thanos-grpc-tls", "key": "tls.crt"}},
+                "keySecret": {"name": "thanos-grpc-tls", "key": "tls.key"},
+                "ca": {"secret": {"name": "thanos-grpc-tls", "key": "ca.crt"}},
+            },
         }
         assert spec["additionalAlertManagerConfigs"] == {
             "name": "thanos-additional-alertmanagers",
@@ -386,3 +395,57 @@ def test_multisite_md_lists_exactly_the_rendered_files(out: Path) -> None:
     }
     documented = {re.sub(r"<(name|site)>", "<n>", name) for name in documented}
     assert generic == documented
+
+
+def _deployments(out: Path) -> dict[str, dict[str, Any]]:
+    return {
+        doc["metadata"]["name"]: doc for _, doc in manifests(out) if doc["kind"] == "Deployment"
+    }
+
+
+def _mounted(deployment: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Mount path -> the volume mounted there, of the one container."""
+    pod = deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    (container,) = pod["containers"]
+    return {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
+
+
+def test_every_store_api_serves_mutual_tls_and_query_dials_with_it(out: Path) -> None:
+    deployments = _deployments(out)
+    tls = {"name": "grpc-tls", "secret": {"secretName": "thanos-grpc-tls"}}
+    server = [
+        "--grpc-server-tls-cert=/etc/thanos/tls/tls.crt",
+        "--grpc-server-tls-key=/etc/thanos/tls/tls.key",
+        "--grpc-server-tls-client-ca=/etc/thanos/tls/ca.crt",
+    ]
+    for name in ("thanos-query", "thanos-ruler", "thanos-store"):
+        (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
+        assert all(flag in container["args"] for flag in server), name
+        assert _mounted(deployments[name])["/etc/thanos/tls"] == tls, name
+    (query,) = deployments["thanos-query"]["spec"]["template"]["spec"]["containers"]
+    assert "--grpc-client-tls-secure" in query["args"]
+    assert "--grpc-client-tls-ca=/etc/thanos/tls/ca.crt" in query["args"]
+    assert "--grpc-client-tls-cert=/etc/thanos/tls/tls.crt" in query["args"]
+    sidecar = (out / "plain" / "thanos-sidecar.args").read_text().splitlines()
+    assert all(flag in sidecar for flag in server)
+
+
+def test_store_gateway_and_compactor_read_the_bucket_from_the_secret(out: Path) -> None:
+    deployments = _deployments(out)
+    objstore = {
+        "name": "objstore",
+        "secret": {
+            "secretName": "thanos-objstore",
+            "items": [{"key": "objstore.yml", "path": "objstore.yml"}],
+        },
+    }
+    for name, verb in (("thanos-store", "store"), ("thanos-compactor", "compact")):
+        (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
+        assert container["args"][0] == verb
+        assert "--objstore.config-file=/etc/thanos/objstore/objstore.yml" in container["args"]
+        assert _mounted(deployments[name])["/etc/thanos/objstore"] == objstore
+    compactor = deployments["thanos-compactor"]
+    assert compactor["spec"]["replicas"] == 1
+    assert compactor["spec"]["strategy"] == {"type": "Recreate"}  # never two per bucket
+    assert "--wait" in compactor["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gotthard.policies import testing
 from tests.support.cli import run_in_process
-from tests.support.kube import PODS, STORAGE_CLASSES, EmulatorThread, Resource
+from tests.support.kube import CONFIGMAPS, PODS, STORAGE_CLASSES, EmulatorThread, Resource
 
 
 def audit_cluster(*istio_versions: str) -> EmulatorThread:
@@ -378,3 +378,57 @@ def test_bad_kubeconfig(
     assert captured.err.startswith("gotthard audit cluster: ")
     assert expected in captured.err
     assert "Traceback" not in captured.err
+
+
+# --- the Kubernetes CronJob: findings become metrics, not a failed Job -------------------
+
+METRICS_CONFIGMAP = ("gotthard", "gotthard-audit-metrics")
+
+
+def _configmap_samples(emu: EmulatorThread) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with emu.api() as api:
+        data = client.CoreV1Api(api).read_namespaced_config_map(*reversed(METRICS_CONFIGMAP)).data
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(data["audit-cluster.prom"])
+        for s in family.samples
+    }
+
+
+def test_report_only_puts_the_findings_into_the_configmap_and_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with EmulatorThread(PODS, STORAGE_CLASSES, CONFIGMAPS) as emu:
+        load(emu, [namespace("team-a"), pod("team-a", "privileged", v=_privileged)])
+        kubeconfig = emu.kubeconfig(tmp_path / "config")
+        target = "/".join(METRICS_CONFIGMAP)
+        argv = ["--kubeconfig", str(kubeconfig), "--textfile-configmap", target]
+        # the ConfigMap the render declares; the audit never creates it
+        assert run_in_process("audit", "cluster", *argv, "--report-only") == 2
+        assert f"--textfile-configmap {target}: HTTP 404" in capsys.readouterr().err
+        with emu.api() as api:
+            core = client.CoreV1Api(api)
+            core.create_namespace({"metadata": {"name": METRICS_CONFIGMAP[0]}})
+            body = {"metadata": {"name": METRICS_CONFIGMAP[1]}, "data": {"other": "kept"}}
+            core.create_namespaced_config_map(METRICS_CONFIGMAP[0], body)
+
+        assert run_in_process("audit", "cluster", *argv, "--report-only") == 0
+        assert "POD-PRIV-001" in capsys.readouterr().out
+        samples = _configmap_samples(emu)
+        violations = (
+            "gotthard_policy_violations",
+            (("policy", "pod"), ("rule", "POD-PRIV-001")),
+        )
+        assert samples[violations] == 1.0
+        written = (
+            "gotthard_audit_last_run_timestamp_seconds",
+            (("textfile", "audit-cluster.prom"),),
+        )
+        assert samples[written] > 0
+        with emu.api() as api:
+            kept = client.CoreV1Api(api).read_namespaced_config_map(*reversed(METRICS_CONFIGMAP))
+        assert kept.data["other"] == "kept"
+
+        # without --report-only the same finding is exit 1, as on a terminal
+        assert run_in_process("audit", "cluster", *argv) == 1
+        capsys.readouterr()

@@ -1,0 +1,158 @@
+"""What the pods of the Kubernetes render reach, beyond their own files: Slurm from the
+webhook's pod (a Slurm JWT and slurm.conf per cluster, or the host's munge socket; see
+docs/deploy.md, "Slurm from pods") and each role's egress NetworkPolicy ("Egress")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gotthard.config import Config
+from gotthard.deploy import kubernetes as k8s
+from gotthard.deploy.manifest import RenderError
+from gotthard.deploy.roles import (
+    AUDIT,
+    AUDIT_METRICS,
+    DR,
+    NODE_EXPORTER,
+    RUNBOOKS,
+    SLURM_EXPORTER,
+    Role,
+)
+from gotthard.deploy.settings import KubernetesDeploy
+from gotthard.site import ClusterConfig
+
+# --- Slurm from the webhook's pod -------------------------------------------------------------
+
+
+def webhook_slurm_clusters(cfg: Config) -> dict[str, ClusterConfig]:
+    """The Slurm clusters the webhook of *cfg* acts on (its owned clusters that run Slurm)."""
+    site = cfg.site_config()
+    available = site.clusters or {cfg.cluster: ClusterConfig()}
+    try:
+        owned = cfg.runbooks.owned_clusters(cfg.site, list(available))
+    except ValueError as err:
+        raise RenderError(str(err)) from None
+    return {name: available[name] for name in owned if available[name].runs_slurm}
+
+
+def _by_directory(files: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
+    """Directory -> ConfigMap/Secret ``items`` (key = cluster, path = file name)."""
+    out: dict[str, list[dict[str, str]]] = {}
+    for cluster, path in sorted(files.items()):
+        directory, _, name = path.rpartition("/")
+        out.setdefault(directory or "/", []).append({"key": cluster, "path": name})
+    return out
+
+
+def webhook_slurm_access(
+    cfg: Config, settings: KubernetesDeploy
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(mounts, volumes) through which the webhook's scontrol and sinfo reach each Slurm
+    cluster it owns: with a JWT, the cluster's ``slurm.conf`` from the ConfigMap
+    ``slurm_conf_configmap`` and its ``slurm_jwt_file`` from the Secret
+    ``slurm_token_secret`` (one key per cluster, named after it); with munge, the host's
+    munge socket and slurm.conf directories. A path that no volume can provide is a
+    :class:`RenderError` naming the site file's key."""
+    slurm = webhook_slurm_clusters(cfg)
+    confs = {name: c.slurm_conf or f"{k8s.SLURM_CONF_DIR}/slurm.conf" for name, c in slurm.items()}
+    relative = sorted(name for name, path in confs.items() if not path.startswith("/"))
+    if relative:
+        raise RenderError(
+            f"sites.{cfg.site}.clusters.{relative[0]}.slurm_conf: must be an absolute path"
+        )
+    mounts: list[dict[str, Any]] = []
+    volumes: list[dict[str, Any]] = []
+    if settings.slurm_auth == "munge":
+        for i, directory in enumerate(_by_directory(confs)):
+            mounts.append(k8s._mount(f"slurm-conf-{i}", directory))
+            volumes.append(k8s._host_path(f"slurm-conf-{i}", directory))
+        return [*mounts, k8s._mount("munge", k8s.MUNGE_DIR)], [
+            *volumes,
+            k8s._host_path("munge", k8s.MUNGE_DIR),
+        ]
+    tokens: dict[str, str] = {}
+    for name, conf in slurm.items():
+        key = f"sites.{cfg.site}.clusters.{name}.slurm_jwt_file"
+        if not conf.slurm_jwt_file:
+            raise RenderError(
+                f'{key}: empty, but [deploy.kubernetes] slurm_auth = "slurmrestd-token":'
+                f" the webhook's pod has no munge socket; name the JWT file, e.g."
+                f" {k8s.SLURM_JWT_DIR}/{name}"
+            )
+        if not conf.slurm_jwt_file.startswith("/"):
+            raise RenderError(f"{key}: must be an absolute path")
+        tokens[name] = conf.slurm_jwt_file
+    sources = (
+        ("slurm-conf", "configMap", {"name": settings.slurm_conf_configmap}, confs),
+        ("slurm-jwt", "secret", {"secretName": settings.slurm_token_secret}, tokens),
+    )
+    for prefix, kind, ref, files in sources:
+        for i, (directory, items) in enumerate(_by_directory(files).items()):
+            mounts.append(k8s._mount(f"{prefix}-{i}", directory))
+            source: dict[str, Any] = {**ref, "items": items}
+            if kind == "secret":
+                source["defaultMode"] = 0o440
+            volumes.append({"name": f"{prefix}-{i}", kind: source})
+    taken = [m["mountPath"] for m in mounts]
+    if len(set(taken)) != len(taken):
+        raise RenderError(
+            f"sites.{cfg.site}.clusters: a slurm.conf and a slurm_jwt_file share a directory"
+            f" ({', '.join(sorted(p for p in taken if taken.count(p) > 1))}); a ConfigMap and"
+            f" a Secret cannot both be mounted there"
+        )
+    return mounts, volumes
+
+
+# --- egress -----------------------------------------------------------------------------------
+
+#: The destinations each workload may reach beyond DNS (see :func:`egress_policy`).
+EGRESS: dict[str, tuple[str, ...]] = {
+    NODE_EXPORTER.name: (),  # host files and the kubelet's socket: no network
+    SLURM_EXPORTER.name: ("slurm",),
+    DR.name: ("kubernetes_api", "prometheus"),
+    RUNBOOKS.name: ("kubernetes_api", "slurm", "prometheus"),
+    AUDIT.name: ("kubernetes_api",),
+    AUDIT_METRICS.name: (),
+}
+
+
+def _egress_rule(cidrs: Sequence[str], ports: Sequence[int]) -> dict[str, Any]:
+    rule: dict[str, Any] = {"ports": [{"protocol": "TCP", "port": p} for p in ports]}
+    if cidrs:
+        rule["to"] = [{"ipBlock": {"cidr": cidr}} for cidr in cidrs]
+    return rule
+
+
+def egress_policy(
+    cfg: Config, role: Role, namespace: str, settings: KubernetesDeploy
+) -> dict[str, Any]:
+    """Egress of the role's pods: DNS, and the destinations of :data:`EGRESS` at the CIDRs
+    and ports of ``[deploy.kubernetes.egress]`` (NetworkPolicy cannot name hosts)."""
+    egress = settings.egress
+    dns = {
+        "to": [
+            {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": egress.dns_namespace}
+                },
+                "podSelector": {"matchLabels": dict(egress.dns_pod_labels)},
+            }
+        ],
+        "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+    }
+    rules = [dns]
+    for kind in EGRESS[role.name]:
+        rules.append(
+            _egress_rule(getattr(egress, f"{kind}_cidrs"), getattr(egress, f"{kind}_ports"))
+        )
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": k8s._meta(cfg, f"{role.full_name}-egress", namespace, role),
+        "spec": {
+            "podSelector": {"matchLabels": k8s.selector(role)},
+            "policyTypes": ["Egress"],
+            "egress": rules,
+        },
+    }
