@@ -16,6 +16,9 @@ from gotthard.config import Config
 from gotthard.deploy.manifest import RenderError, write
 
 TARGETS = ("kubernetes", "systemd", "prometheus", "thanos", "local", "spiffe")
+#: The targets whose rules carry runbook and dashboard links (``local`` is this machine's
+#: sandbox, where the placeholders are expected).
+LINKED = ("kubernetes", "prometheus", "thanos")
 
 
 def add_cli(subparsers: Any) -> None:
@@ -103,5 +106,11 @@ def cmd_render(args: argparse.Namespace, cfg: Config) -> int:
     except RenderError as err:
         print(f"gotthard deploy: {err}", file=sys.stderr)
         return 2
+    for key in cfg.deploy.kubernetes.placeholders() if args.target in LINKED else ():
+        print(
+            f"gotthard deploy: warning: [deploy.kubernetes] {key} is left at the placeholder"
+            f" {getattr(cfg.deploy.kubernetes, key)}: every alert links there; set the site's",
+            file=sys.stderr,
+        )
     print(f"wrote {len(written)} files to {args.out}")
     return 0

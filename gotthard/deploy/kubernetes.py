@@ -20,7 +20,7 @@ from typing import Any
 
 from gotthard import __version__
 from gotthard.config import Config
-from gotthard.deploy import rbac
+from gotthard.deploy import alerting, rbac
 from gotthard.deploy.manifest import dump, dump_all
 from gotthard.deploy.roles import (
     AUDIT,
@@ -31,7 +31,7 @@ from gotthard.deploy.roles import (
     Role,
     command,
 )
-from gotthard.deploy.settings import KubernetesDeploy
+from gotthard.deploy.settings import KubernetesDeploy, Toleration
 
 #: Where the site file (the ConfigMap) is mounted, and the variable naming it.
 CONFIG_DIR = "/etc/gotthard"
@@ -55,7 +55,9 @@ TOKEN_FILE_WHY = (
 
 
 def image(settings: KubernetesDeploy) -> str:
-    return f"{settings.image_registry}/gotthard:{settings.image_tag or __version__}"
+    """``REGISTRY/gotthard:TAG``, pinned ``@sha256:...`` where ``image_digest`` is set."""
+    name = f"{settings.image_registry}/gotthard:{settings.image_tag or __version__}"
+    return f"{name}@{settings.image_digest}" if settings.image_digest else name
 
 
 def labels(cfg: Config, role: Role | None = None) -> dict[str, str]:
@@ -115,10 +117,10 @@ def container(
     *,
     mounts: Sequence[dict[str, Any]] = (),
     env: Sequence[dict[str, Any]] = (),
-    cpu: str = "500m",
-    memory: str = "256Mi",
 ) -> dict[str, Any]:
-    """The role's one container: ``gotthard ARGS`` with the site file and /tmp mounted."""
+    """The role's one container: ``gotthard ARGS`` with the site file and /tmp mounted,
+    its requests and limits from ``[deploy.kubernetes] resources``."""
+    given = settings.resources[role.name]
     out: dict[str, Any] = {
         "name": role.name,
         "image": image(settings),
@@ -128,8 +130,8 @@ def container(
         "env": [{"name": "GOTTHARD_CONFIG", "value": f"{CONFIG_DIR}/{SITE_FILE}"}, *env],
         "securityContext": CONTAINER_SECURITY,
         "resources": {
-            "requests": {"cpu": "50m", "memory": "64Mi"},
-            "limits": {"cpu": cpu, "memory": memory},
+            "requests": {"cpu": given.cpu_request, "memory": given.memory_request},
+            "limits": {"cpu": given.cpu_limit, "memory": given.memory_limit},
         },
         "volumeMounts": [_mount("site", CONFIG_DIR), _mount("tmp", "/tmp", False), *mounts],
     }
@@ -151,6 +153,7 @@ def pod_spec(
     return {
         "serviceAccountName": role.full_name,
         "automountServiceAccountToken": role.kube_api,
+        **scheduling(role, settings),
         **extra,
         "securityContext": pod_security(settings),
         "containers": [main],
@@ -160,6 +163,28 @@ def pod_spec(
             *volumes,
         ],
     }
+
+
+def _tolerations(given: Sequence[Toleration]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in t.model_dump().items() if v} for t in given]
+
+
+def scheduling(role: Role, settings: KubernetesDeploy) -> dict[str, Any]:
+    """The site's priority class, runtime class, pull Secrets and (for the API-only
+    roles) tolerations; the node DaemonSet has its own class settings and tolerations."""
+    node = role == NODE_EXPORTER
+    out: dict[str, Any] = {}
+    priority = (node and settings.node_priority_class_name) or settings.priority_class_name
+    runtime = settings.node_runtime_class_name if node else settings.runtime_class_name
+    if priority:
+        out["priorityClassName"] = priority
+    if runtime:
+        out["runtimeClassName"] = runtime
+    if settings.image_pull_secrets:
+        out["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    if not node and settings.api_tolerations:
+        out["tolerations"] = _tolerations(settings.api_tolerations)
+    return out
 
 
 def _template(cfg: Config, role: Role, spec: dict[str, Any]) -> dict[str, Any]:
@@ -212,9 +237,7 @@ def node_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     if settings.host_pid:
         extra["hostPID"] = True
     extra["nodeSelector"] = dict(settings.node_selector)
-    extra["tolerations"] = [
-        {k: v for k, v in t.model_dump().items() if v} for t in settings.tolerations
-    ]
+    extra["tolerations"] = _tolerations(settings.tolerations)
     spec = pod_spec(
         NODE_EXPORTER,
         settings,
@@ -299,7 +322,7 @@ def runbooks(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
 
 
 def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
-    main = container(AUDIT, settings, command(AUDIT, ""), cpu="1", memory="512Mi")
+    main = container(AUDIT, settings, command(AUDIT, ""))
     spec = pod_spec(AUDIT, settings, main, restartPolicy="Never")
     return {
         "apiVersion": "batch/v1",
@@ -487,13 +510,11 @@ def rule_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str, Any]
     groups = [
         *deliver.recording_groups(monitoring),
         *deliver.alerting_groups(
-            deliver.rules.DEFAULT_RUNBOOK_BASE_URL,
-            deliver.rules.DEFAULT_DASHBOARD_BASE_URL,
-            monitoring,
+            settings.runbook_base_url, settings.dashboard_base_url, monitoring
         ),
     ]
     objects = deliver.prometheus_rules(
-        groups, namespace=settings.namespace, labels={**labels(cfg), **settings.monitor_labels}
+        groups, namespace=settings.namespace, labels={**labels(cfg), **settings.rule_labels}
     )
     return list(objects.values())
 
@@ -545,4 +566,5 @@ def render(cfg: Config, settings: KubernetesDeploy, site_toml: str) -> dict[str,
         files[f"rules-{obj['metadata']['name']}.yaml"] = dump(obj)
     for obj in dashboard_objects(cfg, settings):
         files[f"dashboard-{obj['metadata']['name']}.yaml"] = dump(obj)
+    files[alerting.ALERTMANAGER_CONFIG_FILE] = dump(alerting.alertmanager_config(cfg, labels(cfg)))
     return files
