@@ -20,12 +20,13 @@ from typing import Any
 
 from gotthard import __version__
 from gotthard.config import Config
-from gotthard.deploy import alerting, rbac
+from gotthard.deploy import alerting, credentials, rbac
 from gotthard.deploy.manifest import dump, dump_all
 from gotthard.deploy.roles import (
     AUDIT,
     DR,
     NODE_EXPORTER,
+    ROLES,
     RUNBOOKS,
     SLURM_EXPORTER,
     Role,
@@ -37,7 +38,11 @@ from gotthard.deploy.settings import KubernetesDeploy, Toleration
 CONFIG_DIR = "/etc/gotthard"
 CONFIG_MAP = "gotthard-site"
 SITE_FILE = "site.toml"
+#: The Secrets to create before applying, and their keys (not a manifest).
+CREDENTIALS_FILE = "credentials.txt"
 TOKEN_DIR = "/var/run/secrets/gotthard"
+#: Where Kubernetes mounts a pod's service account token.
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
 MUNGE_DIR = "/run/munge"
 SLURM_CONF_DIR = "/etc/slurm"
@@ -133,7 +138,8 @@ def container(
             "requests": {"cpu": given.cpu_request, "memory": given.memory_request},
             "limits": {"cpu": given.cpu_limit, "memory": given.memory_limit},
         },
-        "volumeMounts": [_mount("site", CONFIG_DIR), _mount("tmp", "/tmp", False), *mounts],
+        # the site file and the credential files it names: :func:`pod_spec`
+        "volumeMounts": [_mount("tmp", "/tmp", False), *mounts],
     }
     if role.port:
         out["ports"] = [{"name": "metrics", "containerPort": role.port, "protocol": "TCP"}]
@@ -144,12 +150,26 @@ def container(
 
 
 def pod_spec(
+    cfg: Config,
     role: Role,
     settings: KubernetesDeploy,
     main: dict[str, Any],
     volumes: Sequence[dict[str, Any]] = (),
     **extra: Any,
 ) -> dict[str, Any]:
+    """The pod of *role*: *main* with the site file mounted at :data:`CONFIG_DIR` and
+    every credential file the site file names at its path (:mod:`credentials`)."""
+    taken = [m["mountPath"] for m in main["volumeMounts"]]
+    if role.kube_api:
+        taken.append(SERVICE_ACCOUNT_DIR)
+    site_volumes, site_mounts = credentials.volumes(
+        role,
+        credentials.files(cfg, settings),
+        CONFIG_DIR,
+        {"configMap": {"name": CONFIG_MAP}},
+        taken,
+    )
+    main["volumeMounts"] = [*site_mounts, *main["volumeMounts"]]
     return {
         "serviceAccountName": role.full_name,
         "automountServiceAccountToken": role.kube_api,
@@ -158,7 +178,7 @@ def pod_spec(
         "securityContext": pod_security(settings),
         "containers": [main],
         "volumes": [
-            {"name": "site", "configMap": {"name": CONFIG_MAP}},
+            *site_volumes,
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
             *volumes,
         ],
@@ -239,6 +259,7 @@ def node_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     extra["nodeSelector"] = dict(settings.node_selector)
     extra["tolerations"] = _tolerations(settings.tolerations)
     spec = pod_spec(
+        cfg,
         NODE_EXPORTER,
         settings,
         main,
@@ -282,7 +303,7 @@ def slurm_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
         env = [{"name": "SLURM_JWT", "valueFrom": {"secretKeyRef": secret}}]
     main = container(SLURM_EXPORTER, settings, args, mounts=mounts, env=env)
     extra = {"nodeSelector": dict(settings.node_selector)} if volumes else {}
-    spec = pod_spec(SLURM_EXPORTER, settings, main, volumes, **extra)
+    spec = pod_spec(cfg, SLURM_EXPORTER, settings, main, volumes, **extra)
     return _deployment(cfg, SLURM_EXPORTER, slurm_namespace(settings), spec, 1)
 
 
@@ -292,6 +313,7 @@ def dr_daemon(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     # leader rebuilds its jobs from the site file; use a PostgreSQL jobstore_url to share
     main = container(DR, settings, args, mounts=[_mount("state", "/var/lib/gotthard", False)])
     spec = pod_spec(
+        cfg,
         DR,
         settings,
         main,
@@ -317,13 +339,13 @@ def runbooks(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
         },
         {"name": "audit", "emptyDir": {"sizeLimit": "256Mi"}},
     ]
-    spec = pod_spec(RUNBOOKS, settings, main, volumes)
+    spec = pod_spec(cfg, RUNBOOKS, settings, main, volumes)
     return _deployment(cfg, RUNBOOKS, settings.namespace, spec, 1)
 
 
 def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     main = container(AUDIT, settings, command(AUDIT, ""))
-    spec = pod_spec(AUDIT, settings, main, restartPolicy="Never")
+    spec = pod_spec(cfg, AUDIT, settings, main, restartPolicy="Never")
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -537,6 +559,34 @@ def dashboard_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str,
     ]
 
 
+def credentials_listing(cfg: Config, settings: KubernetesDeploy) -> str:
+    """``credentials.txt``: every Secret the pods (and the AlertmanagerConfig) read."""
+    namespace_of = {role.name: settings.namespace for role in ROLES}
+    namespace_of[NODE_EXPORTER.name] = settings.node_namespace
+    namespace_of[SLURM_EXPORTER.name] = slurm_namespace(settings)
+    namespace_of["alertmanager"] = settings.prometheus_namespace
+    token = credentials.CredentialFile(
+        "runbooks.token_file",
+        f"{TOKEN_DIR}/token",
+        settings.runbooks_token_secret,
+        "token",
+        (RUNBOOKS.name, "alertmanager"),
+        "the bearer token Alertmanager sends (--token-file; AlertmanagerConfig)",
+    )
+    given = [*credentials.files(cfg, settings), token]
+    if settings.slurm_auth == "slurmrestd-token":
+        jwt = credentials.CredentialFile(
+            "[deploy.kubernetes] slurm_token_secret",
+            "$SLURM_JWT",
+            settings.slurm_token_secret,
+            "token",
+            (SLURM_EXPORTER.name,),
+            "slurmrestd JWT",
+        )
+        given.append(jwt)
+    return credentials.describe(given, namespace_of)
+
+
 def render(cfg: Config, settings: KubernetesDeploy, site_toml: str) -> dict[str, str]:
     """File name -> text of every manifest (``kubectl apply -f DIR``)."""
     ns, node_ns = settings.namespace, settings.node_namespace
@@ -567,4 +617,5 @@ def render(cfg: Config, settings: KubernetesDeploy, site_toml: str) -> dict[str,
     for obj in dashboard_objects(cfg, settings):
         files[f"dashboard-{obj['metadata']['name']}.yaml"] = dump(obj)
     files[alerting.ALERTMANAGER_CONFIG_FILE] = dump(alerting.alertmanager_config(cfg, labels(cfg)))
+    files[CREDENTIALS_FILE] = credentials_listing(cfg, settings)
     return files

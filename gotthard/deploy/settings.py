@@ -145,6 +145,12 @@ class KubernetesSiteSettings(Strict):
     #: the example.org placeholders, ``deploy render`` warns naming the key.
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
     dashboard_base_url: str = DEFAULT_DASHBOARD_BASE_URL
+    #: Secrets that provide the files the site file names, at those paths (docs/deploy.md
+    #: "Credentials"; ``credentials.txt`` beside the manifests lists their keys): the
+    #: kubeconfigs, the web configs with their TLS files, the SPIFFE SVID files.
+    kubeconfig_secret: DnsLabel = "gotthard-kubeconfigs"
+    web_config_secret: DnsLabel = "gotthard-web-config"
+    svid_secret: DnsLabel = "gotthard-spiffe-svid"
     #: Labels of the PrometheusRules (kube-prometheus-stack: ``ruleSelector``).
     rule_labels: dict[str, str] = Field(default_factory=lambda: dict(KUBE_PROMETHEUS_STACK_LABELS))
 
