@@ -15,6 +15,7 @@ scraped series.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,6 +41,8 @@ CONFIG_MAP = "gotthard-site"
 SITE_FILE = "site.toml"
 #: The Secrets to create before applying, and their keys (not a manifest).
 CREDENTIALS_FILE = "credentials.txt"
+#: Pod template annotation: the SHA-256 of the site file the pods read.
+SITE_FILE_ANNOTATION = "gotthard.io/site-file-sha256"
 TOKEN_DIR = "/var/run/secrets/gotthard"
 #: Where Kubernetes mounts a pod's service account token.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -205,6 +208,13 @@ def scheduling(role: Role, settings: KubernetesDeploy) -> dict[str, Any]:
     if not node and settings.api_tolerations:
         out["tolerations"] = _tolerations(settings.api_tolerations)
     return out
+
+
+def pod_template(workload: dict[str, Any]) -> dict[str, Any]:
+    """The pod template of a DaemonSet, Deployment or CronJob."""
+    if workload["kind"] == "CronJob":
+        return workload["spec"]["jobTemplate"]["spec"]["template"]
+    return workload["spec"]["template"]
 
 
 def _template(cfg: Config, role: Role, spec: dict[str, Any]) -> dict[str, Any]:
@@ -587,6 +597,14 @@ def credentials_listing(cfg: Config, settings: KubernetesDeploy) -> str:
     return credentials.describe(given, namespace_of)
 
 
+def file_comments(settings: KubernetesDeploy) -> dict[str, dict[str, str]]:
+    """File name -> the comments its manifests carry (key -> comment above it)."""
+    return {
+        f"{NODE_EXPORTER.name}.yaml": {"hostPID": HOST_PID_WHY} if settings.host_pid else {},
+        f"{RUNBOOKS.name}.yaml": {"secret": TOKEN_FILE_WHY},
+    }
+
+
 def render(cfg: Config, settings: KubernetesDeploy, site_toml: str) -> dict[str, str]:
     """File name -> text of every manifest (``kubectl apply -f DIR``)."""
     ns, node_ns = settings.namespace, settings.node_namespace
@@ -604,13 +622,17 @@ def render(cfg: Config, settings: KubernetesDeploy, site_toml: str) -> dict[str,
     }
     access = rbac.documents(cfg, settings, labels(cfg))
     pods = workloads(cfg, settings)
-    comments = {
-        NODE_EXPORTER.name: {"hostPID": HOST_PID_WHY} if settings.host_pid else {},
-        RUNBOOKS.name: {"secret": TOKEN_FILE_WHY},
-    }
+    checksum = hashlib.sha256(site_toml.encode()).hexdigest()
+    for objects in pods.values():
+        for obj in objects:
+            if obj["kind"] in ("DaemonSet", "Deployment", "CronJob"):
+                # a changed site file rolls the pods on the next apply
+                template = pod_template(obj)
+                template["metadata"]["annotations"] = {SITE_FILE_ANNOTATION: checksum}
+    comments = file_comments(settings)
     for role_name, objects in pods.items():
         files[f"{role_name}.yaml"] = dump_all(
-            [*access[role_name], *objects], comments.get(role_name)
+            [*access[role_name], *objects], comments.get(f"{role_name}.yaml")
         )
     for obj in rule_objects(cfg, settings):
         files[f"rules-{obj['metadata']['name']}.yaml"] = dump(obj)

@@ -151,6 +151,9 @@ class KubernetesSiteSettings(Strict):
     kubeconfig_secret: DnsLabel = "gotthard-kubeconfigs"
     web_config_secret: DnsLabel = "gotthard-web-config"
     svid_secret: DnsLabel = "gotthard-spiffe-svid"
+    #: site -> the ``cluster`` its pods' site file names (``deploy render --site``); unset:
+    #: the file's own ``cluster`` at its own site, the site's Kubernetes cluster elsewhere.
+    clusters: dict[Name, Name] = Field(default_factory=dict)
     #: Labels of the PrometheusRules (kube-prometheus-stack: ``ruleSelector``).
     rule_labels: dict[str, str] = Field(default_factory=lambda: dict(KUBE_PROMETHEUS_STACK_LABELS))
 

@@ -43,7 +43,7 @@ effect = "NoSchedule"
 WORKLOADS = ("DaemonSet", "Deployment", "CronJob")
 
 
-def _yaml_loader() -> type[yaml.SafeLoader]:
+def yaml_loader() -> type[yaml.SafeLoader]:
     """PyYAML reads a bare ``=`` (the CRD's matchType enum) as its ``value`` type."""
 
     class Loader(yaml.SafeLoader):
@@ -55,7 +55,7 @@ def _yaml_loader() -> type[yaml.SafeLoader]:
 
 def alertmanager_config_schema() -> dict[str, Any]:
     path = FIXTURES / "monitoring.coreos.com_alertmanagerconfigs.yaml"
-    crd = yaml.load(path.read_text(), Loader=_yaml_loader())
+    crd = yaml.load(path.read_text(), Loader=yaml_loader())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1alpha1"]
     return version["schema"]["openAPIV3Schema"]
 
