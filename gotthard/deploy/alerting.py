@@ -10,6 +10,7 @@ token_file``), a pager per site, and the grouping.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -143,7 +144,12 @@ def alertmanager_config(cfg: Config, labels: dict[str, str]) -> dict[str, Any]:
     from gotthard.monitoring import rules
 
     kube = cfg.deploy.kubernetes
-    tree = alertmanager.subtree(rules.alert_names(cfg.monitoring), settings(cfg))
+    given = settings(cfg)
+    if "webhook_url" not in cfg.deploy.alertmanager.model_fields_set:
+        # in the cluster, the webhook is its Service, not a port on Alertmanager's host
+        service = f"http://{RUNBOOKS.full_name}.{kube.namespace}.svc:{RUNBOOKS.port}/alerts"
+        given = dataclasses.replace(given, webhook_url=service)
+    tree = alertmanager.subtree(rules.alert_names(cfg.monitoring), given)
     (route,) = tree["route"]["routes"]
     return {
         "apiVersion": "monitoring.coreos.com/v1alpha1",

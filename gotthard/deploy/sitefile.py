@@ -9,7 +9,6 @@ site NAME from the one file: the two top-level keys are rewritten in the file's 
 from __future__ import annotations
 
 import re
-import tomllib
 from typing import Any
 
 from gotthard import config as configuration
@@ -76,9 +75,10 @@ def with_site(text: str, site: str, cluster: str) -> str:
     """The site file *text* as the pods of *site* read it, *cluster* their own."""
     new = _rewrite(_rewrite(text, "cluster", cluster), "site", site)
     try:
-        before, after = tomllib.loads(text), tomllib.loads(new)
-    except tomllib.TOMLDecodeError as err:
-        raise RenderError(f"the site file is not TOML: {err}") from None
+        before = configuration.parse_toml(text, "the site file")
+        after = configuration.parse_toml(new, f"the site file of {site}")
+    except configuration.ConfigError as err:
+        raise RenderError(str(err)) from None
     expected: dict[str, Any] = {**before, "site": site, "cluster": cluster}
     if after != expected:  # a layout the rewrite does not know: write the data instead
         new = dump_toml(expected)
@@ -90,7 +90,8 @@ def for_site(cfg: Config, text: str, site: str) -> tuple[Config, str]:
     if site == cfg.site and cluster_of(cfg, site) == cfg.cluster:
         return cfg, text
     new = with_site(text, site, cluster_of(cfg, site))
+    source = f"the site file of {site}"
     try:
-        return configuration.from_mapping(tomllib.loads(new), f"the site file of {site}"), new
+        return configuration.from_mapping(configuration.parse_toml(new, source), source), new
     except configuration.ConfigError as err:
         raise RenderError(str(err)) from None

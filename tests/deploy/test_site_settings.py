@@ -237,6 +237,14 @@ def test_the_alertmanager_config_validates_against_its_crd(kubernetes_dir: Path)
     hooks = [h for r in spec["receivers"] for h in r.get("webhookConfigs", [])]
     tokens = [h["httpConfig"]["authorization"]["credentials"] for h in hooks if "httpConfig" in h]
     assert tokens and all(t == {"name": "gotthard-runbooks-token", "key": "token"} for t in tokens)
+    # the shared webhook is the runbook webhook's Service (no webhook_url in the site file)
+    urls = {
+        h["url"]
+        for r in spec["receivers"]
+        if r["name"] == "gotthard-runbook-webhook"
+        for h in r["webhookConfigs"]
+    }
+    assert urls == {"http://gotthard-runbooks.gotthard.svc:9878/alerts"}
     assert spec["inhibitRules"]
     # the check catches a broken child route and a broken matcher
     broken = copy.deepcopy(obj)
