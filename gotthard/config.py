@@ -275,8 +275,16 @@ def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     except OSError as err:
         raise ConfigError(f"{file}: cannot read configuration: {err.strerror or err}") from None
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         raise ConfigError(f"{file}: not UTF-8 text: {err}") from None
+    return parse_toml(text, str(file))
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    """TOML *text* as a dict; text that does not parse is a :class:`ConfigError` naming
+    *source*."""
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{file}: not valid TOML: {err}") from None
+        raise ConfigError(f"{source}: not valid TOML: {err}") from None

@@ -1,7 +1,10 @@
-"""``gotthard deploy render --target kubernetes|systemd|prometheus|thanos|local|spiffe --out DIR``.
+"""``gotthard deploy render --target kubernetes|kustomize|systemd|prometheus|thanos|local|spiffe
+--out DIR [--site SITE|all]``.
 
-Exit status: 0 written; 2 a bad target, an unwritable directory or a site model that
-cannot be rendered (one line on stderr).
+``--site`` renders the Kubernetes manifests of another site of the site model (or of every
+site, one directory each) from the one site file; ``--target kustomize`` writes a base and
+an overlay per site. Exit status: 0 written; 2 a bad target or site, an unwritable
+directory or a site model that cannot be rendered (one line on stderr).
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ from gotthard import config as configuration
 from gotthard.config import Config
 from gotthard.deploy.manifest import RenderError, write
 
-TARGETS = ("kubernetes", "systemd", "prometheus", "thanos", "local", "spiffe")
+TARGETS = ("kubernetes", "kustomize", "systemd", "prometheus", "thanos", "local", "spiffe")
+#: The targets ``--site`` applies to (the others render every site, or the host's own).
+PER_SITE = ("kubernetes", "kustomize")
+#: The targets whose rules carry runbook and dashboard links (``local`` is this machine's
+#: sandbox, where the placeholders are expected).
+LINKED = ("kubernetes", "kustomize", "prometheus", "thanos")
 
 
 def add_cli(subparsers: Any) -> None:
@@ -33,6 +41,12 @@ def add_cli(subparsers: Any) -> None:
     )
     render.add_argument("--target", required=True, metavar="|".join(TARGETS))
     render.add_argument("--out", required=True, metavar="DIR", help="directory to write to")
+    render.add_argument(
+        "--site",
+        metavar="SITE|all",
+        help="kubernetes: render this site of the site model (all: every site, one directory"
+        " each; default: the file's own site); kustomize: the overlays to write (default: all)",
+    )
     render.set_defaults(handler=cmd_render)
 
 
@@ -60,16 +74,37 @@ def _site_document(path: str | None, cfg: Config) -> dict[str, Any]:
     return {"site": cfg.site, "cluster": cfg.cluster}
 
 
-def render_files(target: str, cfg: Config, site_file: str | None, out: Path) -> dict[str, str]:
-    """Relative path -> text of what *target* consists of, to be written below *out*;
-    *cfg* is what *site_file* (None: no file, the defaults) loads to."""
-    deploy = cfg.deploy
-    if target == "kubernetes":
-        from gotthard.deploy import kubernetes, waivers
+def _kubernetes(cfg: Config, text: str, site: str | None) -> dict[str, str]:
+    """``--target kubernetes``: the file's own site, another, or every site in a directory
+    of its name."""
+    from gotthard.deploy import kubernetes, sitefile, waivers
 
-        files = kubernetes.render(cfg, deploy.kubernetes, _site_toml(site_file, cfg))
-        files.update(waivers.render(deploy.kubernetes))
-        return files
+    settings = cfg.deploy.kubernetes
+    files: dict[str, str] = {}
+    for name in sitefile.sites_of(cfg, site):
+        site_cfg, site_text = sitefile.for_site(cfg, text, name)
+        prefix = f"{name}/" if site == sitefile.ALL else ""
+        found = {**kubernetes.render(site_cfg, settings, site_text), **waivers.render(settings)}
+        files.update({prefix + path: content for path, content in found.items()})
+    return files
+
+
+def render_files(
+    target: str, cfg: Config, site_file: str | None, out: Path, site: str | None = None
+) -> dict[str, str]:
+    """Relative path -> text of what *target* consists of, to be written below *out*;
+    *cfg* is what *site_file* (None: no file, the defaults) loads to; *site* is
+    ``--site``."""
+    deploy = cfg.deploy
+    if site is not None and target not in PER_SITE:
+        raise RenderError(f"--site: applies to --target {' and '.join(PER_SITE)} only")
+    if target == "kubernetes":
+        return _kubernetes(cfg, _site_toml(site_file, cfg), site)
+    if target == "kustomize":
+        from gotthard.deploy import kustomize, sitefile
+
+        sites = sitefile.sites_of(cfg, site or sitefile.ALL)
+        return kustomize.render(cfg, _site_toml(site_file, cfg), sites)
     if target == "systemd":
         from gotthard.deploy import systemd
 
@@ -98,10 +133,16 @@ def cmd_render(args: argparse.Namespace, cfg: Config) -> int:
         if args.target not in TARGETS:  # checked before anything is read or written
             raise _unknown_target(args.target)
         out = Path(args.out)
-        files = render_files(args.target, cfg, configuration.path_of(args), out)
+        files = render_files(args.target, cfg, configuration.path_of(args), out, args.site)
         written = write(out, files)
     except RenderError as err:
         print(f"gotthard deploy: {err}", file=sys.stderr)
         return 2
+    for key in cfg.deploy.kubernetes.placeholders() if args.target in LINKED else ():
+        print(
+            f"gotthard deploy: warning: [deploy.kubernetes] {key} is left at the placeholder"
+            f" {getattr(cfg.deploy.kubernetes, key)}: every alert links there; set the site's",
+            file=sys.stderr,
+        )
     print(f"wrote {len(written)} files to {args.out}")
     return 0

@@ -15,12 +15,13 @@ scraped series.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gotthard import __version__
 from gotthard.config import Config
-from gotthard.deploy import podaccess, rbac
+from gotthard.deploy import alerting, credentials, podaccess, rbac
 from gotthard.deploy.manifest import dump, dump_all
 from gotthard.deploy.roles import (
     AUDIT,
@@ -28,18 +29,25 @@ from gotthard.deploy.roles import (
     AUDIT_METRICS_CONFIGMAP,
     DR,
     NODE_EXPORTER,
+    ROLES,
     RUNBOOKS,
     SLURM_EXPORTER,
     Role,
     command,
 )
-from gotthard.deploy.settings import KubernetesDeploy
+from gotthard.deploy.settings import KubernetesDeploy, Toleration
 
 #: Where the site file (the ConfigMap) is mounted, and the variable naming it.
 CONFIG_DIR = "/etc/gotthard"
 CONFIG_MAP = "gotthard-site"
 SITE_FILE = "site.toml"
+#: The Secrets to create before applying, and their keys (not a manifest).
+CREDENTIALS_FILE = "credentials.txt"
+#: Pod template annotation: the SHA-256 of the site file the pods read.
+SITE_FILE_ANNOTATION = "gotthard.io/site-file-sha256"
 TOKEN_DIR = "/var/run/secrets/gotthard"
+#: Where Kubernetes mounts a pod's service account token.
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
 MUNGE_DIR = "/run/munge"
 SLURM_CONF_DIR = "/etc/slurm"
@@ -61,7 +69,9 @@ TOKEN_FILE_WHY = (
 
 
 def image(settings: KubernetesDeploy) -> str:
-    return f"{settings.image_registry}/gotthard:{settings.image_tag or __version__}"
+    """``REGISTRY/gotthard:TAG``, pinned ``@sha256:...`` where ``image_digest`` is set."""
+    name = f"{settings.image_registry}/gotthard:{settings.image_tag or __version__}"
+    return f"{name}@{settings.image_digest}" if settings.image_digest else name
 
 
 def slurm_image(settings: KubernetesDeploy) -> str:
@@ -126,12 +136,12 @@ def container(
     *,
     mounts: Sequence[dict[str, Any]] = (),
     env: Sequence[dict[str, Any]] = (),
-    cpu: str = "500m",
-    memory: str = "256Mi",
     image_ref: str = "",
 ) -> dict[str, Any]:
-    """The role's one container: ``gotthard ARGS`` with the site file and /tmp mounted
-    (*image_ref*: another image than the default, e.g. :func:`slurm_image`)."""
+    """The role's one container: ``gotthard ARGS`` with the site file and /tmp mounted,
+    its requests and limits from ``[deploy.kubernetes] resources`` (*image_ref*: another
+    image than the default, e.g. :func:`slurm_image`)."""
+    given = settings.resources[role.name]
     out: dict[str, Any] = {
         "name": role.name,
         "image": image_ref or image(settings),
@@ -141,10 +151,11 @@ def container(
         "env": [{"name": "GOTTHARD_CONFIG", "value": f"{CONFIG_DIR}/{SITE_FILE}"}, *env],
         "securityContext": CONTAINER_SECURITY,
         "resources": {
-            "requests": {"cpu": "50m", "memory": "64Mi"},
-            "limits": {"cpu": cpu, "memory": memory},
+            "requests": {"cpu": given.cpu_request, "memory": given.memory_request},
+            "limits": {"cpu": given.cpu_limit, "memory": given.memory_limit},
         },
-        "volumeMounts": [_mount("site", CONFIG_DIR), _mount("tmp", "/tmp", False), *mounts],
+        # the site file and the credential files it names: :func:`pod_spec`
+        "volumeMounts": [_mount("tmp", "/tmp", False), *mounts],
     }
     if role.port:
         out["ports"] = [{"name": "metrics", "containerPort": role.port, "protocol": "TCP"}]
@@ -155,24 +166,68 @@ def container(
 
 
 def pod_spec(
+    cfg: Config,
     role: Role,
     settings: KubernetesDeploy,
     main: dict[str, Any],
     volumes: Sequence[dict[str, Any]] = (),
     **extra: Any,
 ) -> dict[str, Any]:
+    """The pod of *role*: *main* with the site file mounted at :data:`CONFIG_DIR` and
+    every credential file the site file names at its path (:mod:`credentials`)."""
+    taken = [m["mountPath"] for m in main["volumeMounts"]]
+    if role.kube_api:
+        taken.append(SERVICE_ACCOUNT_DIR)
+    site_volumes, site_mounts = credentials.volumes(
+        role,
+        credentials.files(cfg, settings),
+        CONFIG_DIR,
+        {"configMap": {"name": CONFIG_MAP}},
+        taken,
+    )
+    main["volumeMounts"] = [*site_mounts, *main["volumeMounts"]]
     return {
         "serviceAccountName": role.full_name,
         "automountServiceAccountToken": role.kube_api,
+        **scheduling(role, settings),
         **extra,
         "securityContext": pod_security(settings),
         "containers": [main],
         "volumes": [
-            {"name": "site", "configMap": {"name": CONFIG_MAP}},
+            *site_volumes,
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
             *volumes,
         ],
     }
+
+
+def _tolerations(given: Sequence[Toleration]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in t.model_dump().items() if v} for t in given]
+
+
+def scheduling(role: Role, settings: KubernetesDeploy) -> dict[str, Any]:
+    """The site's priority class, runtime class, pull Secrets and (for the API-only
+    roles) tolerations; the node DaemonSet has its own class settings and tolerations."""
+    node = role == NODE_EXPORTER
+    out: dict[str, Any] = {}
+    priority = (node and settings.node_priority_class_name) or settings.priority_class_name
+    runtime = settings.node_runtime_class_name if node else settings.runtime_class_name
+    if priority:
+        out["priorityClassName"] = priority
+    if runtime:
+        out["runtimeClassName"] = runtime
+    if settings.image_pull_secrets:
+        out["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    if not node and settings.api_tolerations:
+        out["tolerations"] = _tolerations(settings.api_tolerations)
+    return out
+
+
+def pod_template(workload: dict[str, Any]) -> dict[str, Any]:
+    """The pod template of a DaemonSet, Deployment or CronJob."""
+    if workload["kind"] == "CronJob":
+        return workload["spec"]["jobTemplate"]["spec"]["template"]
+    return workload["spec"]["template"]
 
 
 def _template(cfg: Config, role: Role, spec: dict[str, Any]) -> dict[str, Any]:
@@ -225,10 +280,9 @@ def node_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     if settings.host_pid:
         extra["hostPID"] = True
     extra["nodeSelector"] = dict(settings.node_selector)
-    extra["tolerations"] = [
-        {k: v for k, v in t.model_dump().items() if v} for t in settings.tolerations
-    ]
+    extra["tolerations"] = _tolerations(settings.tolerations)
     spec = pod_spec(
+        cfg,
         NODE_EXPORTER,
         settings,
         main,
@@ -277,7 +331,7 @@ def slurm_exporter(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
         secret = {"name": settings.slurm_token_secret, "key": "token"}
         env = [{"name": "SLURM_JWT", "valueFrom": {"secretKeyRef": secret}}]
     main = container(SLURM_EXPORTER, settings, args, mounts=mounts, env=env, image_ref=image_ref)
-    spec = pod_spec(SLURM_EXPORTER, settings, main, volumes, **extra)
+    spec = pod_spec(cfg, SLURM_EXPORTER, settings, main, volumes, **extra)
     return _deployment(cfg, SLURM_EXPORTER, slurm_namespace(settings), spec, 1)
 
 
@@ -287,6 +341,7 @@ def dr_daemon(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     # leader rebuilds its jobs from the site file; use a PostgreSQL jobstore_url to share
     main = container(DR, settings, args, mounts=[_mount("state", "/var/lib/gotthard", False)])
     spec = pod_spec(
+        cfg,
         DR,
         settings,
         main,
@@ -322,7 +377,7 @@ def runbooks(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if settings.slurm_auth == "munge":
         extra["nodeSelector"] = dict(settings.slurm_node_selector)
-    spec = pod_spec(RUNBOOKS, settings, main, volumes, **extra)
+    spec = pod_spec(cfg, RUNBOOKS, settings, main, volumes, **extra)
     return _deployment(cfg, RUNBOOKS, slurm_namespace(settings), spec, 1)
 
 
@@ -339,8 +394,8 @@ def audit(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
         "--report-only",
         f"--textfile-configmap={settings.namespace}/{AUDIT_METRICS_CONFIGMAP}",
     ]
-    main = container(AUDIT, settings, args, cpu="1", memory="512Mi")
-    spec = pod_spec(AUDIT, settings, main, restartPolicy="Never")
+    main = container(AUDIT, settings, args)
+    spec = pod_spec(cfg, AUDIT, settings, main, restartPolicy="Never")
     return {
         "apiVersion": "batch/v1",
         "kind": "CronJob",
@@ -375,7 +430,7 @@ def audit_metrics(cfg: Config, settings: KubernetesDeploy) -> dict[str, Any]:
         AUDIT_METRICS, settings, args, mounts=[_mount("audit-metrics", AUDIT_METRICS_DIR)]
     )
     volume = {"name": "audit-metrics", "configMap": {"name": AUDIT_METRICS_CONFIGMAP}}
-    spec = pod_spec(AUDIT_METRICS, settings, main, [volume])
+    spec = pod_spec(cfg, AUDIT_METRICS, settings, main, [volume])
     spec["serviceAccountName"] = AUDIT.full_name
     return _deployment(cfg, AUDIT_METRICS, settings.namespace, spec, 1)
 
@@ -565,13 +620,11 @@ def rule_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str, Any]
     groups = [
         *deliver.recording_groups(monitoring),
         *deliver.alerting_groups(
-            deliver.rules.DEFAULT_RUNBOOK_BASE_URL,
-            deliver.rules.DEFAULT_DASHBOARD_BASE_URL,
-            monitoring,
+            settings.runbook_base_url, settings.dashboard_base_url, monitoring
         ),
     ]
     objects = deliver.prometheus_rules(
-        groups, namespace=settings.namespace, labels={**labels(cfg), **settings.monitor_labels}
+        groups, namespace=settings.namespace, labels={**labels(cfg), **settings.rule_labels}
     )
     return list(objects.values())
 
@@ -594,6 +647,42 @@ def dashboard_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str,
     ]
 
 
+def credentials_listing(cfg: Config, settings: KubernetesDeploy) -> str:
+    """``credentials.txt``: every Secret the pods (and the AlertmanagerConfig) read."""
+    namespace_of = {role.name: settings.namespace for role in ROLES}
+    namespace_of[NODE_EXPORTER.name] = settings.node_namespace
+    namespace_of[SLURM_EXPORTER.name] = slurm_namespace(settings)
+    namespace_of["alertmanager"] = settings.prometheus_namespace
+    token = credentials.CredentialFile(
+        "runbooks.token_file",
+        f"{TOKEN_DIR}/token",
+        settings.runbooks_token_secret,
+        "token",
+        (RUNBOOKS.name, "alertmanager"),
+        "the bearer token Alertmanager sends (--token-file; AlertmanagerConfig)",
+    )
+    given = [*credentials.files(cfg, settings), token]
+    if settings.slurm_auth == "slurmrestd-token":
+        jwt = credentials.CredentialFile(
+            "[deploy.kubernetes] slurm_token_secret",
+            "$SLURM_JWT",
+            settings.slurm_token_secret,
+            "token",
+            (SLURM_EXPORTER.name,),
+            "slurmrestd JWT",
+        )
+        given.append(jwt)
+    return credentials.describe(given, namespace_of)
+
+
+def file_comments(settings: KubernetesDeploy) -> dict[str, dict[str, str]]:
+    """File name -> the comments its manifests carry (key -> comment above it)."""
+    return {
+        f"{NODE_EXPORTER.name}.yaml": {"hostPID": HOST_PID_WHY} if settings.host_pid else {},
+        f"{RUNBOOKS.name}.yaml": {"secret": TOKEN_FILE_WHY},
+    }
+
+
 def render(cfg: Config, settings: KubernetesDeploy, site_toml: str) -> dict[str, str]:
     """File name -> text of every manifest (``kubectl apply -f DIR``)."""
     ns, node_ns = settings.namespace, settings.node_namespace
@@ -611,16 +700,22 @@ def render(cfg: Config, settings: KubernetesDeploy, site_toml: str) -> dict[str,
     }
     access = rbac.documents(cfg, settings, labels(cfg))
     pods = workloads(cfg, settings)
-    comments = {
-        NODE_EXPORTER.name: {"hostPID": HOST_PID_WHY} if settings.host_pid else {},
-        RUNBOOKS.name: {"secret": TOKEN_FILE_WHY},
-    }
+    checksum = hashlib.sha256(site_toml.encode()).hexdigest()
+    for objects in pods.values():
+        for obj in objects:
+            if obj["kind"] in ("DaemonSet", "Deployment", "CronJob"):
+                # a changed site file rolls the pods on the next apply
+                template = pod_template(obj)
+                template["metadata"]["annotations"] = {SITE_FILE_ANNOTATION: checksum}
+    comments = file_comments(settings)
     for role_name, objects in pods.items():
         files[f"{role_name}.yaml"] = dump_all(
-            [*access[role_name], *objects], comments.get(role_name)
+            [*access[role_name], *objects], comments.get(f"{role_name}.yaml")
         )
     for obj in rule_objects(cfg, settings):
         files[f"rules-{obj['metadata']['name']}.yaml"] = dump(obj)
     for obj in dashboard_objects(cfg, settings):
         files[f"dashboard-{obj['metadata']['name']}.yaml"] = dump(obj)
+    files[alerting.ALERTMANAGER_CONFIG_FILE] = dump(alerting.alertmanager_config(cfg, labels(cfg)))
+    files[CREDENTIALS_FILE] = credentials_listing(cfg, settings)
     return files

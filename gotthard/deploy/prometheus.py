@@ -344,7 +344,13 @@ def rule_documents(cfg: Config) -> dict[str, str]:
     """``rules/<file>``: the recording and alerting rules, tuned by ``[monitoring]``."""
     from gotthard.monitoring import deliver
 
-    documents = deliver.rule_documents("files", monitoring=cfg.monitoring)
+    links = cfg.deploy.kubernetes  # the site's runbook and dashboard base URLs
+    documents = deliver.rule_documents(
+        "files",
+        runbook_base_url=links.runbook_base_url,
+        dashboard_base_url=links.dashboard_base_url,
+        monitoring=cfg.monitoring,
+    )
     return {f"{RULES_DIR}/{name}": text for name, text in documents.items()}
 
 

@@ -16,10 +16,11 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from gotthard.base import DnsLabel, ListenAddress, Name, Strict
 from gotthard.deploy.roles import SCRAPED
+from gotthard.monitoring.rule_model import DEFAULT_DASHBOARD_BASE_URL, DEFAULT_RUNBOOK_BASE_URL
 
 
 class Toleration(Strict):
@@ -61,7 +62,160 @@ class EgressSettings(Strict):
     dns_pod_labels: dict[str, str] = Field(default_factory=lambda: {"k8s-app": "kube-dns"})
 
 
-class KubernetesDeploy(Strict):
+# --- [deploy.kubernetes]: a site's own settings (resources, scheduling, image, links) ---------
+
+#: A Kubernetes quantity as the settings take it: ``250m``, ``1``, ``64Mi``, ``1.5Gi``.
+Quantity = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")]
+_SUFFIXES = {
+    "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40,
+}  # fmt: skip
+
+
+def quantity(value: str) -> float:
+    """*value* (a :data:`Quantity`) as a number (cores, bytes)."""
+    number = value.rstrip("kmMGTi")
+    return float(number) * _SUFFIXES.get(value[len(number) :], 1)
+
+
+class Resources(Strict):
+    """Requests and limits of one role's container."""
+
+    cpu_request: Quantity
+    memory_request: Quantity
+    cpu_limit: Quantity
+    memory_limit: Quantity
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> Resources:
+        for what in ("cpu", "memory"):
+            request, limit = getattr(self, f"{what}_request"), getattr(self, f"{what}_limit")
+            if quantity(request) > quantity(limit):
+                raise ValueError(f"{what}_request {request} is above {what}_limit {limit}")
+        return self
+
+
+#: Role -> its default requests and limits, and where each comes from:
+#: * slurm-exporter: ``benchmarks/slurm_scale.py`` measured a peak RSS of 78-83 MB parsing
+#:   a 100,000-job, 10,000-node cluster and 42 MB steady at 10,000 jobs; its target is a
+#:   300 MB peak, so the limit allows 320Mi and the request the steady 42 MB with headroom;
+#:   one poll at 100,000 jobs takes 0.26-0.37 s of one core;
+#: * node-exporter: ``benchmarks/startup.py`` holds it to 45 MB at start; 256Mi leaves room
+#:   for per-GPU state and the NVML library;
+#: * dr: ``benchmarks/dr_scale.py`` measured a peak RSS of 91-98 MiB with 1,000 backup jobs;
+#: * runbooks: no benchmark measures it; the values every role had before (64Mi/256Mi);
+#: * audit: the policy engine over every pod of a cluster; no benchmark; 512Mi as before;
+#: * audit-metrics: the exporter with only its textfile collector (``benchmarks/startup.py``:
+#:   about 33 MB RSS for ``exporter --once``), serving one small ConfigMap.
+_RESOURCE_KEYS = ("cpu_request", "memory_request", "cpu_limit", "memory_limit")
+DEFAULT_RESOURCES: dict[str, dict[str, str]] = {
+    role: dict(zip(_RESOURCE_KEYS, values, strict=True))
+    for role, values in {
+        "node-exporter": ("50m", "64Mi", "500m", "256Mi"),
+        "slurm-exporter": ("50m", "96Mi", "1", "320Mi"),
+        "dr": ("50m", "128Mi", "500m", "384Mi"),
+        "runbooks": ("50m", "64Mi", "500m", "256Mi"),
+        "audit": ("100m", "128Mi", "1", "512Mi"),
+        "audit-metrics": ("10m", "48Mi", "200m", "128Mi"),
+    }.items()
+}
+
+#: The labels kube-prometheus-stack's Prometheus selects ServiceMonitors, PodMonitors and
+#: PrometheusRules by: ``release: <Helm release name>`` (its ``*SelectorNilUsesHelmValues``
+#: defaults), here for a release installed as ``kube-prometheus-stack``.
+KUBE_PROMETHEUS_STACK_LABELS = {"release": "kube-prometheus-stack"}
+#: ``sha256:`` and 64 hex digits: an image digest.
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+#: An OCI tag: letters, digits, ``_``, ``.``, ``-``; at most 128; not starting with . or -.
+TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+#: A Kubernetes object name (RFC 1123 subdomain), as priority and runtime classes have.
+ObjectName = Annotated[str, Field(max_length=253, pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$")]
+
+
+def _resources(value: object) -> object:
+    """The given roles' values over the defaults of :data:`DEFAULT_RESOURCES`, so that a
+    site sets only what it changes; an unknown role is an error naming the known ones."""
+    if not isinstance(value, dict):
+        return value
+    unknown = sorted(set(value) - set(DEFAULT_RESOURCES))
+    if unknown:
+        raise ValueError(
+            f"unknown role(s) {', '.join(unknown)}; known: {', '.join(DEFAULT_RESOURCES)}"
+        )
+    merged: dict[str, object] = {}
+    for role, default in DEFAULT_RESOURCES.items():
+        given = value.get(role, {})
+        merged[role] = {**default, **given} if isinstance(given, dict) else given
+    return merged
+
+
+class KubernetesSiteSettings(Strict):
+    """What a site sets for its own cluster in ``[deploy.kubernetes]``: resources,
+    scheduling, the image by digest, the links on every alert, and the labels its
+    Prometheus Operator selects by (:class:`KubernetesDeploy` holds the rest)."""
+
+    #: Role -> ``cpu_request``, ``memory_request``, ``cpu_limit``, ``memory_limit``; a
+    #: role or key left out keeps its default (:data:`DEFAULT_RESOURCES`).
+    resources: Annotated[dict[str, Resources], BeforeValidator(_resources)] = Field(
+        default_factory=lambda: {k: Resources(**v) for k, v in DEFAULT_RESOURCES.items()}
+    )
+    #: priorityClassName of the API-only roles' pods and of the node DaemonSet's ("" = none;
+    #: the node exporter's "" = ``priority_class_name``).
+    priority_class_name: ObjectName = ""
+    node_priority_class_name: ObjectName = ""
+    #: runtimeClassName of the API-only roles' pods (e.g. gvisor) and of the node
+    #: DaemonSet's (e.g. ``nvidia``, where NVML needs the NVIDIA runtime); "" = none.
+    runtime_class_name: ObjectName = ""
+    node_runtime_class_name: ObjectName = ""
+    #: Secrets (type kubernetes.io/dockerconfigjson) every pod pulls the image with.
+    image_pull_secrets: list[DnsLabel] = Field(default_factory=list)
+    #: Tolerations of the API-only roles' pods (``tolerations`` are the DaemonSet's).
+    api_tolerations: list[Toleration] = Field(default_factory=list)
+    #: ``sha256:<64 hex>``: the image by digest, ``REGISTRY/gotthard[:TAG]@sha256:...``
+    #: (``make image`` prints it); "" = by tag only.
+    image_digest: str = ""
+    #: Where every alert's ``runbook_url`` and ``dashboard_url`` point (rules of every
+    #: target, ``rules build``): the site's copy of docs/runbooks and its Grafana. Left at
+    #: the example.org placeholders, ``deploy render`` warns naming the key.
+    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL
+    dashboard_base_url: str = DEFAULT_DASHBOARD_BASE_URL
+    #: Secrets that provide the files the site file names, at those paths (docs/deploy.md
+    #: "Credentials"; ``credentials.txt`` beside the manifests lists their keys): the
+    #: kubeconfigs, the web configs with their TLS files, the SPIFFE SVID files.
+    kubeconfig_secret: DnsLabel = "gotthard-kubeconfigs"
+    web_config_secret: DnsLabel = "gotthard-web-config"
+    svid_secret: DnsLabel = "gotthard-spiffe-svid"
+    #: site -> the ``cluster`` its pods' site file names (``deploy render --site``); unset:
+    #: the file's own ``cluster`` at its own site, the site's Kubernetes cluster elsewhere.
+    clusters: dict[Name, Name] = Field(default_factory=dict)
+    #: Labels of the PrometheusRules (kube-prometheus-stack: ``ruleSelector``).
+    rule_labels: dict[str, str] = Field(default_factory=lambda: dict(KUBE_PROMETHEUS_STACK_LABELS))
+
+    @field_validator("image_digest")
+    @classmethod
+    def _digest(cls, value: str) -> str:
+        if value and not DIGEST.match(value):
+            raise ValueError("must be sha256: and 64 lowercase hex digits (an image digest)")
+        return value
+
+    @field_validator("runbook_base_url", "dashboard_base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("https://", "http://")) or " " in value:
+            raise ValueError("must be an http(s) URL")
+        return value.rstrip("/")
+
+    def placeholders(self) -> list[str]:
+        """The keys still at an example.org placeholder."""
+        keys = ("runbook_base_url", "dashboard_base_url")
+        return [key for key in keys if PLACEHOLDER_HOST in getattr(self, key)]
+
+
+#: The host of the placeholder URLs nobody should page with.
+PLACEHOLDER_HOST = "example.org"
+
+
+class KubernetesDeploy(KubernetesSiteSettings):
     """``[deploy.kubernetes]``."""
 
     #: UID and GID the containers run as (the image's non-root user).
@@ -126,9 +280,11 @@ class KubernetesDeploy(Strict):
     alertmanager_pod_labels: dict[str, str] = Field(
         default_factory=lambda: {"app.kubernetes.io/name": "alertmanager"}
     )
-    #: Extra labels of ServiceMonitors, PodMonitors and PrometheusRules (e.g. the
-    #: ``release`` label kube-prometheus-stack selects them by).
-    monitor_labels: dict[str, str] = Field(default_factory=dict)
+    #: Extra labels of ServiceMonitors and PodMonitors: by default the ``release`` label
+    #: kube-prometheus-stack selects them by (``rule_labels``: the PrometheusRules').
+    monitor_labels: dict[str, str] = Field(
+        default_factory=lambda: dict(KUBE_PROMETHEUS_STACK_LABELS)
+    )
     #: Cron schedule of the ``gotthard audit cluster`` CronJob.
     audit_schedule: str = "17 3 * * *"
 
@@ -137,6 +293,16 @@ class KubernetesDeploy(Strict):
     def _registry(cls, value: str) -> str:
         if not value or value.endswith("/") or " " in value:
             raise ValueError("must be a registry host, optionally with a path, no trailing /")
+        return value
+
+    @field_validator("image_tag")
+    @classmethod
+    def _tag(cls, value: str) -> str:
+        if value and not TAG.match(value):
+            raise ValueError(
+                "must be an image tag (letters, digits, _ . -, at most 128); a digest goes"
+                " in image_digest"
+            )
         return value
 
 

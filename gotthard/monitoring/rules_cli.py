@@ -117,8 +117,9 @@ def _cmd_build(args: argparse.Namespace, cfg: Config) -> int:
         "rules build",
         lambda: build(
             Path(args.out),
-            runbook_base_url=args.runbook_base_url,
-            dashboard_base_url=args.dashboard_base_url,
+            # unset: the site's own ([deploy.kubernetes], the links every target renders)
+            runbook_base_url=args.runbook_base_url or cfg.deploy.kubernetes.runbook_base_url,
+            dashboard_base_url=args.dashboard_base_url or cfg.deploy.kubernetes.dashboard_base_url,
             settings=settings,
             fmt=args.format,
             monitoring=cfg.monitoring,
@@ -278,16 +279,18 @@ def add_cli(subparsers: Any) -> None:
         ),
         (
             "--runbook-base-url",
-            rules.DEFAULT_RUNBOOK_BASE_URL,
+            None,
             "URL",
-            "runbook_url is URL/<AlertName>.md (default: %(default)s)",
+            "runbook_url is URL/<AlertName>.md (default: [deploy.kubernetes] "
+            f"runbook_base_url, else {rules.DEFAULT_RUNBOOK_BASE_URL})",
         ),
         (
             "--dashboard-base-url",
-            rules.DEFAULT_DASHBOARD_BASE_URL,
+            None,
             "URL",
             "Grafana base URL; dashboard_url is URL/d/<uid>?var-site=..&var-cluster=.. "
-            "(default: %(default)s)",
+            f"(default: [deploy.kubernetes] dashboard_base_url, else "
+            f"{rules.DEFAULT_DASHBOARD_BASE_URL})",
         ),
     )
     _add_alertmanager_arguments(build_parser)

@@ -262,7 +262,7 @@ def test_bad_target_and_unwritable_directory_are_one_line_exit_2(tmp_path: Path)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "gotthard deploy: unknown target 'helm';"
-        " known: kubernetes, systemd, prometheus, thanos, local, spiffe"
+        " known: kubernetes, kustomize, systemd, prometheus, thanos, local, spiffe"
     ]
     assert not out.exists()
     blocked = tmp_path / "file"
