@@ -63,7 +63,9 @@ import cardinality  # noqa: E402
 from gotthard.monitoring.dashboards import check, lint  # noqa: E402
 from gotthard.prometheus import Prometheus, PrometheusError  # noqa: E402
 
+#: (site, cluster) of the Alps-sized site and of the second one (``--second-site``).
 SITE, CLUSTER = "lugano", "alps"
+SECOND_SITE, SECOND_CLUSTER = "zurich", "zurich"
 #: The full-size site.
 FULL = {"gpu_nodes": 2700, "osts": 400, "slurm_jobs": 100_000, "slurm_nodes": 10_000}
 SCRAPE_SECONDS = 30
@@ -133,8 +135,16 @@ def _with_instance(labels: str, instance: str) -> str:
 class Shard:
     """One scrape target: the samples of some instances of one role."""
 
-    def __init__(self, job: str, instances: list[str], template: list[tuple[str, str]]) -> None:
-        self.job = job
+    def __init__(
+        self,
+        job: str,
+        instances: list[str],
+        template: list[tuple[str, str]],
+        site: str = SITE,
+        cluster: str = CLUSTER,
+    ) -> None:
+        self.job = f"{job}-{site}-{cluster}"  # as deploy render names the jobs
+        self.site, self.cluster = site, cluster
         self.instances = instances
         self.template = template
         lines = [
@@ -146,12 +156,18 @@ class Shard:
         self.body = gzip.compress("".join(lines).encode(), 1)
 
 
-def shards(scale: float) -> list[Shard]:
+def shards(scale: float, second: float = 0.0) -> list[Shard]:
+    """The shards of the site at *scale*, and of a second site at *second* of it."""
     out = []
-    for job, _role, instances, template in site_roles(scale):
-        per = max(1, SHARD_SERIES // max(1, len(template)))
-        for start in range(0, len(instances), per):
-            out.append(Shard(job, instances[start : start + per], template))
+    sites = [(scale, SITE, CLUSTER)]
+    if second > 0:
+        sites.append((scale * second, SECOND_SITE, SECOND_CLUSTER))
+    for fraction, site, cluster in sites:
+        for job, _role, instances, template in site_roles(fraction):
+            per = max(1, SHARD_SERIES // max(1, len(template)))
+            for start in range(0, len(instances), per):
+                chunk = instances[start : start + per]
+                out.append(Shard(job, chunk, template, site, cluster))
     return out
 
 
@@ -184,7 +200,7 @@ def write_history(shard_list: list[Shard], path: Path, start: int, end: int, ste
     seconds): counters (``_total``) grow, gauges cycle. Returns the samples written."""
     by_name: dict[str, list[str]] = {}
     for shard in shard_list:
-        target = {"job": shard.job, "site": SITE, "cluster": CLUSTER}
+        target = {"job": shard.job, "site": shard.site, "cluster": shard.cluster}
         for instance in shard.instances:
             for name, labels in shard.template:
                 # honor_labels: the exposed labels win over the target's
@@ -216,16 +232,16 @@ def free_port() -> int:
 
 
 def prometheus_config(addresses: list[str], shard_list: list[Shard], self_address: str) -> str:
-    jobs: dict[str, list[str]] = {}
+    jobs: dict[tuple[str, str, str], list[str]] = {}
     for shard, address in zip(shard_list, addresses, strict=True):
-        jobs.setdefault(shard.job, []).append(address)
+        jobs.setdefault((shard.job, shard.site, shard.cluster), []).append(address)
     scrape = [
         {
             "job_name": job,
             "honor_labels": True,
-            "static_configs": [{"targets": targets, "labels": {"site": SITE, "cluster": CLUSTER}}],
+            "static_configs": [{"targets": targets, "labels": {"site": site, "cluster": cluster}}],
         }
-        for job, targets in jobs.items()
+        for (job, site, cluster), targets in jobs.items()
     ]
     scrape.append(
         {
@@ -372,6 +388,38 @@ def head(prometheus: Prometheus) -> dict[str, Any]:
     }
 
 
+def global_view(url: str, prometheus: Prometheus) -> dict[str, Any]:
+    """What the global view would hold: the series ``/federate`` answers, per site, for
+    the selection ``gotthard deploy render`` gives the global view
+    (:func:`gotthard.deploy.prometheus.federation_match`), against every series of the
+    site (full federation, ``{__name__=~".+"}``)."""
+    from gotthard.config import Config
+    from gotthard.deploy.prometheus import federation_match
+
+    match = federation_match(Config())
+    query = urllib.parse.urlencode([("match[]", m) for m in match])
+    with urllib.request.urlopen(f"{url}/federate?{query}", timeout=600) as response:
+        text = response.read().decode()
+    selected: dict[str, int] = {}
+    names: set[str] = set()
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            site = re.search(r'[{,]site="([^"]*)"', line)
+            key = site.group(1) if site else ""
+            selected[key] = selected.get(key, 0) + 1
+            names.add(line.partition("{")[0])
+    _, full = prometheus.query('count by (site) ({__name__=~".+", site!=""})')
+    every = {s["metric"].get("site", ""): int(float(s["value"][1])) for s in full}
+    return {
+        "global_view": {site: selected.get(site, 0) for site in every},
+        "full_federation": every,
+        "global_view_total": sum(selected.get(site, 0) for site in every),
+        "full_federation_total": sum(every.values()),
+        "federated_names": len(names),
+        "match": len(match),
+    }
+
+
 def panel_queries(prometheus: Prometheus, dash_dir: Path) -> list[tuple[str, str, str]]:
     """(panel "dashboard/title/ref", expression with variables, variables) of every panel."""
     out = []
@@ -456,6 +504,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs of each panel query")
     parser.add_argument("--keep", type=Path, help="keep the data directory here")
     parser.add_argument("--no-panels", action="store_true", help="skip the panel queries")
+    parser.add_argument(
+        "--second-site",
+        type=float,
+        default=0.0,
+        help="add a second site of this fraction of the first (0.25: a quarter)",
+    )
     args = parser.parse_args(argv)
     prometheus_bin, promtool = shutil.which("prometheus"), shutil.which("promtool")
     if not prometheus_bin or not promtool:
@@ -467,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     proc = None
     try:
         started = time.monotonic()
-        shard_list = shards(args.scale)
+        shard_list = shards(args.scale, args.second_site)
         servers, addresses = serve(shard_list)
         series = sum(s.series for s in shard_list)
         print(
@@ -475,6 +529,9 @@ def main(argv: list[str] | None = None) -> int:
                 {
                     "scale": args.scale,
                     "site": counts(args.scale),
+                    "second_site": counts(args.scale * args.second_site)
+                    if args.second_site
+                    else None,
                     "targets": len(shard_list),
                     "exposed_series": series,
                     "build_seconds": round(time.monotonic() - started, 1),
@@ -537,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
         for row in rule_groups(prometheus):
             print(json.dumps(row), flush=True)
         print(json.dumps(head(prometheus)), flush=True)
+        print(json.dumps(global_view(url, prometheus)), flush=True)
         if not args.no_panels:
             panels = measure_panels(url, prometheus, work / "dashboards", args.repeat)
             for row in panels:
