@@ -455,11 +455,16 @@ def global_view(url: str, prometheus: Prometheus) -> dict[str, Any]:
     }
 
 
-def panel_queries(prometheus: Prometheus, dash_dir: Path) -> list[tuple[str, str, str]]:
-    """(panel "dashboard/title/ref", expression with variables, variables) of every panel."""
+def panel_queries(
+    prometheus: Prometheus, dash_dir: Path, only: list[str] | None = None
+) -> list[tuple[str, str, str]]:
+    """(panel "dashboard/title/ref", expression with variables, variables) of every panel
+    (of the dashboards *only* names, by uid, when given)."""
     out = []
     for path in sorted(dash_dir.glob("*.json")):
         dash = json.loads(path.read_text())
+        if only and dash.get("uid") not in only:
+            continue
         values, _problems = check.resolve_variables(prometheus, dash, "1m")
         for panel in lint.iter_panels(dash):
             if panel.get("type") == "row":
@@ -472,10 +477,12 @@ def panel_queries(prometheus: Prometheus, dash_dir: Path) -> list[tuple[str, str
     return out
 
 
-def measure_panels(url: str, prometheus: Prometheus, dash_dir: Path, repeat: int) -> list[dict]:
+def measure_panels(
+    url: str, prometheus: Prometheus, dash_dir: Path, repeat: int, only: list[str] | None = None
+) -> list[dict]:
     rows = []
     now = time.time()
-    for name, expr, values_text in panel_queries(prometheus, dash_dir):
+    for name, expr, values_text in panel_queries(prometheus, dash_dir, only):
         values = json.loads(values_text)
         for range_name, seconds in RANGES.items():
             for step_name, step in STEPS.items():
@@ -539,6 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="runs of each panel query")
     parser.add_argument("--keep", type=Path, help="keep the data directory here")
     parser.add_argument("--no-panels", action="store_true", help="skip the panel queries")
+    parser.add_argument(
+        "--dashboard", action="append", metavar="UID", help="only this dashboard's panels"
+    )
     parser.add_argument(
         "--second-site",
         type=float,
@@ -621,7 +631,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(head(prometheus)), flush=True)
         print(json.dumps(global_view(url, prometheus)), flush=True)
         if not args.no_panels:
-            panels = measure_panels(url, prometheus, work / "dashboards", args.repeat)
+            panels = measure_panels(
+                url, prometheus, work / "dashboards", args.repeat, args.dashboard
+            )
             for row in panels:
                 print(json.dumps(row), flush=True)
             print(json.dumps(summary(panels)), flush=True)
