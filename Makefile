@@ -51,6 +51,8 @@ bench: venv
 	$(BIN)/python benchmarks/policy_eval.py
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/serve_attack.py
+	$(BIN)/python benchmarks/cardinality.py --check
+	$(BIN)/python benchmarks/site_scale.py --scale 0.01 --second-site 0.25 --history-hours 24
 
 ## Build the container image (Containerfile) and smoke-run it; opt-in, not part of `make test`
 ## (installs podman, runc and mmdebstrap with apt-get when they are missing).

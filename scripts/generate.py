@@ -8,7 +8,8 @@
 * docs/alerts.md: the threshold table, the alert index and the recording-rule table;
 * docs/exporter.md: a metric table per collector, from the families each declares
   (:class:`gotthard.exporters.families.Desc`; the collectors come from the registry of
-  areas, :mod:`gotthard.areas`), and one of the exporter's own families;
+  areas, :mod:`gotthard.areas`), one of the exporter's own families, and the cardinality
+  budget (series per role, measured by benchmarks/cardinality.py, against its budget);
 * copies of package data that the tests read as fixtures (:data:`COPIES`).
 
 A generated region of a hand-written page lies between two marker comments,
@@ -55,6 +56,20 @@ def metric_table(module: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cardinality_table() -> str:
+    """The series of every role at the stated size (benchmarks/cardinality.py) and its budget."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "gotthard_cardinality", ROOT / "benchmarks" / "cardinality.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.markdown(module.measure())
+
+
 def _thresholds_table() -> str:
     return thresholds_cli.markdown_table(thresholds_cli.usage(rules.values_for(None)))
 
@@ -68,6 +83,7 @@ REGIONS: Mapping[str, Mapping[str, Callable[[], str]]] = {
     },
     "docs/exporter.md": {
         "metrics-exporter": lambda: metric_table("gotthard.exporters.runtime"),
+        "cardinality": _cardinality_table,
         **{
             f"metrics-{c.name}": lambda ref=c.metrics: metric_table(ref)
             for c in areas.COLLECTORS

@@ -23,9 +23,9 @@ sandbox write the same files with paths of their own):
   cluster (:func:`home_cluster`): the alerts on rule evaluation and notification
   failures read them;
 * the global view (``[deploy.federation] listen``): ``/federate`` of every Prometheus with
-  ``honor_labels``, selecting the recording rules' series, the raw series the
-  dashboards read and the series the global rules read (:func:`federated_names`), never
-  every series; each federation target is labelled with the site (and home cluster) of
+  ``honor_labels``, selecting the aggregate recording rules' series and the series the
+  global rules read (:func:`federation_match`), never a raw per-node, per-GPU or per-job
+  series; each federation target is labelled with the site (and home cluster) of
   the Prometheus it federates, so that its ``up`` names them. It evaluates the global
   alerting groups (``global-alerts.rules.yml``, placement ``global``) and sends to every
   site's Alertmanagers; a site Prometheus loads only the site groups.
@@ -56,8 +56,9 @@ SCRAPE_FILE = "gotthard-scrape-configs.yml"
 CONFIG_FILE = "prometheus.yml"
 GLOBAL = "global"
 RULES_DIR = "rules"
-#: Always federated: the scrape health of every target, for the global view's overview.
-FEDERATED_ALWAYS = ("up",)
+#: Labels naming one of many entities (node, GPU, NIC, job, user): a recording rule that
+#: keeps one is not federated to the global view (:func:`is_aggregate`).
+PER_ENTITY_LABELS = ("instance", "node", "job_id", "device", "gpu", "uuid", "user", "pod")
 #: The ``job`` label of each Prometheus' scrape of itself, and of its site's Alertmanagers.
 PROMETHEUS_JOB = "prometheus"
 ALERTMANAGER_JOB = "alertmanager"
@@ -249,43 +250,60 @@ def site_config(cfg: Config, prom: SitePrometheus, rules_dir: str) -> dict[str, 
 
 def global_rule_names(cfg: Config) -> set[str]:
     """The series the global alerting groups read (placement ``global``)."""
-    from gotthard.monitoring import rules
     from gotthard.monitoring.dashboards import lint
 
-    names: set[str] = set()
-    for rule in rules.alerts(cfg.monitoring):
-        if rule.placement == "global":
-            names.update(lint.metric_names(rule.promql))
-    return names
+    return {name for rule in _global_rules(cfg) for name in lint.metric_names(rule.promql)}
+
+
+def _global_rules(cfg: Config) -> list[Any]:
+    from gotthard.monitoring import rules
+
+    return [rule for rule in rules.alerts(cfg.monitoring) if rule.placement == "global"]
+
+
+def global_rule_selectors(cfg: Config) -> list[str]:
+    """The vector selectors of the global alerting groups, as they write them (with their
+    matchers: ``up{job=~"federate-.+"}`` selects only the global view's own jobs)."""
+    from gotthard.monitoring.dashboards import lint
+
+    selectors = [
+        selector.written
+        for rule in _global_rules(cfg)
+        for selector in lint.analyse(rule.promql).selectors
+    ]
+    return list(dict.fromkeys(selectors))
+
+
+def is_aggregate(record: str) -> bool:
+    """Whether the recording rule *record* (``level:metric:operations``) keeps none of
+    :data:`PER_ENTITY_LABELS` in its level: one series per site, cluster, partition, file
+    system or target, not per node, GPU, NIC or job."""
+    level = f"_{record.partition(':')[0]}_"
+    return not any(f"_{label}_" in level for label in PER_ENTITY_LABELS)
 
 
 def federated_names(cfg: Config) -> list[str]:
-    """What the global view federates: every recording rule's series, every series the
-    global rules read, and every series the dashboards' panels and variables read (raw
-    where a panel needs the raw series: docs/multisite.md), plus
-    :data:`FEDERATED_ALWAYS`."""
+    """The recording rules whose series the global view federates: those of
+    :func:`is_aggregate`, by the rules' own names (``gotthard rules build``)."""
     from gotthard.monitoring import deliver
-    from gotthard.monitoring.dashboards import build as grafana
-    from gotthard.monitoring.dashboards import lint
 
-    names = set(FEDERATED_ALWAYS) | global_rule_names(cfg)
-    for group in deliver.recording_groups(cfg.monitoring):
-        names.update(rule["record"] for rule in group["rules"])
-    for dash in grafana.build_dashboards(cfg.monitoring):
-        exprs = [t["expr"] for p in lint.iter_panels(dash) for t in p.get("targets") or []]
-        for variable in dash["templating"]["list"]:
-            if variable["type"] == "query":
-                exprs.append(variable["query"].removeprefix("label_values(").rsplit(",", 1)[0])
-        for expr in exprs:
-            names.update(lint.metric_names(expr))
-    return sorted(names)
+    records = [
+        rule["record"]
+        for group in deliver.recording_groups(cfg.monitoring)
+        for rule in group["rules"]
+        if "record" in rule
+    ]
+    return sorted(record for record in set(records) if is_aggregate(record))
 
 
 def federation_match(cfg: Config) -> list[str]:
-    """The global view's ``match[]`` selectors: the names of :func:`federated_names`, and
-    ``[deploy.federation] match``."""
+    """The global view's ``match[]`` selectors: the aggregate recording rules
+    (:func:`federated_names`), the selectors of the global alerting groups
+    (:func:`global_rule_selectors`) and ``[deploy.federation] match``. Never a raw
+    per-node, per-GPU or per-job series: those stay at the site, read through Thanos
+    Query in production (docs/multisite.md)."""
     names = "|".join(federated_names(cfg))
-    return [f'{{__name__=~"{names}"}}', *cfg.deploy.federation.match]
+    return [f'{{__name__=~"{names}"}}', *global_rule_selectors(cfg), *cfg.deploy.federation.match]
 
 
 def global_config(cfg: Config, rules_dir: str) -> dict[str, Any]:

@@ -416,7 +416,8 @@ class FederationDeploy(Strict):
     listen: ListenAddress | Literal[""] = ""
     #: "" = ``[deploy.prometheus] scrape_interval``.
     scrape_interval: Duration | Literal[""] = ""
-    #: More ``match[]`` selectors, beyond the recording rules and the dashboards' series.
+    #: More ``match[]`` selectors, beyond the aggregate recording rules and the series the
+    #: global alerts read.
     match: list[str] = Field(default_factory=list)
 
 

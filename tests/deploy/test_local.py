@@ -185,23 +185,35 @@ def test_the_dr_jobs_keep_the_site_the_daemon_exports(out: Path) -> None:
         ]
 
 
-def test_the_global_view_federates_named_series_only(out: Path) -> None:
+def test_the_global_view_federates_aggregates_and_what_global_alerts_read(out: Path) -> None:
+    """The global view gets the recording rules' aggregates (one series per site, cluster,
+    partition, file system or target) and the global alerts' selectors; never a raw
+    series, nor a recorded series per node, NIC or job."""
     jobs = _jobs(out / "global" / "prometheus.yml")
     assert set(jobs) == {"federate-zurich", "federate-lugano"}
     job = jobs["federate-zurich"]
     assert job["honor_labels"] is True and job["metrics_path"] == "/federate"
     assert job["static_configs"] == [{"targets": ["127.0.0.1:19190"]}]
-    (match,) = job["params"]["match[]"]
-    names = set(match.removeprefix('{__name__=~"').removesuffix('"}').split("|"))
+    recorded, *selectors = job["params"]["match[]"]
+    names = set(recorded.removeprefix('{__name__=~"').removesuffix('"}').split("|"))
     recording = {
         rule["record"]
         for group in load_yaml(out / "rules" / "recording.rules.yml")["groups"]
         for rule in group["rules"]
     }
-    assert recording <= names
-    # raw series the dashboards read, and the scrape health of every target
-    assert {"slurm_up", "gpu_utilization_ratio", "gotthard_dr_site_healthy", "up"} <= names
-    assert all(name.replace("_", "").replace(":", "").isalnum() for name in names)
+    assert names <= recording
+    per_entity = {r for r in recording if re.match(r"[a-z_]*_(instance|node|job_id)[_:]", r)}
+    assert per_entity and not names & per_entity
+    assert {r for r in recording if r.startswith(("site_cluster:", "site_cluster_partition:"))} <= (
+        names
+    )
+    # what the global alerts read, with their matchers; no raw series beyond them
+    groups = load_yaml(out / "rules" / "global-alerts.rules.yml")["groups"]
+    read = {n for g in groups for r in g["rules"] for n in lint.metric_names(r["expr"])}
+    assert {lint.analyse(s).metric_names.pop() for s in selectors} == read
+    assert 'up{job=~"federate-.+"}' in selectors
+    for raw in ("slurm_up", "gpu_utilization_ratio", "gpu_info", "slurm_job_info"):
+        assert raw not in names and not any(s.startswith(raw) for s in selectors), raw
     # a federation target's up names the site (and home cluster) it federates
     assert jobs["federate-lugano"]["relabel_configs"] == [
         {"target_label": "site", "replacement": "lugano"},
@@ -220,10 +232,10 @@ def test_the_global_view_evaluates_the_global_rules_on_what_it_federates(out: Pa
     groups = load_yaml(out / "rules" / "global-alerts.rules.yml")["groups"]
     placed = {rule["alert"] for group in groups for rule in group["rules"]}
     assert placed == {r.name for r in rules.ALERTS if r.placement == "global"} != set()
-    (match,) = _jobs(out / "global" / "prometheus.yml")["federate-zurich"]["params"]["match[]"]
-    names = set(match.removeprefix('{__name__=~"').removesuffix('"}').split("|"))
+    match = _jobs(out / "global" / "prometheus.yml")["federate-zurich"]["params"]["match[]"]
+    federated = {n for selector in match for n in lint.analyse(selector).metric_names}
     read = {n for g in groups for r in g["rules"] for n in lint.metric_names(r["expr"])}
-    assert "gotthard_dr_leader" in read and read <= names
+    assert "gotthard_dr_leader" in read and read <= federated
     for site in ("zurich", "lugano"):
         site_rules = load_yaml(out / site / "prometheus.yml")["rule_files"]
         assert not any("global" in path for path in site_rules), site

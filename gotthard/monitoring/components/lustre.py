@@ -97,6 +97,12 @@ MDT_LATENCY = "site_cluster_fs_target:lustre_mdt_operation_latency_seconds:mean5
 EVICTIONS = "site_cluster_fs_target:lustre_evictions:increase10m"
 LNET_DROPS = "site_cluster_instance:lustre_lnet_drops:rate5m"
 INODES_USED = "site_cluster_fs_target:lustre_target_files_used:ratio"
+#: Per-job IO over every target of a file system (job_stats, ``--lustre.job-stats``): what
+#: the per-job panels read, one series per job and file system instead of one per job
+#: and target (a 24 h panel over the raw series takes seconds at Alps size, docs/scale.md).
+JOB_READ = "site_cluster_fs_job_id:lustre_job_read_bytes:rate5m"
+JOB_WRITE = "site_cluster_fs_job_id:lustre_job_write_bytes:rate5m"
+JOB_MDT_OPERATIONS = "site_cluster_fs_job_id:lustre_job_mdt_operations:rate5m"
 _MDT_RATE = 'rate(lustre_operations_total{component="mdt"}[5m])'
 #: a client's import of a target that has no connection to the target's server
 _DISCONNECTED = "lustre_target_import_connected == 0"
@@ -118,7 +124,16 @@ def _fill(record: str, available: str, capacity: str) -> RecordingRule:
     return RecordingRule(COMPONENT, record, f"1 - (\n  {available}\n  /\n  ({capacity} > 0)\n)")
 
 
+def _job_rate(record: str, counter: str) -> RecordingRule:
+    return RecordingRule(
+        COMPONENT, record, f"sum by (site, cluster, fs, job_id) (rate({counter}[5m]))"
+    )
+
+
 RECORDING_RULES = (
+    _job_rate(JOB_READ, "lustre_job_read_bytes_total"),
+    _job_rate(JOB_WRITE, "lustre_job_write_bytes_total"),
+    _job_rate(JOB_MDT_OPERATIONS, 'lustre_job_operations_total{target=~".*-MDT[0-9a-fA-F]+"}'),
     _target_max(CAPACITY, "lustre_target_capacity_bytes"),
     _target_max(AVAILABLE, "lustre_target_available_bytes"),
     _fill(OST_FILL, AVAILABLE, CAPACITY),

@@ -34,6 +34,9 @@ FEC_RATE = "site_cluster_instance_device_type:slingshot_fec_codewords:rate5m"
 CODEWORD_RATIO = "site_cluster_instance_device_type:slingshot_fec_codewords:ratio_rate5m"
 BER = "site_cluster_instance_device_type:slingshot_fec_ber:ratio_rate5m"
 TIMEOUTS = "site_cluster_instance_device_type:slingshot_timeouts:rate5m"
+#: The same rates per cluster and type: what the global view federates (not per NIC).
+CLUSTER_FEC_RATE = "site_cluster_type:slingshot_fec_codewords:rate5m"
+CLUSTER_TIMEOUTS = "site_cluster_type:slingshot_timeouts:rate5m"
 _ERRORS = f'{FEC_RATE}{{type=~"corrected|uncorrected"}}'
 _PER_TYPE = "\n/ ignoring (type) group_left ()\n"
 
@@ -67,6 +70,8 @@ RECORDING_RULES = (
         "(max by (site, cluster, instance, device) (slingshot_link_speed_bits_per_second) > 0)",
     ),
     _sum_rate(TIMEOUTS, "slingshot_timeouts_total"),
+    RecordingRule(COMPONENT, CLUSTER_FEC_RATE, f"sum by (site, cluster, type) ({FEC_RATE})"),
+    RecordingRule(COMPONENT, CLUSTER_TIMEOUTS, f"sum by (site, cluster, type) ({TIMEOUTS})"),
 )
 
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)

@@ -41,11 +41,10 @@ def _operations(component: str) -> ui.Query:
     return ui.Query(expr, "{{operation}}")
 
 
-def _top_jobs(
-    title: str, unit: str, metric: str, *matchers: str, description: str = ""
-) -> TimeSeries:
-    """The ten jobs with the highest rate of a Lustre job_stats counter."""
-    jobs = agg("sum", "site, cluster, fs, job_id", rate(metric, FS, *matchers))
+def _top_jobs(title: str, unit: str, record: str, description: str = "") -> TimeSeries:
+    """The ten jobs with the highest rate of a Lustre job_stats counter (its per-job
+    recording rule)."""
+    jobs = agg("sum", "site, cluster, fs, job_id", sel(record, FS))
     return ui.timeseries(
         title, unit, ui.Query(f"topk(10, {jobs})", "{{fs}} {{job_id}}"), description=description
     )
@@ -149,8 +148,8 @@ def _serving(board: ui.Board, t: ThresholdValues) -> None:
     )
 
 
-def _job_io(metric: str, name: str) -> ui.Query:
-    return ui.Query(owner_join(agg("sum", "site, cluster, job_id", rate(metric, FS))), name=name)
+def _job_io(record: str, name: str) -> ui.Query:
+    return ui.Query(owner_join(agg("sum", "site, cluster, job_id", sel(record, FS))), name=name)
 
 
 def lustre_storage(t: ThresholdValues) -> Dashboard:
@@ -228,23 +227,18 @@ def lustre_storage(t: ThresholdValues) -> Dashboard:
         _top_jobs(
             "Top jobs by read",
             "Bps",
-            "lustre_job_read_bytes_total",
+            lustre.JOB_READ,
             description="Needs --lustre.job-stats on the servers.",
         ),
-        _top_jobs("Top jobs by write", "Bps", "lustre_job_write_bytes_total"),
-        _top_jobs(
-            "Top jobs by metadata operations",
-            "ops",
-            "lustre_job_operations_total",
-            'target=~".*-MDT[0-9a-fA-F]+"',
-        ),
+        _top_jobs("Top jobs by write", "Bps", lustre.JOB_WRITE),
+        _top_jobs("Top jobs by metadata operations", "ops", lustre.JOB_MDT_OPERATIONS),
     )
     board.add(
         ui.table(
             "Job IO by Slurm user",
             "Bps",
-            _job_io("lustre_job_read_bytes_total", "read"),
-            _job_io("lustre_job_write_bytes_total", "write"),
+            _job_io(lustre.JOB_READ, "read"),
+            _job_io(lustre.JOB_WRITE, "write"),
             sort_by="write",
             description="Lustre job_stats (job_id from jobid_var=SLURM_JOB_ID) joined to "
             "slurm_job_info on cluster and job_id.",

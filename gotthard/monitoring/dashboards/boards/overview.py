@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from grafanalib.core import Dashboard, Stat, Table
 
-from gotthard.monitoring.components import lustre, slingshot
+from gotthard.monitoring.components import gpu, lustre, slingshot, slurm
 from gotthard.monitoring.components.dr import DRILL_PASSED, DRILL_RTO, LAST_BACKUP, SITE_HEALTHY
 from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.dashboards.boards.lustre import fill_thresholds, spread_thresholds
@@ -20,7 +20,7 @@ from gotthard.monitoring.thresholds import ThresholdValues
 DESCRIPTION = "Zurich and Lugano side by side: Slurm, GPUs, Slingshot, Lustre, DR and compliance."
 TAGS = ("overview",)
 PERCENT = "percentunit"
-UNCORRECTED_FEC = sel(slingshot.FEC_RATE, eq("type", "uncorrected"))
+CLUSTER_UNCORRECTED_FEC = sel(slingshot.CLUSTER_FEC_RATE, eq("type", "uncorrected"))
 #: Every OST's fill, as the Lustre fill alerts see it.
 FILL = sel(lustre.OST_FILL)
 
@@ -65,7 +65,7 @@ def _area_stats(t: ThresholdValues) -> list[Stat]:
                 f"sum({sel('slingshot_link_restarts_recent', eq('window', '1h'))})",
                 "link restarts (1h)",
             ),
-            ui.Query(f"sum({UNCORRECTED_FEC})", "uncorrected FEC", unit="cps"),
+            ui.Query(f"sum({CLUSTER_UNCORRECTED_FEC})", "uncorrected FEC", unit="cps"),
         ),
         _per_site(
             "Lustre — $site",
@@ -105,21 +105,22 @@ def site_overview(t: ThresholdValues) -> Dashboard:
     board.row(
         ui.ratio_timeseries(
             "Slurm allocation by site",
-            ui.Query(allocated("slurm_node_cpus", "site"), "CPUs {{site}}"),
-            ui.Query(allocated("slurm_node_gpus", "site"), "GPUs {{site}}"),
+            ui.Query(f"avg by (site) ({sel(slurm.NODE_CPUS_ALLOC)})", "CPUs {{site}}"),
+            ui.Query(f"avg by (site) ({sel(slurm.NODE_GPUS_ALLOC)})", "GPUs {{site}}"),
         ),
         ui.ratio_timeseries(
             "GPU utilisation by site",
-            ui.Query(f"avg by (site) ({sel('gpu_utilization_ratio')})", "{{site}}"),
+            ui.Query(f"avg by (site) ({sel(gpu.CLUSTER_UTILIZATION)})", "{{site}}"),
         ),
     )
     board.row(
         ui.timeseries(
             "Slingshot errors by site",
             "cps",
-            ui.Query(f"sum by (site) ({UNCORRECTED_FEC})", "uncorrected FEC {{site}}"),
+            ui.Query(f"sum by (site) ({CLUSTER_UNCORRECTED_FEC})", "uncorrected FEC {{site}}"),
             ui.Query(
-                f"sum by (site) ({sel(slingshot.TIMEOUTS)})", "retransmission timeouts {{site}}"
+                f"sum by (site) ({sel(slingshot.CLUSTER_TIMEOUTS)})",
+                "retransmission timeouts {{site}}",
             ),
         ),
         ui.ratio_timeseries(
