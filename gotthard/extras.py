@@ -1,7 +1,7 @@
 """The distribution's optional parts: which extra installs which library, and the hint
 printed when a command needs one that is missing.
 
-The base install (``pip install gotthard-sre``) is what a node exporter needs. Every
+The base install (the ``gotthard-sre`` distribution) is what a node exporter needs. Every
 other role adds its extra; ``pyproject.toml`` declares them and ``tests/test_install.py``
 checks that :data:`EXTRAS` says the same, so the hint never names the wrong extra.
 
@@ -26,7 +26,8 @@ __all__ = [
     "unmet",
 ]
 
-#: The name on PyPI (the import package and the command are both ``gotthard``).
+#: The distribution's name (not on PyPI yet; the import package and the command are both
+#: ``gotthard``).
 DISTRIBUTION = "gotthard-sre"
 
 #: Import name of each optional library -> the distribution that provides it.
