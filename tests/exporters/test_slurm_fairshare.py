@@ -26,6 +26,7 @@ from gotthard.slurm.rest_json import map_shares
 from gotthard.slurm.snapshot import PollOptions, Share, SlurmSnapshot
 from gotthard.slurm.text import parse_sshare
 from tests.exporters.test_slurm_rest import FakeRestd, serve, v40_documents
+from tests.support.cli import run_in_process
 from tests.support.lifecycle import running
 
 __all__ = ["serve"]  # the in-test slurmrestd fixture, shared with test_slurm_rest
@@ -91,17 +92,25 @@ def test_the_cli_backend_reads_what_sshare_shows(site: Sandbox) -> None:
     assert snapshot.errors == 0
 
 
-def test_the_exporter_exports_the_tree_with_the_flag_only(site: Sandbox) -> None:
-    def once(*flags: str) -> str:
+def test_the_exporter_exports_the_tree_when_asked(site: Sandbox, tmp_path: Path) -> None:
+    """With ``--slurm.fairshare``, or ``fairshare = true`` in the site file (the sandbox
+    writes it when it runs slurmdbd); not otherwise."""
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+
+    def once(*flags: str, config: Path | None = None) -> str:
+        env = site.env
+        if config is not None:
+            env["GOTTHARD_CONFIG"] = str(config)
         result = subprocess.run(
             [sys.executable, "-m", "gotthard", "exporter", "--once", "--collectors", "slurm",
              *flags],
-            capture_output=True, text=True, env=site.env, timeout=60,
+            capture_output=True, text=True, env=env, timeout=60,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr
         return result.stdout
 
-    text = once("--slurm.fairshare")
+    text = once("--slurm.fairshare", config=empty)
     table = sshare_long(site)
     for (account, user), row in table.items():
         labels = f'account="{account}",user="{user}"'
@@ -116,7 +125,8 @@ def test_the_exporter_exports_the_tree_with_the_flag_only(site: Sandbox) -> None
             assert factor is not None, labels
             assert float(factor.group(1)) == pytest.approx(float(row["FairShare"]), abs=1e-6)
     assert 'gotthard_slurm_account_fairshare{account="physics",user=""}' not in text
-    assert "gotthard_slurm_account" not in once()
+    assert "gotthard_slurm_account" not in once(config=empty)
+    assert "gotthard_slurm_account_fairshare{" in once()  # the sandbox's own site file
 
 
 def test_slurmrestd_22_05_has_no_shares_and_the_rest_backend_says_nothing(site: Sandbox) -> None:
@@ -189,3 +199,27 @@ def test_pyslurm_has_no_fair_share_call() -> None:
     (The contract test against its sources checks the name is absent there.)"""
     assert pyslurm_backend.SHARES_RPC == "slurm_associations_get_shares"
     assert pyslurm_backend.SHARES_RPC not in pyslurm_backend.ENTRY_POINTS
+
+
+def test_the_accounting_files_are_private_and_point_at_the_sandbox(site: Sandbox) -> None:
+    conf = site.slurm_conf.read_text()
+    assert f"AccountingStoragePort={site.port('slurmdbd')}" in conf
+    assert f"AccountingStoragePass={site.munge_socket}" in conf
+    assert "PriorityType=priority/multifactor" in conf
+    dbd = site.directory / "slurmdbd.conf"
+    assert dbd.stat().st_mode & 0o777 == 0o600
+    assert f"StoragePort={site.port('mariadb')}" in dbd.read_text()
+    assert (site.directory / "mariadb.password").stat().st_mode & 0o777 == 0o600
+    names = {record.name for record in site.records()}
+    assert {"mariadb", "slurmdbd"} <= names
+
+
+def test_accounting_is_for_the_single_site_sandbox(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run_in_process(
+        "sandbox", "up", "--accounting", "--sites", "zurich,lugano", "--dir", str(tmp_path / "s")
+    )
+    assert code == 2
+    assert capsys.readouterr().err == "error: --accounting is for the single-site sandbox\n"
+    assert not (tmp_path / "s").exists()
