@@ -90,7 +90,7 @@ def extras_table() -> str:
     lines = [
         "| extra | installs | needed by |",
         "|---|---|---|",
-        f"| (base) | {base} | every other command |",
+        f"| (base) | {base} | the exporter, and every command not listed here |",
     ]
     for extra, requirements in project["project"]["optional-dependencies"].items():
         parts = []
