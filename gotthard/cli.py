@@ -32,6 +32,100 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: What exit status 1 means, by leaf command; a leaf not listed never exits 1. Every
+#: leaf's ``--help`` states its exit statuses from here (:func:`exit_statuses`), and
+#: README.md's table is generated from it (scripts/generate.py).
+FINDINGS: dict[str, str] = {
+    "dashboards lint": "a lint problem",
+    "dashboards check": "a panel without data, or a lint problem",
+    "policy eval": "the input is denied",
+    "policy test": "a failed case or a coverage problem",
+    "policy kube-bench": "a failed CIS check that no valid waiver covers",
+    "audit kube-bench": "a failed CIS check that no valid waiver covers",
+    "audit cluster": "a policy violation in the cluster",
+    "dr drill": "the restore was not verified",
+    "dr status": "a recovery tier's objective is breached",
+    "sandbox up": "the sandbox could not be started (what was started is stopped again)",
+    "sandbox down": "the sandbox could not be stopped",
+    "sandbox status": "a process of the sandbox is not running",
+}
+#: Exit status 2, the same for every command.
+USAGE_ERROR = (
+    "a usage, input or environment error, or an optional dependency this install lacks "
+    "(one line on stderr naming the file, key, site or extra)"
+)
+
+
+def exit_statuses(command: str) -> list[tuple[int, str]]:
+    """The exit statuses of leaf *command* (``"dr status"``) and what each means."""
+    statuses = [(0, "success")]
+    if command in FINDINGS:
+        statuses.append((1, FINDINGS[command]))
+    return [*statuses, (2, USAGE_ERROR)]
+
+
+def _epilog(command: str) -> str:
+    text = "exit status: " + "; ".join(f"{code} {what}" for code, what in exit_statuses(command))
+    missing = extras.unmet(command)
+    if missing is not None:
+        text = f"not installed: {extras.install_hint(missing.extra)}. {text}"
+    return text + "."
+
+
+def leaves(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    """Every leaf command below *parser*: its words (``("dr", "status")``) and parser."""
+    actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not actions:
+        yield path, parser
+    for action in actions:
+        for name, child in action.choices.items():
+            yield from leaves(child, (*path, name))
+
+
+def _mark_missing(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> None:
+    """Append ``(not installed: pip install ...)`` to the listed help of every command
+    and subcommand below *parser* that this install cannot run."""
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for listed in action._choices_actions:
+            words = " ".join((*path, listed.dest))
+            found = extras.needs_of(words)
+            missing = extras.unmet(words) if found and found[0] == words else None
+            if missing is not None and "not installed" not in (listed.help or ""):
+                hint = f"(not installed: {extras.install_hint(missing.extra)})"
+                listed.help = f"{listed.help} {hint}" if listed.help else hint
+        for name, child in action.choices.items():
+            _mark_missing(child, (*path, name))
+
+
+def _guarded(command: str, handler: Any) -> Any:
+    """*handler*, refused (exit 2 naming the extra) when this install lacks what
+    *command* needs: before it starts, not at the first import it happens to make."""
+
+    def run(args: argparse.Namespace, cfg: Any) -> Any:
+        missing = extras.unmet(command)
+        if missing is not None:
+            raise missing
+        return handler(args, cfg)
+
+    return run
+
+
+def _finish(parser: argparse.ArgumentParser) -> None:
+    """Every leaf states its exit statuses (and a missing extra) in its ``--help`` and is
+    guarded by :func:`_guarded`; the listings mark what is not installed."""
+    for path, leaf in leaves(parser):
+        command = " ".join(path)
+        leaf.epilog = _epilog(command)
+        handler = leaf.get_default("handler")
+        if handler is not None and extras.needs_of(command) is not None:
+            leaf.set_defaults(handler=_guarded(command, handler))
+    _mark_missing(parser)
+
+
 def _command_in(argv: Sequence[str]) -> str | None:
     """The subcommand named on the command line (after ``--config FILE``), if known."""
     args = iter(argv)
@@ -48,6 +142,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gotthard",
         description="Observability and SRE control plane for hybrid Slurm/Kubernetes sites.",
+        epilog="Every command exits 0 on success, 1 on a finding (see its --help) and 2 on "
+        "a usage, input or environment error.",
     )
     parser.add_argument("--version", action="version", version=f"gotthard {__version__}")
     parser.add_argument(
@@ -61,6 +157,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for name, (module, function) in COMMANDS.items():
         if only is None or name == only:
             _register(subparsers, name, module, function, listing=only is None)
+    _finish(parser)
     return parser
 
 

@@ -1,7 +1,7 @@
 """The distribution's optional parts: which extra installs which library, and the hint
 printed when a command needs one that is missing.
 
-The base install (``pip install gotthard-sre``) is what a node exporter needs. Every
+The base install (the ``gotthard-sre`` distribution) is what a node exporter needs. Every
 other role adds its extra; ``pyproject.toml`` declares them and ``tests/test_install.py``
 checks that :data:`EXTRAS` says the same, so the hint never names the wrong extra.
 
@@ -10,17 +10,24 @@ Standard library only: ``gotthard.cli`` imports this on every run.
 
 from __future__ import annotations
 
+import importlib.util
+
 __all__ = [
     "DISTRIBUTION",
     "EXTRAS",
     "MODULES",
+    "NEEDS",
     "MissingExtra",
     "extra_for",
+    "importable",
     "install_hint",
     "missing_extra",
+    "needs_of",
+    "unmet",
 ]
 
-#: The name on PyPI (the import package and the command are both ``gotthard``).
+#: The distribution's name (not on PyPI yet; the import package and the command are both
+#: ``gotthard``).
 DISTRIBUTION = "gotthard-sre"
 
 #: Import name of each optional library -> the distribution that provides it.
@@ -53,6 +60,54 @@ EXTRAS: dict[str, frozenset[str]] = {
     "postgres": frozenset({"psycopg"}),
     "spiffe": frozenset({"spiffe"}),
 }
+
+
+#: What a command, or one of its leaves (``"audit cluster"``), needs: the extra its hint
+#: names, and groups of import names of which one per group must import (``policy`` runs
+#: on regopy or on an OPA server's client: ``policy-opa``). A leaf's entry wins over its
+#: command's. ``gotthard.cli`` marks such a command in ``--help`` when this install lacks
+#: it, and refuses to run it (exit 2, naming the extra) before it starts.
+NEEDS: dict[str, tuple[str, tuple[tuple[str, ...], ...]]] = {
+    "dashboards": ("dashboards", (("grafanalib",), ("attr",))),
+    "dr": ("dr", (("kubernetes",), ("apscheduler",), ("sqlalchemy",))),
+    "runbooks": ("runbooks", (("kubernetes",),)),
+    "policy eval": ("policy", (("regopy", "opa_client"),)),
+    "policy test": ("policy", (("regopy", "opa_client"),)),
+    "policy kube-bench": ("policy", (("regopy", "opa_client"),)),
+    "audit kube-bench": ("policy", (("regopy", "opa_client"),)),
+    "audit cluster": ("audit", (("kubernetes",), ("regopy", "opa_client"))),
+}
+
+
+def importable(module: str) -> bool:
+    """Whether *module* (a top-level import name) can be imported here, without importing
+    it (``gotthard --help`` must stay cheap)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules holds None for it
+        return False
+
+
+def needs_of(command: str) -> tuple[str, str] | None:
+    """``(key, extra)`` of the :data:`NEEDS` entry that applies to *command* (``"dr
+    status"``): its own, else its top-level command's; None if it needs no extra."""
+    for key in (command, command.partition(" ")[0]):
+        if key in NEEDS:
+            return key, NEEDS[key][0]
+    return None
+
+
+def unmet(command: str) -> MissingExtra | None:
+    """What *command* (``"dr status"``) lacks in this install, as the error running it
+    raises; None when it has what it needs (or needs no extra)."""
+    found = needs_of(command)
+    if found is None:
+        return None
+    key, extra = found
+    for group in NEEDS[key][1]:
+        if not any(importable(module) for module in group):
+            return MissingExtra(key, group[0], extra)
+    return None
 
 
 class MissingExtra(Exception):

@@ -10,6 +10,12 @@
   (:class:`gotthard.exporters.families.Desc`; the collectors come from the registry of
   areas, :mod:`gotthard.areas`), one of the exporter's own families, and the cardinality
   budget (series per role, measured by benchmarks/cardinality.py, against its budget);
+* README.md: the exit statuses of every leaf command (:data:`gotthard.cli.FINDINGS`,
+  over the commands the real parser has);
+* docs/install.md: what each extra installs (pyproject.toml's optional dependencies) and
+  which commands need which extra (:data:`gotthard.extras.NEEDS`);
+* docs/deploy.md: the objects of each role's ``<role>.yaml``, from ``deploy render
+  --target kubernetes`` of docs/site.example.toml;
 * copies of package data that the tests read as fixtures (:data:`COPIES`).
 
 A generated region of a hand-written page lies between two marker comments,
@@ -23,13 +29,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gotthard import areas  # noqa: E402
+from gotthard import areas, cli, extras  # noqa: E402
 from gotthard.exporters import families  # noqa: E402
 from gotthard.monitoring import rules, runbook_pages, thresholds_cli  # noqa: E402
 
@@ -74,8 +81,78 @@ def _thresholds_table() -> str:
     return thresholds_cli.markdown_table(thresholds_cli.usage(rules.values_for(None)))
 
 
+def exit_codes_table() -> str:
+    """One row per leaf command of the real parser: what exit status 1 means for it."""
+    lines = ["| command | 0 | 1 | 2 |", "|---|---|---|---|"]
+    for path, _ in cli.leaves(cli.build_parser()):
+        command = " ".join(path)
+        finding = cli.FINDINGS.get(command, "never")
+        lines.append(
+            f"| `gotthard {command}` | success | {_cell(finding)} | usage, input, environment |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def extras_table() -> str:
+    """What each extra of pyproject.toml installs: its libraries, the extras it includes
+    (named, not expanded) and the commands that need it."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    own = project["project"]["name"]
+    base = ", ".join(_requirement_name(r) for r in project["project"]["dependencies"])
+    needed: dict[str, list[str]] = {}
+    for command, (extra, _) in extras.NEEDS.items():
+        needed.setdefault(extra, []).append(f"`gotthard {command}`")
+    lines = [
+        "| extra | installs | needed by |",
+        "|---|---|---|",
+        f"| (base) | {base} | the exporter, and every command not listed here |",
+    ]
+    for extra, requirements in project["project"]["optional-dependencies"].items():
+        parts = []
+        for requirement in requirements:
+            if requirement.startswith(f"{own}["):
+                included = requirement[len(own) + 1 :].split("]")[0].split(",")
+                parts.append("the extras " + ", ".join(f"`{e}`" for e in included))
+            else:
+                parts.append(_requirement_name(requirement))
+        commands = ", ".join(needed.get(extra, [])) or "-"
+        lines.append(f"| `{extra}` | {', '.join(parts)} | {commands} |")
+    return "\n".join(lines) + "\n"
+
+
+def _requirement_name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]
+
+
+def objects_per_role_table() -> str:
+    """The kinds of objects in each ``<role>.yaml`` that ``deploy render --target
+    kubernetes`` writes for docs/site.example.toml."""
+    import yaml
+
+    from gotthard import config as configuration
+    from gotthard.deploy.cli import render_files
+
+    example = ROOT / "docs" / "site.example.toml"
+    files = render_files("kubernetes", configuration.load(example), str(example), ROOT)
+    from gotthard.deploy.roles import ROLES
+
+    roles = sorted(role.name for role in ROLES if f"{role.name}.yaml" in files)
+    lines = ["| role | objects in `<role>.yaml` |", "|---|---|"]
+    for role in roles:
+        kinds: dict[str, int] = {}
+        for document in yaml.safe_load_all(files[f"{role}.yaml"]):
+            if document:
+                kinds[document["kind"]] = kinds.get(document["kind"], 0) + 1
+        listed = ", ".join(f"{kind} (x{n})" if n > 1 else kind for kind, n in kinds.items())
+        lines.append(f"| `{role}` | {listed} |")
+    return "\n".join(lines) + "\n"
+
+
 #: Page -> region name -> what fills it.
 REGIONS: Mapping[str, Mapping[str, Callable[[], str]]] = {
+    "README.md": {"exit-codes": exit_codes_table},
+    "docs/install.md": {"extras": extras_table},
+    "docs/deploy.md": {"objects-per-role": objects_per_role_table},
     "docs/alerts.md": {
         "thresholds": _thresholds_table,
         "alert-index": rules.alerts_markdown_table,

@@ -255,6 +255,23 @@ def add_cli(subparsers: Any) -> None:
     )
     p.set_defaults(handler=_status)
 
-    p = sub.add_parser("placement", help="Zurich/Lugano placement (Karmada PropagationPolicy)")
-    p.add_argument("action", choices=("plan", "apply"))
-    p.set_defaults(handler=_placement)
+    placement = sub.add_parser(
+        "placement", help="Zurich/Lugano placement (Karmada PropagationPolicy)"
+    ).add_subparsers(dest="dr_placement", metavar="ACTION")
+    placement.required = True
+    p = placement.add_parser(
+        "plan",
+        help="print each service's placement decision and its PropagationPolicy; change nothing",
+        description="Evaluate [dr.placement]: for each service, print the decision "
+        "(# SERVICE [MODE]: BEFORE -> AFTER (REASON)) and the PropagationPolicy it would "
+        "write to Karmada, without writing it.",
+    )
+    p.set_defaults(handler=_placement, action="plan")
+    p = placement.add_parser(
+        "apply",
+        help="evaluate the placement and write the PropagationPolicies to Karmada",
+        description="Evaluate [dr.placement] as the DR daemon does and write each service's "
+        "PropagationPolicy to Karmada (replaced with the resourceVersion read); print each "
+        "decision.",
+    )
+    p.set_defaults(handler=_placement, action="apply")

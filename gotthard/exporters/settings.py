@@ -69,7 +69,14 @@ class SlurmExporterConfig(Strict):
         bool, Flag("export slurm_job_info, one series per running job (default true)")
     ] = True
     probe: bool = True
-    #: Directory holding squeue/sinfo/sdiag/scontrol/sbatch; empty means PATH.
+    fairshare: Annotated[
+        bool,
+        Flag(
+            "export the fair-share tree (sshare; slurmrestd /shares from v0.0.40); needs "
+            "slurmdbd and priority/multifactor"
+        ),
+    ] = False
+    #: Directory holding squeue/sinfo/sdiag/scontrol/sbatch/sshare; empty means PATH.
     bin_dir: str = ""
 
 

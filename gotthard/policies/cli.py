@@ -15,8 +15,11 @@ from gotthard.policies import engine as eng
 EXIT_ALLOWED, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def _err(msg: str) -> int:
-    print(f"gotthard policy: {msg}", file=sys.stderr)
+def _err(msg: str, args: argparse.Namespace | None = None) -> int:
+    """*msg* on stderr, prefixed with the command run (``gotthard audit`` for ``audit
+    kube-bench``, which shares its handler with ``policy kube-bench``); exit 2."""
+    command = getattr(args, "command", None) or "policy"
+    print(f"gotthard {command}: {msg}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
@@ -127,7 +130,7 @@ def cmd_kube_bench(args: argparse.Namespace, cfg: Config) -> int:
         engine = eng.make_engine(args.engine, data, opa_url=args.opa_url)
         result = kube_bench.audit(engine, report, today=args.today, only=only)
     except eng.PolicyError as err:
-        return _err(str(err))
+        return _err(str(err), args)
     if args.format == "json":
         out = {k: result[k] for k in ("totals", "failed", "waived", "expired_waivers", "compliant")}
         print(json.dumps(out, indent=2))
@@ -140,7 +143,7 @@ def cmd_kube_bench(args: argparse.Namespace, cfg: Config) -> int:
         try:
             metrics.write_textfile(args.textfile, families)
         except eng.PolicyError as err:
-            return _err(str(err))
+            return _err(str(err), args)
     return 0 if result["compliant"] else 1
 
 

@@ -50,6 +50,12 @@ def add_cli(subparsers: Any) -> None:
     up.add_argument("--no-prometheus", action="store_true", help="do not start Prometheus")
     up.add_argument("--no-exporter", action="store_true", help="do not start the Gotthard exporter")
     up.add_argument(
+        "--accounting",
+        action="store_true",
+        help="also run MariaDB and slurmdbd (accounting, fair-share tree; the exporter "
+        "exports it); not with --sites",
+    )
+    up.add_argument(
         "--sites",
         metavar="A,B",
         help="start a multi-site sandbox (e.g. zurich,lugano) with a global view "
@@ -85,8 +91,11 @@ def _guarded(action: Action) -> Callable[[argparse.Namespace, Config], int]:
 
     def run(args: argparse.Namespace, cfg: Config) -> int:
         # the sandbox writes and uses its own configuration, whatever --config says
-        sandbox = Sandbox(args.dir)
+        sandbox = Sandbox(args.dir, accounting=getattr(args, "accounting", False))
         try:
+            if getattr(args, "accounting", False) and args.sites is not None:
+                print("error: --accounting is for the single-site sandbox", file=sys.stderr)
+                return 2
             for option in ("site_file", "backup_controllers"):
                 if getattr(args, option, None) and args.sites is None:
                     print(f"error: --{option.replace('_', '-')} needs --sites", file=sys.stderr)

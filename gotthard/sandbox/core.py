@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from gotthard.deploy.local import Process
-from gotthard.sandbox import netns, rendered, sites_config, slurm
+from gotthard.sandbox import accounting, netns, rendered, sites_config, slurm
 from gotthard.sandbox import processes as procs
 from gotthard.sandbox.layout import DEFAULT_CLUSTER_NAME, DEFAULT_PORTS, SandboxLayout
 from gotthard.sandbox.processes import ProcessRecord, SandboxError
@@ -46,6 +46,7 @@ class Sandbox(SandboxLayout):
         exporter_poll_interval: float = 5.0,
         cluster_name: str = DEFAULT_CLUSTER_NAME,
         backup_controller: bool = False,
+        accounting: bool = False,
     ) -> Sandbox:
         """A sandbox whose six ports are free right now (for tests next to a developer's)."""
         ports = dict(zip(DEFAULT_PORTS, procs.free_ports(len(DEFAULT_PORTS)), strict=True))
@@ -57,6 +58,7 @@ class Sandbox(SandboxLayout):
             exporter_poll_interval=exporter_poll_interval,
             cluster_name=cluster_name,
             backup_controller=backup_controller,
+            accounting=accounting,
         )
 
     @functools.cached_property
@@ -123,6 +125,9 @@ class Sandbox(SandboxLayout):
             self.down(verbose=False)
 
         binaries = {name: procs.find_binary(name) for name in slurm.SLURM_BINARIES}
+        if self.accounting:
+            for name in accounting.BINARIES:
+                procs.find_binary(name)
         self._check_ports(with_exporter=with_exporter, with_prometheus=with_prometheus)
 
         started = time.monotonic()
@@ -164,6 +169,9 @@ class Sandbox(SandboxLayout):
         if self.backup_controller:
             self.controller_net = netns.create(self.directory)
         slurm.write_slurm_configs(self)
+        if self.accounting:
+            accounting.start_mariadb(self, self._procs)
+            accounting.start_slurmdbd(self, self._procs)
         slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
         slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
         slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)
@@ -334,6 +342,8 @@ class Sandbox(SandboxLayout):
 
     def _check_ports(self, *, with_exporter: bool, with_prometheus: bool) -> None:
         wanted = {"slurmctld", "slurmd"}
+        if self.accounting:
+            wanted.update(("slurmdbd", "mariadb"))
         if with_exporter:
             wanted.add("exporter")
         if with_prometheus:

@@ -25,6 +25,9 @@ DEFAULT_PORTS: dict[str, int] = {
     "prometheus": 9090,
     "alertmanager": 9093,
     "runbooks": 9878,
+    # only with accounting (:mod:`gotthard.sandbox.accounting`)
+    "slurmdbd": 6819,
+    "mariadb": 3307,
 }
 
 
@@ -53,6 +56,7 @@ class SandboxLayout:
         cluster_name: str = DEFAULT_CLUSTER_NAME,
         maintenance_node: str = "",
         backup_controller: bool = False,
+        accounting: bool = False,
     ) -> None:
         if gpus < 0:
             raise ValueError("gpus must be >= 0")
@@ -70,6 +74,9 @@ class SandboxLayout:
         self.gpus = gpus
         #: Run a backup slurmctld too (in namespaces of its own: :mod:`.netns`).
         self.backup_controller = backup_controller
+        #: Run MariaDB and slurmdbd too, with the fair-share tree of
+        #: :mod:`gotthard.sandbox.accounting` (priority/multifactor).
+        self.accounting = accounting
         #: The backup's namespace and addresses, once ``up`` made them.
         self.controller_net: ControllerNet | None = None
         self.exporter_poll_interval = exporter_poll_interval

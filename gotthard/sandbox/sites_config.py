@@ -239,7 +239,12 @@ def single_site(layout: SandboxLayout, *, exporter: bool, monitoring: bool) -> d
         "exporter": {
             "listen": f"127.0.0.1:{layout.port('exporter')}",
             "collectors": ["slurm"],
-            "slurm": {"backend": "cli", "poll_interval_seconds": layout.exporter_poll_interval},
+            "slurm": {
+                "backend": "cli",
+                "poll_interval_seconds": layout.exporter_poll_interval,
+                # the fair-share tree exists only with slurmdbd
+                "fairshare": layout.accounting,
+            },
         },
         "runbooks": {
             "listen": f"127.0.0.1:{layout.port('runbooks')}",

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from gotthard import command
-from gotthard.sandbox import netns
+from gotthard.sandbox import accounting, netns
 from gotthard.sandbox.layout import MAX_SOCKET_PATH, SandboxLayout, local_url
 from gotthard.sandbox.processes import (
     INSTALL_HINT,
@@ -219,7 +219,11 @@ def slurm_conf_lines(layout: SandboxLayout) -> list[str]:
             "SchedulerParameters=batch_sched_delay=0,sched_interval=2,"
             "sched_min_interval=100000,bf_interval=2"
         ),
-        "AccountingStorageType=accounting_storage/none",
+        *(
+            accounting.slurm_conf_lines(layout)
+            if layout.accounting
+            else ["AccountingStorageType=accounting_storage/none"]
+        ),
         "JobAcctGatherType=jobacct_gather/none",
         "JobCompType=jobcomp/none",
         "ReturnToService=2",

@@ -38,15 +38,17 @@ from gotthard.slurm.text import (
     parse_sinfo_nodes,
     parse_sinfo_partitions,
     parse_squeue,
+    parse_sshare,
     reservations_argv,
     sinfo_nodes_argv,
     sinfo_partitions_argv,
     squeue_argv,
+    sshare_argv,
 )
 
 # --- running the commands ----------------------------------------------------------------
 
-_COMMANDS = ("squeue", "sinfo", "sdiag", "scontrol", "sbatch", "sacctmgr")
+_COMMANDS = ("squeue", "sinfo", "sdiag", "scontrol", "sbatch", "sacctmgr", "sshare")
 _PROBE_SUBMIT = ("--test-only", "--job-name=gotthard-probe", "--output=/dev/null", "--wrap=true")
 
 
@@ -126,8 +128,8 @@ class CliBackend:
 
     def poll(self, options: PollOptions) -> SlurmSnapshot:
         squeue, sinfo = self._required("squeue", "sinfo")
-        scontrol, sdiag, sbatch, sacctmgr = (
-            self.paths[c] for c in ("scontrol", "sdiag", "sbatch", "sacctmgr")
+        scontrol, sdiag, sbatch, sacctmgr, sshare = (
+            self.paths[c] for c in ("scontrol", "sdiag", "sbatch", "sacctmgr", "sshare")
         )
         # All commands run at once: a poll costs the slowest, not the sum.
         argvs: dict[str, list[str]] = {
@@ -145,6 +147,8 @@ class CliBackend:
             argvs["submit"] = [sbatch, *_PROBE_SUBMIT]
         if options.probe and sacctmgr:
             argvs["dbd"] = [sacctmgr, "ping"]
+        if options.fairshare:
+            argvs["shares"] = sshare_argv(sshare or "sshare")
         if not self.version:
             argvs["version"] = [sinfo, "--version"]
         runs = {key: self._start(argv) for key, argv in argvs.items()}
@@ -190,8 +194,8 @@ def assemble(
     """Build a snapshot from the outputs of one poll's commands.
 
     Keys: ``squeue``, ``nodes``, ``partitions`` (required), ``sdiag``, ``reservations``,
-    ``ping``, ``submit`` and ``dbd`` (``sacctmgr ping``) (optional). Malformed output is
-    counted in ``errors``, never raised.
+    ``ping``, ``submit``, ``dbd`` (``sacctmgr ping``) and ``shares`` (``sshare``)
+    (optional). Malformed output is counted in ``errors``, never raised.
     """
     jobs = parse_squeue(outputs["squeue"].stdout, options)
     nodes = parse_sinfo_nodes(outputs["nodes"].stdout)
@@ -229,6 +233,13 @@ def assemble(
     dbd = outputs.get("dbd")
     # sacctmgr ping exits 1 when every slurmdbd is down, yet lists them all
     dbds = parse_dbd_ping(dbd.stdout) if dbd is not None else ()
+    shares = None
+    sshare = outputs.get("shares")
+    if sshare is not None and sshare.error:
+        errors += 1
+    elif sshare is not None:
+        shares, share_errors = parse_sshare(sshare.stdout)
+        errors += share_errors
     return SlurmSnapshot(
         up=True,
         job_groups=jobs.tally.groups(),
@@ -243,4 +254,5 @@ def assemble(
         reservations=reservations,
         controllers=controllers,
         dbds=dbds,
+        shares=shares,
     )

@@ -12,6 +12,11 @@ each of them against the pyslurm 25.11.2 sources, and ``tests/exporters/test_slu
 runs the mapping on strict fakes built from the same lists, so the code cannot read
 anything the contract does not cover.
 
+The fair-share tree (``--slurm.fairshare``) is not read: pyslurm 25.11 binds no call of
+:data:`SHARES_RPC` (what ``sshare`` and slurmrestd's ``/shares`` use), and its
+``db.Association`` carries shares but no usage or factor. The snapshot's ``shares`` stay
+None (no series); the contract test fails once a pyslurm release binds it.
+
 What pyslurm 25.11 returns (read from its sources; see docs/pyslurm.md):
 
 * ``Job.state`` ``str`` (``RUNNING``), ``Job.state_reason`` ``str`` (code or description),
@@ -77,6 +82,8 @@ ENTRY_POINTS = (
     PING,
     CONFIG_LOAD,
 )
+#: libslurm's call for the fair-share tree (REQUEST_SHARE_INFO), which pyslurm 25.11 lacks.
+SHARES_RPC = "slurm_associations_get_shares"
 #: The exception pyslurm raises when an RPC to slurmctld fails.
 ERROR_CLASS = "RPCError"
 #: Module attributes read directly (besides the entry points).

@@ -493,6 +493,7 @@ class RestBackend:
         partitions_listing, _ = self._listing(version, "partitions")
         partitions, partition_errors = self._mapped(partitions_listing, rest_json.map_partition)
         reservations, reservation_errors = self._reservations(version)
+        shares, share_errors = self._shares(version) if options.fairshare else (None, 0)
 
         return snapshot.SlurmSnapshot(
             up=True,
@@ -502,12 +503,30 @@ class RestBackend:
             partitions=partitions,
             scheduler=scheduler,
             probes=probes,
-            errors=errors + job_errors + node_errors + partition_errors + reservation_errors,
+            errors=errors
+            + job_errors
+            + node_errors
+            + partition_errors
+            + reservation_errors
+            + share_errors,
             backend=self.name,
             version=rest_json.release(diag_document),
             reservations=reservations,
             controllers=controllers,
+            shares=shares,
         )
+
+    def _shares(self, version: str) -> tuple[tuple[snapshot.Share, ...] | None, int]:
+        """``/shares`` (OpenAPI v0.0.40+, Slurm 23.11+); None before (no such endpoint:
+        not an error). A failure costs one error and the fair-share series."""
+        if _version_key(version) < rest_json.SHARES_SINCE:
+            return None, 0
+        path = f"/slurm/{version}/shares"
+        try:
+            document, _ = self._get_json(path)
+            return rest_json.map_shares(document)
+        except (snapshot.SlurmUnavailable, _VersionGone, *rest_json.RECORD_ERRORS):
+            return None, 1
 
     def _reservations(self, version: str) -> tuple[tuple[snapshot.Reservation, ...] | None, int]:
         """``/reservations``, read whole each poll (their state follows the clock).

@@ -160,3 +160,38 @@ def map_ping(document: Mapping[str, Any]) -> tuple[bool, str]:
         for entry in entries
     ]
     return False, "; ".join(down) or "no controller responds"
+
+
+#: The first OpenAPI version with ``/slurm/{v}/shares`` (Slurm 23.11); 22.05's v0.0.38 and
+#: 23.02's v0.0.39 have none.
+SHARES_SINCE = (0, 0, 40)
+
+
+def map_shares(document: Mapping[str, Any]) -> tuple[tuple[snapshot.Share, ...], int]:
+    """The associations of a ``/slurm/v0.0.40+/shares`` answer
+    (``{"shares": {"shares": [...], "total_shares": N}}``): a user association is
+    ``type: ["USER"]`` with the user as ``name`` and its account as ``parent``; an
+    account is ``name``. Raises KeyError/TypeError when the answer has no such list."""
+    wrapper = document["shares"]
+    records = wrapper["shares"] if isinstance(wrapper, Mapping) else wrapper
+    if not isinstance(records, list):
+        raise TypeError("shares is not a list")
+    shares, errors = snapshot.map_each(records, _share, RECORD_ERRORS)
+    return snapshot.unique_shares(shares), errors
+
+
+def _share(record: Mapping[str, Any]) -> snapshot.Share:
+    is_user = "USER" in (str(kind).upper() for kind in record.get("type") or ())
+    name = json_text(record["name"])
+    account = json_text(record["parent"]) if is_user else name
+    if not account:
+        raise ValueError("association without an account")
+    raw = json_number(record["usage"])
+    effective = json_number(record["effective_usage"])
+    if raw is None or effective is None:
+        raise ValueError("usage not set")
+    factor = None
+    if is_user:
+        fairshare = record.get("fairshare")
+        factor = json_number(fairshare.get("factor")) if isinstance(fairshare, Mapping) else None
+    return snapshot.Share(account, name if is_user else "", raw, effective, factor)

@@ -118,6 +118,22 @@ class Reservation:
 
 
 @dataclass(frozen=True, slots=True)
+class Share:
+    """One association of the fair-share tree (``sshare``, slurmrestd ``/shares``): an
+    account (``user`` empty) or a user in an account, as slurmctld's priority plugin last
+    computed it (``priority/multifactor``; once per ``PriorityCalcPeriod``)."""
+
+    account: str
+    user: str
+    #: Decayed usage in billing TRES-seconds (CPU-seconds unless TRESBillingWeights).
+    raw_usage: float
+    #: The association's share of its parent's usage (0..1; ``EffectvUsage``).
+    effective_usage: float
+    #: The fair-share factor (0..1) of a user association; None for an account.
+    fairshare: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RpcStat:
     count: int
     total_seconds: float
@@ -278,6 +294,8 @@ class SlurmSnapshot:
     #: Every slurmdbd ``sacctmgr ping`` saw (Slurm 24.11+, the cli backend's probe);
     #: empty without it.
     dbds: tuple[Controller, ...] = ()
+    #: The fair-share tree (``fairshare`` option); None when not asked for or unreadable.
+    shares: tuple[Share, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +303,8 @@ class PollOptions:
     per_user: bool = False
     job_info: bool = True
     probe: bool = True
+    #: Read the fair-share tree too (needs slurmdbd and priority/multifactor).
+    fairshare: bool = False
 
 
 class SlurmBackend(Protocol):
@@ -425,6 +445,15 @@ class JobTally:
                 self._groups.items()
             )
         )
+
+
+def unique_shares(shares: Iterable[Share]) -> tuple[Share, ...]:
+    """*shares* sorted by account and user, the first of each pair kept (an association
+    per partition repeats its account and user)."""
+    seen: dict[tuple[str, str], Share] = {}
+    for share in shares:
+        seen.setdefault((share.account, share.user), share)
+    return tuple(seen[key] for key in sorted(seen))
 
 
 def partition_names(nodes: Iterable[Node], partitions: Iterable[Partition]) -> list[str]:

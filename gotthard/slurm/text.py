@@ -40,6 +40,8 @@ from gotthard.slurm.snapshot import (
     Reservation,
     RunningJob,
     SchedulerStats,
+    Share,
+    unique_shares,
 )
 
 SEP = "|"
@@ -325,6 +327,53 @@ def parse_reservations(text: str) -> tuple[tuple[Reservation, ...], int]:
         except ROW_ERRORS:
             errors += 1
     return tuple(reservations), errors
+
+
+# --- sshare ----------------------------------------------------------------------------------
+
+#: The columns of ``sshare -P`` that a :class:`Share` is read from, in this order.
+SSHARE_COLUMNS = ("Account", "User", "RawUsage", "EffectvUsage", "FairShare")
+
+
+def sshare_argv(sshare: str = "sshare") -> list[str]:
+    # -a: every user association too; -n -P: no header, '|' between the columns
+    return [sshare, "-a", "-n", "-P", "-o", ",".join(SSHARE_COLUMNS)]
+
+
+def parse_sshare(text: str) -> tuple[tuple[Share, ...], int]:
+    """Parse :func:`sshare_argv`'s output: one association a line, an account's name
+    indented by its depth, the factor left empty on an account's line."""
+    shares: list[Share] = []
+    errors = 0
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        cells = line.split(SEP)
+        try:
+            if len(cells) != len(SSHARE_COLUMNS):
+                raise ValueError(f"{len(cells)} columns")
+            account, user, raw, effective, factor = (cell.strip() for cell in cells)
+            if not account:
+                raise ValueError("no account")
+            shares.append(
+                Share(
+                    account,
+                    user,
+                    _finite(raw),
+                    _finite(effective),
+                    _finite(factor) if user and factor else None,
+                )
+            )
+        except ROW_ERRORS:
+            errors += 1
+    return unique_shares(shares), errors
+
+
+def _finite(cell: str) -> float:
+    number = float(cell)
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {cell}")
+    return number
 
 
 _PING_LINE = re.compile(

@@ -558,3 +558,15 @@ class TestContractWithPyslurm25112:
             r"class SlurmFlag\(Flag,",
             pyslurm_source.module(pyslurm_source.package / "utils" / "enums").text,
         )
+
+    def test_no_fair_share_call_is_bound(self, pyslurm_source: PyslurmSource) -> None:
+        """The backend exports no fair-share tree because pyslurm binds no call of it; once
+        a release does, this fails and the backend can read it (docs/pyslurm.md)."""
+        sources = [
+            path.read_text(encoding="utf-8")
+            for suffix in ("pyx", "pxd", "pxi", "py")
+            for path in pyslurm_source.package.rglob(f"*.{suffix}")
+        ]
+        assert len(sources) > 20
+        assert not any(backend.SHARES_RPC in text for text in sources)
+        assert not any("shares_request_msg" in text for text in sources)

@@ -392,7 +392,7 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
     slingshot.build(tmp_path / "node" / "sys", slingshot.STATIC_NICS)
     lustre.write_tree(tmp_path / "node", lustre.NODES["combined"], LUSTRE_VERSION)
     config = tmp_path / "site.toml"
-    config.write_text(f'[exporter.slurm]\nbin_dir = "{RECORDED_BIN}"\n')
+    config.write_text(f'[exporter.slurm]\nbin_dir = "{RECORDED_BIN}"\nfairshare = true\n')
     result = gotthard(
         "--config", str(config), "exporter", "--once", "--collectors=slurm,slingshot,lustre",
         "--lustre.job-stats", f"--path.sysfs={tmp_path / 'node' / 'sys'}",
@@ -401,6 +401,7 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
     assert result.returncode == 0, result.stderr
     exporter_names = exposition_names(result.stdout)
     assert "slurm_job_info" in exporter_names and "gotthard_collector_up" in exporter_names
+    assert "gotthard_slurm_account_fairshare" in exporter_names
     assert {"slingshot_link_restarts_recent", "lustre_job_write_bytes_total"} <= exporter_names
     gpu_names = gpu_family_names()
     assert "gpu_job_info" in gpu_names and "gpu_tensor_active_ratio" in gpu_names
@@ -413,7 +414,14 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
     recorded = {rule["record"] for rule in recording_rules()}
 
     unknown = {}
-    real = ("slurm_", "slingshot_", "lustre_", "gotthard_collector_", "gotthard_build_")
+    real = (
+        "slurm_",
+        "slingshot_",
+        "lustre_",
+        "gotthard_collector_",
+        "gotthard_build_",
+        "gotthard_slurm_",
+    )
     for name in sorted(used_metric_names(dashboards)):
         if name.startswith(real):
             known = name in exporter_names
@@ -522,6 +530,7 @@ def live_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "[exporter.slurm]\n"
         f'bin_dir = "{RECORDED_BIN}"\n'
         "poll_interval_seconds = 1\n"
+        "fairshare = true\n"
         "[exporter.gpu]\n"
         "poll_interval_seconds = 1\n"
         f'kubelet_socket = "{root / "no-kubelet.sock"}"\n'

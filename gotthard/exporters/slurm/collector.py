@@ -84,7 +84,10 @@ class SlurmCollector:
         # parsing and the rest backend's few sequential requests.
         self.poll_timeout = config.command_timeout_seconds + 5.0
         self.options = PollOptions(
-            per_user=config.per_user, job_info=config.job_info, probe=config.probe
+            per_user=config.per_user,
+            job_info=config.job_info,
+            probe=config.probe,
+            fairshare=config.fairshare,
         )
         self.backend = backend if backend is not None else make_backend(config)
 

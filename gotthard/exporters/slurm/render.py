@@ -194,6 +194,25 @@ RESERVATION_INFO = desc(
     "flags",
 )
 RESERVATION_NODES = desc("slurm_reservation_nodes", "Nodes in the reservation.", "reservation")
+#: The fair-share tree (``--slurm.fairshare``): one series per association, an account's
+#: with ``user=""``. Named in the ``gotthard_slurm_`` namespace from the start.
+_SHARE_LABELS = ("account", "user")
+ACCOUNT_FAIRSHARE = desc(
+    "gotthard_slurm_account_fairshare",
+    "Fair-share factor (0..1; sshare FairShare) of each user association; higher runs sooner.",
+    *_SHARE_LABELS,
+)
+ACCOUNT_RAW_USAGE = desc(
+    "gotthard_slurm_account_raw_usage_seconds",
+    "Decayed usage of each association (sshare RawUsage): billing TRES-seconds, "
+    "CPU-seconds unless TRESBillingWeights say otherwise.",
+    *_SHARE_LABELS,
+)
+ACCOUNT_EFFECTIVE_USAGE = desc(
+    "gotthard_slurm_account_effective_usage_ratio",
+    "Each association's share of its parent's usage (0..1; sshare EffectvUsage).",
+    *_SHARE_LABELS,
+)
 
 
 def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
@@ -214,6 +233,7 @@ def render(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
     families += _controllers(snapshot)
     families += _dbds(snapshot)
     families += _reservations(snapshot)
+    families += _shares(snapshot)
     return families
 
 
@@ -404,3 +424,20 @@ def _reservations(snapshot: SlurmSnapshot) -> list[MetricFamily]:
         info.add((reservation.name, reservation.state, reservation.partition, reservation.flags), 1)
         nodes.add((reservation.name,), reservation.nodes)
     return [info, nodes]
+
+
+def _shares(snapshot: SlurmSnapshot) -> list[MetricFamily]:
+    if snapshot.shares is None:
+        return []  # not asked for, or unreadable: absent, not "no usage"
+    factor, raw, effective = (
+        ACCOUNT_FAIRSHARE.new(),
+        ACCOUNT_RAW_USAGE.new(),
+        ACCOUNT_EFFECTIVE_USAGE.new(),
+    )
+    for share in snapshot.shares:
+        labels = (share.account, share.user)
+        if share.fairshare is not None:
+            factor.add(labels, share.fairshare)
+        raw.add(labels, share.raw_usage)
+        effective.add(labels, share.effective_usage)
+    return [factor, raw, effective]

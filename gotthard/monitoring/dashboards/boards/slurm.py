@@ -207,4 +207,40 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
             "Probe duration", "s", "slurm_probe_duration_seconds", "{{cluster}} {{op}}"
         )
     )
+    accounts = eq("user", "")
+    board.row(
+        ui.bargauge(
+            "Fair-share factor by account and user",
+            "none",
+            ui.Query(
+                f"max by (cluster, account, user) ({sel('gotthard_slurm_account_fairshare')})",
+                "{{cluster}} {{account}} {{user}}",
+            ),
+            maximum=1,
+            description="slurmctld's fair-share factor of each user association (0..1; "
+            "lower: it used more than its share and waits longer). Needs slurmdbd and the "
+            "exporter's --slurm.fairshare.",
+        ),
+        ui.timeseries(
+            "Raw usage by account",
+            "s",
+            ui.Query(
+                "max by (cluster, account) "
+                f"({sel('gotthard_slurm_account_raw_usage_seconds', accounts)})",
+                "{{cluster}} {{account}}",
+            ),
+            description="Decayed usage charged to each account (billing TRES-seconds: "
+            "CPU-seconds unless TRESBillingWeights), as sshare's RawUsage.",
+        ),
+        ui.timeseries(
+            "Effective usage by account",
+            "percentunit",
+            ui.Query(
+                "max by (cluster, account) "
+                f"({sel('gotthard_slurm_account_effective_usage_ratio', accounts)})",
+                "{{cluster}} {{account}}",
+            ),
+            description="Each account's share of its parent's usage (sshare EffectvUsage).",
+        ),
+    )
     return ui.dashboard("slurm-cluster", DESCRIPTION, TAGS, board, VARIABLES)
