@@ -164,6 +164,6 @@ def _epilog(args: argparse.Namespace, cfg: Config) -> str:
             slurm_conf = cfg.site_model[report.site].clusters[report.cluster].slurm_conf
         except KeyError:
             slurm_conf = ""
-        slurm.set_admin_comment(args.job_id, text, slurm_conf, timeout=share)
+        tool = slurm.set_admin_comment(args.job_id, text, slurm_conf, timeout=share)
     kinds = ",".join(f.kind for f in report.findings) or "none"
-    return f"job {args.job_id}: stored summary ({len(text)} bytes; findings: {kinds})"
+    return f"job {args.job_id}: stored summary with {tool} ({len(text)} bytes; findings: {kinds})"

@@ -236,7 +236,36 @@ def read_job(job_id: str, slurm_conf: str = "", *, timeout: float = 10.0) -> Slu
 
 def set_admin_comment(
     job_id: str, text: str, slurm_conf: str = "", *, timeout: float = 10.0
-) -> None:
-    """``scontrol update JobId=N AdminComment=TEXT`` (an argv list: no shell)."""
-    argv = ["scontrol", "update", f"JobId={job_id}", f"AdminComment={text}"]
-    command.run(argv, timeout=timeout, env=slurm_env(slurm_conf))
+) -> str:
+    """Store *text* as the job's AdminComment; the command that stored it.
+
+    ``scontrol update JobId=N AdminComment=TEXT`` while slurmctld still lets the job be
+    updated; slurmctld refuses that once the job has ended ("Job has already finished",
+    also from EpilogSlurmctld), and then ``sacctmgr -i update job where jobid=N set
+    AdminComment=TEXT`` writes it to the accounting database, as sacct shows it (sacctmgr
+    stores each ``"`` as a backtick: :func:`read_summary`). Argv lists: no shell."""
+    env = slurm_env(slurm_conf)
+    try:
+        argv = ["scontrol", "update", f"JobId={job_id}", f"AdminComment={text}"]
+        command.run(argv, timeout=timeout, env=env)
+        return "scontrol update"
+    except command.CommandError as err:
+        if err.timed_out or "finished" not in str(err):
+            raise
+    argv = ["sacctmgr", "-i", "update", "job", "where", f"jobid={job_id}", "set"]
+    command.run([*argv, f"AdminComment={text}"], timeout=timeout, env=env)
+    return "sacctmgr update job"
+
+
+def read_summary(admin_comment: str) -> dict[str, object] | None:
+    """The summary JSON of an AdminComment as scontrol or sacct prints it (sacctmgr turns
+    each ``"`` into a backtick; the summary holds no backtick of its own); None when the
+    comment is not a summary."""
+    import json
+
+    text = admin_comment.strip().replace("`", '"')
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None

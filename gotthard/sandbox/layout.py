@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from gotthard.sandbox.netns import ControllerNet
@@ -53,6 +53,7 @@ class SandboxLayout:
         cluster_name: str = DEFAULT_CLUSTER_NAME,
         maintenance_node: str = "",
         backup_controller: bool = False,
+        slurm_conf_extra: Sequence[str] = (),
     ) -> None:
         if gpus < 0:
             raise ValueError("gpus must be >= 0")
@@ -73,6 +74,9 @@ class SandboxLayout:
         #: The backup's namespace and addresses, once ``up`` made them.
         self.controller_net: ControllerNet | None = None
         self.exporter_poll_interval = exporter_poll_interval
+        #: ``Key=Value`` lines added to slurm.conf, each replacing the sandbox's line of
+        #: the same key (accounting through a slurmdbd, an EpilogSlurmctld)
+        self.slurm_conf_extra = tuple(slurm_conf_extra)
 
         base = self.directory
         self.slurm_conf = base / "slurm.conf"
