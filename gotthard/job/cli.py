@@ -82,6 +82,20 @@ def add_cli(subparsers: Any) -> None:
     epilog.add_argument("--log-file", metavar="FILE", help="append the log line there too")
     epilog.set_defaults(handler=cmd_epilog)
 
+    digest = sub.add_parser(
+        "digest",
+        help="the findings of every GPU job of a period, by account (the users' daily view)",
+        description="Report every job that had a GPU process in the period, at every site "
+        "(or --cluster), and list the findings by account. Exit 0 without findings, 1 with "
+        "findings, 2 when no site's Prometheus answered.",
+    )
+    digest.add_argument(
+        "--since", type=duration, default="24h", help="the period, back from now (default 24h)"
+    )
+    digest.add_argument("--cluster", help="only this cluster (default: every site's)")
+    digest.add_argument("--format", choices=("table", "json"), default="table")
+    digest.set_defaults(handler=cmd_digest)
+
 
 def _report(args: argparse.Namespace, cfg: Config, **timeouts: float) -> Any:
     from gotthard.job.report import gather
@@ -101,6 +115,25 @@ def cmd_report(args: argparse.Namespace, cfg: Config) -> int:
     writer = {"table": render.table, "json": render.as_json, "markdown": render.markdown}
     print(writer[args.format](report), end="")
     return 1 if report.findings else 0
+
+
+def cmd_digest(args: argparse.Namespace, cfg: Config) -> int:
+    from gotthard.job import digest
+    from gotthard.job.report import JobError
+
+    try:
+        accounts, problems = digest.digest(cfg, args.since, args.cluster)
+    except JobError as err:
+        print(f"gotthard: {err}", file=sys.stderr)
+        return 2
+    if not accounts and problems:
+        print(f"gotthard: job digest: {'; '.join(problems)}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(digest.as_json(accounts, problems, args.since), end="")
+    else:
+        print(digest.table(accounts, problems), end="")
+    return 1 if any(a.with_findings for a in accounts) else 0
 
 
 class _OutOfTime(Exception):

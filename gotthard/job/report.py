@@ -92,7 +92,7 @@ class Report:
 # --- finding the job ---------------------------------------------------------------------
 
 
-def _places(cfg: Config, cluster: str | None) -> list[Where]:
+def places(cfg: Config, cluster: str | None) -> list[Where]:
     """Every (site, cluster) whose Prometheus may know the job; with *cluster*, only it."""
     found = []
     for site_name, site in cfg.site_model.items():
@@ -107,11 +107,11 @@ def _places(cfg: Config, cluster: str | None) -> list[Where]:
 
 def locate(cfg: Config, job_id: str, cluster: str | None, lookback: int) -> Where:
     """The one site and cluster whose Prometheus has series of *job_id* in *lookback*."""
-    places = _places(cfg, cluster)
+    found_places = places(cfg, cluster)
     hits: list[Where] = []
     failed: list[str] = []
     asked: dict[tuple[str, str], list[Any]] = {}
-    for place in places:
+    for place in found_places:
         if not place.prometheus:
             failed.append(f"site {place.site} cluster {place.cluster}: no prometheus_url")
             continue
@@ -136,7 +136,7 @@ def locate(cfg: Config, job_id: str, cluster: str | None, lookback: int) -> Wher
         )
     if failed:
         raise JobError(f"job {job_id}: cannot ask " + "; ".join(failed))
-    where = ", ".join(sorted({f"{p.site}/{p.cluster}" for p in places}))
+    where = ", ".join(sorted({f"{p.site}/{p.cluster}" for p in found_places}))
     raise JobError(f"job {job_id}: unknown (no series of it in the last {lookback}s at {where})")
 
 

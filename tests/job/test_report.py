@@ -192,3 +192,24 @@ def test_an_unreachable_prometheus_is_one_line_exit_2(prometheus: str, tmp_path:
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith("gotthard: job 42: cannot ask site zurich: Prometheus cannot reach")
+
+
+def test_the_digest_lists_the_findings_by_account(prometheus: str, tmp_path: Path) -> None:
+    config = site_file(tmp_path, prometheus, prometheus)
+    done = gotthard("--config", str(config), "job", "digest", "--since", "2h", "--format", "json")
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert data["schema"] == "gotthard.job.digest/v1" and data["problems"] == []
+    (physics,) = data["accounts"]
+    assert (physics["account"], physics["jobs"], physics["with_findings"]) == ("physics", 5, 2)
+    assert physics["kinds"] == {"idle_gpus": 1, "io_bound": 1, "tensor_unused": 1}
+    found = {(j["job_id"], j["site"]): j["findings"] for j in physics["findings"]}
+    assert found == {
+        ("42", "zurich"): ["idle_gpus", "io_bound"],
+        ("44", "zurich"): ["tensor_unused"],
+    }
+    # one cluster only; nothing in the last minute
+    done = gotthard("--config", str(config), "job", "digest", "--cluster", "todi")
+    assert done.returncode == 0 and "physics  2  0  -" in done.stdout
+    done = gotthard("--config", str(config), "job", "digest", "--since", "1m")
+    assert done.returncode == 0 and done.stdout == "ACCOUNT  JOBS  WITH_FINDINGS  FINDINGS\n"

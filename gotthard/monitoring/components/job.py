@@ -284,3 +284,16 @@ def first_last(scope: Scope, lookback: int, step: int) -> tuple[str, str]:
     stamps = f"timestamp({slurm}) or timestamp({gpu})"
     window = f"[{lookback}s:{step}s]"
     return f"min_over_time(min({stamps}){window})", f"max_over_time(max({stamps}){window})"
+
+
+def jobs_with_gpus(scope: Scope, lookback: int) -> str:
+    """Every job with a GPU process within *lookback* seconds, with the ``user`` and
+    ``account`` of its Slurm series where the Slurm exporter listed it."""
+    window = f"[{lookback}s]"
+    gpus = f"group by (site, cluster, job_id) (last_over_time({scope.sel('gpu_job_info')}{window}))"
+    owners = (
+        "group by (site, cluster, job_id, user, account) "
+        f"(last_over_time({scope.sel('slurm_job_info')}{window}))"
+    )
+    joined = f"{gpus}\n* on (site, cluster, job_id) group_left (user, account)\n{owners}"
+    return f"(\n{joined}\n)\nor on (site, cluster, job_id) {gpus}"

@@ -205,6 +205,19 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
     board.row(
         ui.gauge_timeseries(
             "Probe duration", "s", "slurm_probe_duration_seconds", "{{cluster}} {{op}}"
-        )
+        ),
+        ui.table(
+            "Running jobs",
+            "none",
+            ui.Query(
+                "max by (site, cluster, job_id, user, account, partition) "
+                f"({sel('slurm_job_info')})",
+                name="running",
+            ),
+            hide=("Time", "Value"),
+            links=(ui.job_link(),),
+            description="One row per running job (slurm_job_info); a job id opens the Job "
+            "dashboard: its GPUs, Lustre I/O and Slingshot traffic.",
+        ),
     )
     return ui.dashboard("slurm-cluster", DESCRIPTION, TAGS, board, VARIABLES)
