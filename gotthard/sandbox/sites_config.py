@@ -254,7 +254,7 @@ def single_site(layout: SandboxLayout, *, exporter: bool, monitoring: bool) -> d
             },
         },
     }
-    return merge(tuning(layout.webhook_token), document)
+    return merge(merge(tuning(layout.webhook_token), document), layout.site_settings)
 
 
 def _site_model(top: Topology) -> dict[str, Any]:
