@@ -169,14 +169,19 @@ def gather(
     prometheus = Prometheus(where.prometheus, timeout=prometheus_timeout)
     scope = queries.Scope(site=where.site, cluster=where.cluster, job_id=job_id)
     job = _slurm_job(cfg, report, slurm_timeout)
-    start, end = (job.start, job.end) if job is not None else (None, None)
-    if end is not None and end > now:  # running: Slurm's EndTime is its time limit
-        end = now
+    start: float | None = None
+    end: float | None = None
+    if job is not None and job.start is not None and job.start <= now:
+        # a running job's EndTime is its time limit (or Unknown): it runs until now
+        start, end = job.start, (job.end if job.ended and job.end else now)
+        end = min(end, now)
     try:
-        if start is None or end is None or end <= start:
-            first, last = queries.first_last(scope, lookback, _step(lookback))
-            start = prometheus.scalar(first, now)
-            end = prometheus.scalar(last, now) if end is None or end <= (start or 0) else end
+        if start is None or end is None:
+            # sampled every lookback/10000 s (1 s to 60 s); timestamp() keeps each
+            # sample's own time, so the run is not rounded to the step
+            step = int(min(60, max(1, lookback // 10000)))
+            first, last = queries.first_last(scope, lookback, step)
+            start, end = prometheus.scalar(first, now), prometheus.scalar(last, now)
             report.notes.append("run: first and last series of the job in Prometheus")
         if start is None or end is None:
             raise JobError(f"job {job_id}: no series of it at {where.site}/{where.cluster}")

@@ -124,13 +124,36 @@ def parse_scontrol(text: str) -> dict[str, str]:
     return fields
 
 
+def _per(text: str) -> int | None:
+    """GPUs in a ``TresPerJob``/``TresPerNode`` value: ``gres:gpu:2``, ``gres/gpu:h100:4``,
+    ``gres:gpu:h100:1,gres:nic:1``."""
+    for item in text.split(","):
+        parts = re.split(r"[:/]", item)
+        if len(parts) >= 3 and parts[0] == "gres" and parts[1] == "gpu" and parts[-1].isdigit():
+            return int(parts[-1])
+    return None
+
+
+def _gpus(fields: dict[str, str], alloc: dict[str, str]) -> int:
+    """GPUs of the job: its allocated TRES, else (an ended job's TRES lose the gres) its
+    request per job or per node."""
+    if "gres/gpu" in alloc and alloc["gres/gpu"].isdigit():
+        return int(alloc["gres/gpu"])
+    per_job = _per(fields.get("TresPerJob", ""))
+    if per_job is not None:
+        return per_job
+    per_node = _per(fields.get("TresPerNode", ""))
+    if per_node is not None:
+        return per_node * (_number(fields.get("NumNodes", "")) or 1)
+    return 0
+
+
 def from_scontrol(job_id: str, text: str) -> SlurmJob:
     fields = parse_scontrol(text)
     if not fields.get("JobId"):
         raise SlurmError(f"job {job_id}: scontrol printed no job")
     alloc = tres(fields.get("AllocTRES", "") or fields.get("TRES", "") or fields.get("ReqTRES", ""))
     mem = alloc.get("mem", "")
-    gpus = alloc.get("gres/gpu")
     return SlurmJob(
         job_id=fields["JobId"],
         state=fields.get("JobState", ""),
@@ -140,7 +163,7 @@ def from_scontrol(job_id: str, text: str) -> SlurmJob:
         nodes=_number(fields.get("NumNodes", "")),
         node_list=fields.get("NodeList", "") if fields.get("NodeList") != "(null)" else "",
         cpus=_number(fields.get("NumCPUs", "")),
-        gpus=_number(gpus) if gpus is not None else 0,
+        gpus=_gpus(fields, alloc),
         memory_bytes=memory(mem) if mem else None,
         time_limit_seconds=duration(fields.get("TimeLimit", "")),
         start=timestamp(fields.get("StartTime", "")),

@@ -104,7 +104,7 @@ class AccountedSandbox(Sandbox):
         self._start("slurmdbd", [_binary("slurmdbd"), "-D"])
         self._listening(self.dbd_port, "slurmdbd")
         done = self.run_command(
-            ["sacctmgr", "-i", "add", "cluster", self.cluster_name], check=False
+            ["sacctmgr", "-i", "add", "cluster", self.cluster_name], check=False, timeout=120
         )
         if done.returncode != 0 and "already exists" not in done.stdout + done.stderr:
             raise SandboxError(f"sacctmgr add cluster: {done.stderr.strip()}")
