@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gotthard.monitoring.rule_model import NODE_REGEX, AlertRule, RecordingRule
-from gotthard.monitoring.shared import GPU_KEY
+from gotthard.monitoring.shared import GPU_KEY, SLURM_JOB_INFO
 from gotthard.monitoring.thresholds import ThresholdValues, per_second, ratio
 
 COMPONENT = "job"
@@ -258,18 +258,10 @@ MEASURES: tuple[Measure, ...] = (
 MEASURE: dict[str, Measure] = {m.key: m for m in MEASURES}
 
 
-def presence(scope: Scope) -> str:
-    """Series of the job at the evaluation time: its Slurm info or a GPU it has."""
-    return (
-        f"count by (site, cluster) ({scope.sel('slurm_job_info', scope.job)})\n"
-        f"or count by (site, cluster) ({scope.sel('gpu_job_info', scope.job)})"
-    )
-
-
 def seen(scope: Scope, lookback: int) -> str:
     """Where the job had series within the last *lookback* seconds, by site and cluster."""
     return (
-        f"count by (site, cluster) (last_over_time({scope.sel('slurm_job_info', scope.job)}"
+        f"count by (site, cluster) (last_over_time({scope.sel(SLURM_JOB_INFO, scope.job)}"
         f"[{lookback}s]))\n"
         f"or count by (site, cluster) (last_over_time({scope.sel('gpu_job_info', scope.job)}"
         f"[{lookback}s]))"
@@ -280,7 +272,7 @@ def first_last(scope: Scope, lookback: int, step: int) -> tuple[str, str]:
     """The Unix times of the job's first and last samples within *lookback* (looked at
     every *step* seconds): its run, where Slurm no longer knows it. ``timestamp()`` of a
     selector is its sample's own time, so neither is rounded to the step."""
-    slurm, gpu = scope.sel("slurm_job_info", scope.job), scope.sel("gpu_job_info", scope.job)
+    slurm, gpu = scope.sel(SLURM_JOB_INFO, scope.job), scope.sel("gpu_job_info", scope.job)
     stamps = f"timestamp({slurm}) or timestamp({gpu})"
     window = f"[{lookback}s:{step}s]"
     return f"min_over_time(min({stamps}){window})", f"max_over_time(max({stamps}){window})"
@@ -293,7 +285,7 @@ def jobs_with_gpus(scope: Scope, lookback: int) -> str:
     gpus = f"group by (site, cluster, job_id) (last_over_time({scope.sel('gpu_job_info')}{window}))"
     owners = (
         "group by (site, cluster, job_id, user, account) "
-        f"(last_over_time({scope.sel('slurm_job_info')}{window}))"
+        f"(last_over_time({scope.sel(SLURM_JOB_INFO)}{window}))"
     )
     joined = f"{gpus}\n* on (site, cluster, job_id) group_left (user, account)\n{owners}"
     return f"(\n{joined}\n)\nor on (site, cluster, job_id) {gpus}"

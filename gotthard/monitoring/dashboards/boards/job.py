@@ -8,7 +8,7 @@ from grafanalib.core import Dashboard
 
 from gotthard.monitoring.components import job
 from gotthard.monitoring.dashboards import panels as ui
-from gotthard.monitoring.shared import sel
+from gotthard.monitoring.shared import SLURM_JOB_INFO, sel
 from gotthard.monitoring.thresholds import ThresholdValues
 
 DESCRIPTION = (
@@ -69,7 +69,7 @@ def job_efficiency(t: ThresholdValues) -> Dashboard:
             "none",
             ui.Query(
                 f"max by (site, cluster, job_id, user, account, partition) "
-                f"({SCOPE.sel('slurm_job_info', SCOPE.job)})",
+                f"({SCOPE.sel(SLURM_JOB_INFO, SCOPE.job)})",
                 name="running",
             ),
             description="The job as the Slurm exporter lists it while it runs. What it asked "

@@ -7,7 +7,7 @@ from grafanalib.core import Dashboard, TimeSeries
 from gotthard import slurm_state
 from gotthard.monitoring.components import slurm
 from gotthard.monitoring.dashboards import panels as ui
-from gotthard.monitoring.shared import eq, rate, ratio, sel, zero_if_none
+from gotthard.monitoring.shared import SLURM_JOB_INFO, eq, rate, ratio, sel, zero_if_none
 from gotthard.monitoring.thresholds import ThresholdValues
 
 DESCRIPTION = "Jobs, partitions, nodes and the controller of each Slurm cluster."
@@ -210,8 +210,7 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
             "Running jobs",
             "none",
             ui.Query(
-                "max by (site, cluster, job_id, user, account, partition) "
-                f"({sel('slurm_job_info')})",
+                f"max by (site, cluster, job_id, user, account, partition) ({sel(SLURM_JOB_INFO)})",
                 name="running",
             ),
             hide=("Time", "Value"),
