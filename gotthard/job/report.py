@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from gotthard.config import Config
 
 SCHEMA = "gotthard.job.report/v1"
+#: A time limit this long or longer is no limit for the time-limit finding.
+NO_LIMIT_SECONDS = 365 * 86400
 #: How far back a job's series are looked for, by default (seconds): a week.
 DEFAULT_LOOKBACK = 7 * 86400
 
@@ -353,7 +355,9 @@ def findings(report: Report, t: ThresholdValues) -> list[Finding]:
     limit_s = report.request.get("time_limit_seconds")
     time_limit = t[queries.TIME_USED]
     ended = report.state.split()[0] in slurm.ENDED if report.state else False
-    if ended and limit_s and run > 0 and run / limit_s < time_limit:
+    # a limit of a year or more is none (a partition without MaxTime gives jobs 365 days)
+    limited = bool(limit_s) and (limit_s or 0) < NO_LIMIT_SECONDS
+    if ended and limited and run > 0 and run / (limit_s or 1) < time_limit:
         share = run / limit_s
         found.append(
             _finding(

@@ -13,12 +13,14 @@ from datetime import datetime
 
 from gotthard import command
 
-#: Job states after which the job no longer runs.
+#: Job states after which the job no longer runs (COMPLETING: its processes ended, Slurm
+#: cleans up; EpilogSlurmctld sees it so).
 ENDED = frozenset(
     {
         "BOOT_FAIL",
         "CANCELLED",
         "COMPLETED",
+        "COMPLETING",
         "DEADLINE",
         "FAILED",
         "NODE_FAIL",

@@ -126,8 +126,9 @@ def gpu_job(
 ) -> str:  # fmt: skip
     """A job of *seconds* on both GPUs at *utilisation*, running and seen by Prometheus."""
     fixture, procfs, _ = fake_gpus
-    job_id = sandbox.submit("-p", "gpu", "--gres=gpu:2", "-o", "/dev/null", "--wrap",
-                            f"sleep {seconds}")  # fmt: skip
+    # a one-minute limit it uses a good share of: no time-limit finding
+    job_id = sandbox.submit("-p", "gpu", "--gres=gpu:2", "--time=1", "-o", "/dev/null",
+                            "--wrap", f"sleep {seconds}")  # fmt: skip
     assert wait_for(lambda: state(sandbox, job_id).state == "RUNNING", 30, 0.2)
     put_job_on_gpus(fixture, procfs, job_id, utilisation, tensor)
     seen = f'count_over_time(gpu_job_info{{job_id="{job_id}"}}[1m]) >= 4'
