@@ -143,6 +143,7 @@ AREAS: tuple[Area, ...] = (
         _component("security"),
         _board("security-compliance", "Security compliance", "security:security_compliance"),
     ),
+    Area("job", "Job", _component("job"), _board("job", "Job", "job:job_efficiency")),
 )
 
 #: The dashboard across every area, listed first.

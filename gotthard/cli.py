@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "runbooks": ("gotthard.runbooks.cli", "add_cli"),
     "sandbox": ("gotthard.sandbox", "add_cli"),
     "deploy": ("gotthard.deploy.cli", "add_cli"),
+    "job": ("gotthard.job.cli", "add_cli"),
 }
 
 

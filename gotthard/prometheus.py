@@ -79,16 +79,18 @@ class Prometheus:
         params = [("match[]", selector)] if selector else []
         return sorted(self._call(f"/api/v1/label/{urllib.parse.quote(label)}/values", params))
 
-    def query(self, expr: str) -> tuple[str, list[Any]]:
-        data = self._call("/api/v1/query", [("query", expr)], post=True)
+    def query(self, expr: str, at: float | None = None) -> tuple[str, list[Any]]:
+        """*expr* evaluated now, or at the Unix time *at*."""
+        params = [("query", expr)] + ([("time", f"{at:.3f}")] if at is not None else [])
+        data = self._call("/api/v1/query", params, post=True)
         result = data.get("result")
         if data.get("resultType") in ("scalar", "string"):
             return data["resultType"], [result]
         return str(data.get("resultType")), list(result or [])
 
-    def scalar(self, expr: str) -> float | None:
-        """The first sample's value of *expr*, or None when the result is empty."""
-        _, result = self.query(expr)
+    def scalar(self, expr: str, at: float | None = None) -> float | None:
+        """The first sample's value of *expr* (now, or at *at*), or None when empty."""
+        _, result = self.query(expr, at)
         if not result:
             return None
         sample = result[0]

@@ -95,6 +95,9 @@ def test_a_page_without_its_region_markers_is_an_error(generate: dict[str, Any])
     [
         ("exporter.md", ("exporter",), "gotthard exporter "),
         ("runbooks.md", ("runbooks", "serve"), "gotthard [--config FILE] runbooks serve "),
+        ("job.md", ("job", "report"), "gotthard job report "),
+        ("job.md", ("job", "epilog"), "gotthard job epilog "),
+        ("job.md", ("job", "digest"), "gotthard job digest "),
     ],
 )
 def test_each_synopsis_lists_exactly_the_flags_of_help(

@@ -174,6 +174,7 @@ def _roles(
             + dump_toml(own)
         )
         gotthard = [sys.executable, "-m", "gotthard", "--config", str(site_file)]
+        files.update(_epilog(cfg, site, cluster, where, out, gotthard))
         for role, addresses in roles:
             for index, address in enumerate(addresses):
                 suffix = f"-{index}" if len(addresses) > 1 else ""
@@ -183,6 +184,19 @@ def _roles(
                 ready = f"{url}{role.ready_path}"
                 found.append(Process(name, site, cluster, role.name, argv, ready, url))
     return files, found
+
+
+def _epilog(
+    cfg: Config, site: str, cluster: str, where: Path, out: Path, gotthard: list[str]
+) -> dict[str, str]:
+    """The cluster's EpilogSlurmctld script (``gotthard job epilog``), for a local Slurm
+    that wants the job summaries (the sandbox's tests point slurm.conf at it)."""
+    from gotthard.job import deploy as job
+
+    slurm_conf = cfg.site_model[site].clusters[cluster].slurm_conf
+    log = str(where / "epilog-slurmctld.log")
+    script = job.epilog_script(gotthard, cluster, slurm_conf, log, how="--target local")
+    return {str((where / job.SCRIPT).relative_to(out)): script}
 
 
 def render(cfg: Config, document: Mapping[str, Any], out: Path) -> dict[str, str]:

@@ -139,6 +139,8 @@ def write(out: Path, files: Mapping[str, str]) -> list[Path]:
             path = out / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+            if text.startswith("#!"):  # a script: slurmctld runs EpilogSlurmctld itself
+                path.chmod(0o755)
             written.append(path)
     except OSError as err:
         raise RenderError(f"{out}: cannot write: {err.strerror or err}") from None

@@ -437,6 +437,9 @@ class AlertmanagerDeploy(Strict):
     pager_urls: dict[Name, str] = Field(default_factory=dict)
     pager_fallback_url: str = "http://pager.invalid/default"
     ticket_url: str = "http://ticket.invalid/"
+    #: Where efficiency findings about users' jobs go (GPUIdleWhileAllocated); "" = a
+    #: receiver with no integrations (read them with ``gotthard job digest``).
+    efficiency_url: str = "http://efficiency.invalid/"
     #: The external dead man's switch that receives the always-firing GotthardWatchdog;
     #: "" = a receiver with no integrations.
     deadman_url: str = ""

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from gotthard.config import Config
+from gotthard.config import Config, ConfigError
 from gotthard.deploy.roles import AUDIT, DR, NODE_EXPORTER, RUNBOOKS, SLURM_EXPORTER, Role, command
 from gotthard.deploy.settings import KubernetesDeploy, SystemdDeploy
 
@@ -230,10 +231,28 @@ def timer_text(unit: Unit) -> str:
 
 
 def render(cfg: Config, settings: SystemdDeploy, node: KubernetesDeploy) -> dict[str, str]:
-    """File name -> text of every unit (``/etc/systemd/system``)."""
+    """File name -> text of every unit (``/etc/systemd/system``), and under ``slurm/``
+    the EpilogSlurmctld script and slurm.conf line of this cluster's controller."""
     files = {}
     for unit in units(cfg, settings, node):
         files[f"{unit.name}.service"] = service_text(unit, cfg, settings)
         if unit.oneshot_calendar:
             files[f"{unit.name}.timer"] = timer_text(unit)
+    files.update(slurm_epilog(cfg, settings))
     return files
+
+
+def slurm_epilog(cfg: Config, settings: SystemdDeploy) -> dict[str, str]:
+    """``slurm/gotthard-epilog-slurmctld.sh`` (install it next to slurm.conf) and
+    ``slurm/slurm.conf.gotthard`` (the line to add to slurm.conf), for this cluster."""
+    from gotthard.job import deploy as job
+
+    try:
+        slurm_conf = cfg.cluster_config().slurm_conf
+    except ConfigError:
+        slurm_conf = ""
+    where = str(Path(slurm_conf or "/etc/slurm/slurm.conf").parent / job.SCRIPT)
+    gotthard = [settings.gotthard_bin, "--config", settings.config_file]
+    log = "/var/log/slurm/gotthard-epilog.log"
+    script = job.epilog_script(gotthard, cfg.cluster, slurm_conf, log, how="--target systemd")
+    return {f"slurm/{job.SCRIPT}": script, "slurm/slurm.conf.gotthard": job.slurm_conf_line(where)}

@@ -18,6 +18,11 @@ Routing tree (first match wins unless ``continue``):
 3. ``severity="warning"`` -> ``ticket``.
 4. ``severity="info"`` -> ``null`` (a receiver with no integrations: not routed).
 
+Before 1: ``audience="users"`` (an efficiency finding about a user's job, such as
+GPUIdleWhileAllocated) -> ``efficiency`` only, grouped by job: the users' channel
+(``efficiency_url``, a placeholder ``http://efficiency.invalid/`` by default; or read
+``gotthard job digest``), never the runbook webhook, a pager or a ticket.
+
 The root receiver is ``ticket``, so an alert without a known severity still reaches a
 human. Pager and ticket receivers are plain webhook URLs: placeholders (``*.invalid``) by
 default, to be pointed at the site's paging and ticketing bridges (``--pager-url``,
@@ -48,6 +53,10 @@ WEBHOOK_RECEIVER = "runbook-webhook"
 TICKET_RECEIVER = "ticket"
 NULL_RECEIVER = "null"
 DEADMAN_RECEIVER = "deadman"
+EFFICIENCY_RECEIVER = "efficiency"
+#: The label of the alerts about users' jobs (``AlertRule.audience``).
+USERS = 'audience="users"'
+DEFAULT_EFFICIENCY_URL = "http://efficiency.invalid/"
 #: The always-firing alert that only the dead man's switch receives.
 WATCHDOG_ALERT = "GotthardWatchdog"
 DEFAULT_PAGER_RECEIVER = "pager-default"
@@ -194,6 +203,8 @@ class AlertmanagerSettings:
     #: site -> that site's runbook webhook URL; its alerts go there, not to ``webhook_url``
     site_webhook_urls: Mapping[str, str] = field(default_factory=dict)
     ticket_url: str = DEFAULT_TICKET_URL
+    #: Where efficiency findings about users' jobs go; "" = a receiver with no integrations
+    efficiency_url: str = DEFAULT_EFFICIENCY_URL
     #: The dead man's switch (a URL that expects the Watchdog every few minutes, such as
     #: healthchecks.io or Dead Man's Snitch); "" = a receiver with no integrations
     deadman_url: str = ""
@@ -232,6 +243,9 @@ def _receivers(settings: AlertmanagerSettings, name: Callable[[str], str]) -> li
     deadman: dict[str, Any] = {"name": name(DEADMAN_RECEIVER)}
     if settings.deadman_url:
         deadman["webhook_configs"] = [{"url": settings.deadman_url, "send_resolved": False}]
+    efficiency: dict[str, Any] = {"name": name(EFFICIENCY_RECEIVER)}
+    if settings.efficiency_url:
+        efficiency["webhook_configs"] = [_webhook(settings.efficiency_url)]
     return [
         {"name": name(NULL_RECEIVER)},
         {
@@ -258,6 +272,7 @@ def _receivers(settings: AlertmanagerSettings, name: Callable[[str], str]) -> li
         },
         {"name": name(TICKET_RECEIVER), "webhook_configs": [_webhook(settings.ticket_url)]},
         deadman,
+        efficiency,
     ]
 
 
@@ -274,6 +289,11 @@ def _routes(settings: AlertmanagerSettings, name: Callable[[str], str]) -> list[
             "group_wait": "0s",
             "group_interval": settings.deadman_repeat_interval,
             "repeat_interval": settings.deadman_repeat_interval,
+        },
+        {
+            "receiver": name(EFFICIENCY_RECEIVER),
+            "matchers": [USERS],
+            "group_by": [*GROUP_BY, "job_id"],
         },
         *(
             {

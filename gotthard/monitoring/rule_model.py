@@ -15,6 +15,10 @@ from gotthard.monitoring.thresholds import num
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
+#: Who acts on an alert: the site's operators (the runbook webhook, pagers, tickets, by
+#: severity), or the users whose jobs it is about (an efficiency finding: its own
+#: Alertmanager receiver, never a pager; the ``audience`` label routes it).
+Audience = Literal["operators", "users"]
 
 #: Where a rule is evaluated, by where its data lives (docs/multisite.md):
 #:
@@ -92,6 +96,8 @@ class AlertRule:
     #: Where it is evaluated (:data:`Placement`): its component's group at each site
     #: Prometheus, or its component's global group at the global evaluator.
     placement: Placement = "site"
+    #: Who acts on it (:data:`Audience`); ``users`` adds the label ``audience="users"``.
+    audience: Audience = "operators"
 
     @property
     def promql(self) -> str:

@@ -157,6 +157,8 @@ def alerting_groups(
             if rule.for_ not in ("0s", "0m", "0"):
                 entry["for"] = rule.for_
             entry["labels"] = {"severity": rule.severity}
+            if rule.audience != "operators":
+                entry["labels"]["audience"] = rule.audience
             entry["annotations"] = rule.annotations(runbook_base_url, dashboard_base_url)
             rules.append(entry)
         groups.append({"name": group_name(component, "alerts", placement), "rules": rules})

@@ -94,6 +94,9 @@ def ratio(fn: str, labels: str, numerator: str, denominator: str) -> str:
 #: Labels that identify one whole GPU across the fleet (``instance`` is the node's
 #: exporter, ``gpu`` the NVML index, ``uuid`` the board): the key of every GPU join.
 GPU_KEY = "site, cluster, instance, gpu, uuid"
+#: The Slurm exporter's one series per running job (``job_id``, ``user``, ``account``,
+#: ``partition``): the join key of every per-job view.
+SLURM_JOB_INFO = "slurm_job_info"
 #: ``gpu_job_info`` reduced to one series per (GPU, job), for rules (no dashboard filter).
 GPU_JOB_INFO = f"max by ({GPU_KEY}, job_id) (gpu_job_info)"
 
@@ -119,5 +122,5 @@ def owner_join(expr: str) -> str:
     match is on ``cluster`` and ``job_id`` only; ``max by`` first collapses duplicates
     from redundant exporters so that the right-hand side is unique per job.
     """
-    owners = "max by (cluster, job_id, user, account, partition) (" + sel("slurm_job_info") + ")"
+    owners = "max by (cluster, job_id, user, account, partition) (" + sel(SLURM_JOB_INFO) + ")"
     return f"({expr}) * on(cluster, job_id) group_left(user, account, partition) {owners}"

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from gotthard.monitoring import rules
-from gotthard.monitoring.components import all_alerts
+from gotthard.monitoring.components import all_alerts, job
 from gotthard.monitoring.dashboards.lint import iter_panels
 from gotthard.monitoring.thresholds import ThresholdValues, num
 
@@ -88,7 +88,9 @@ def markdown_table(uses: list[ThresholdUse]) -> str:
     """The threshold table of docs/alerts.md (a test keeps the page in step with this)."""
     lines = ["| Threshold | Default | Unit | Used by |", "|---|---|---|---|"]
     for use in uses:
-        alerts = ", ".join(use.alerts)
+        alerts = ", ".join(use.alerts) or (
+            "findings of `gotthard job report` (docs/job.md)" if use.name in job.FINDINGS else ""
+        )
         lines.append(f"| `{use.name}` | {num(use.default)} | {use.unit} | {alerts} |")
     return "\n".join(lines) + "\n"
 

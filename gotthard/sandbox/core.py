@@ -82,6 +82,10 @@ class Sandbox(SandboxLayout):
         """The processes of ``state.json``, in start order."""
         return self._procs.load()
 
+    def before_slurmctld(self) -> None:
+        """Called by ``up`` once munged runs and slurm.conf is written, before slurmctld
+        starts (a slurmdbd it needs at its first start); nothing here."""
+
     def slurm_ready(self) -> None:
         """Called by ``up`` once the node takes jobs, before the exporter starts (whose
         submission probe uses up job ids); nothing here."""
@@ -172,6 +176,7 @@ class Sandbox(SandboxLayout):
         if self.accounting:
             accounting.start_mariadb(self, self._procs)
             accounting.start_slurmdbd(self, self._procs)
+        self.before_slurmctld()
         slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
         slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
         slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gotthard.sandbox.netns import ControllerNet
 from gotthard.sandbox.processes import search_path
@@ -57,6 +58,8 @@ class SandboxLayout:
         maintenance_node: str = "",
         backup_controller: bool = False,
         accounting: bool = False,
+        slurm_conf_extra: Sequence[str] = (),
+        site_settings: Mapping[str, Any] | None = None,
     ) -> None:
         if gpus < 0:
             raise ValueError("gpus must be >= 0")
@@ -80,6 +83,11 @@ class SandboxLayout:
         #: The backup's namespace and addresses, once ``up`` made them.
         self.controller_net: ControllerNet | None = None
         self.exporter_poll_interval = exporter_poll_interval
+        #: ``Key=Value`` lines added to slurm.conf, each replacing the sandbox's line of
+        #: the same key (accounting through a slurmdbd, an EpilogSlurmctld)
+        self.slurm_conf_extra = tuple(slurm_conf_extra)
+        #: Tables merged into the site file ``up`` writes (more roles and their settings)
+        self.site_settings: dict[str, Any] = dict(site_settings or {})
 
         base = self.directory
         self.slurm_conf = base / "slurm.conf"

@@ -259,7 +259,7 @@ def single_site(layout: SandboxLayout, *, exporter: bool, monitoring: bool) -> d
             },
         },
     }
-    return merge(tuning(layout.webhook_token), document)
+    return merge(merge(tuning(layout.webhook_token), document), layout.site_settings)
 
 
 def _site_model(top: Topology) -> dict[str, Any]:
@@ -387,6 +387,7 @@ def multi_site(top: Topology) -> dict[str, Any]:
                 "pager_urls": {site: f"{top.notifications_url}/pager/{site}" for site in top.sites},
                 "pager_fallback_url": f"{top.notifications_url}/pager/default",
                 "ticket_url": f"{top.notifications_url}/ticket",
+                "efficiency_url": f"{top.notifications_url}/efficiency",
                 "deadman_url": f"{top.notifications_url}/deadman",
                 "ports": {site: top.port(site, "alertmanager") for site in top.sites},
                 "cluster_ports": {

@@ -257,7 +257,9 @@ def slurm_conf_lines(layout: SandboxLayout) -> list[str]:
             "AuthAltTypes=auth/jwt",
             f"AuthAltParameters=jwt_key={layout.jwt_key}",
         ]
-    return lines
+    keys = {extra.split("=", 1)[0] for extra in layout.slurm_conf_extra}
+    lines = [line for line in lines if line.split("=", 1)[0] not in keys]
+    return lines + list(layout.slurm_conf_extra)
 
 
 def write_slurm_configs(layout: SandboxLayout) -> None:

@@ -26,13 +26,26 @@ def units(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_role_has_a_unit_and_the_audits_a_timer(units: Path) -> None:
-    assert sorted(p.name for p in units.iterdir()) == sorted(
+    assert sorted(p.name for p in units.iterdir() if p.is_file()) == sorted(
         [*EXPOSURE_CEILINGS, "gotthard-kube-bench.timer", "gotthard-policy-textfile.timer"]
     )
 
 
+def test_the_slurmctld_epilog_script_and_its_slurm_conf_line(units: Path) -> None:
+    """``slurm/``: the EpilogSlurmctld wrapper (executable) that stores the job summary."""
+    script = units / "slurm" / "gotthard-epilog-slurmctld.sh"
+    assert script.stat().st_mode & 0o777 == 0o755
+    text = script.read_text()
+    assert text.startswith("#!/bin/sh\n")
+    assert f"exec {GOTTHARD_BIN} --config /etc/gotthard/site.toml job epilog --cluster " in text
+    assert "--timeout 20 --log-file /var/log/slurm/gotthard-epilog.log\n" in text
+    line = (units / "slurm" / "slurm.conf.gotthard").read_text()
+    assert re.fullmatch(r"EpilogSlurmctld=/\S+/gotthard-epilog-slurmctld\.sh\n", line)
+    assert run(["sh", "-n", str(script)]).returncode == 0
+
+
 def test_systemd_analyze_verify_accepts_them_without_a_warning(units: Path) -> None:
-    files = sorted(str(p) for p in units.iterdir())
+    files = sorted(str(p) for p in units.iterdir() if p.is_file())
     result = run(["systemd-analyze", "verify", *files])
     assert result.returncode == 0, result.stderr
     assert result.stderr == "", result.stderr  # an unknown key or bad value only warns

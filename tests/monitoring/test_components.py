@@ -18,7 +18,7 @@ from gotthard.exporters.settings import SlingshotExporterConfig
 from gotthard.exporters.slingshot import limits
 from gotthard.exporters.slingshot.render import HealthRule
 from gotthard.monitoring import components, rules, shared
-from gotthard.monitoring.components import gpu, lustre, slingshot
+from gotthard.monitoring.components import gpu, job, lustre, slingshot
 from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.rule_model import COMPONENTS
 
@@ -35,6 +35,9 @@ def test_one_component_module_per_area_in_rule_group_order() -> None:
     for module in components.MODULES:
         assert module.DASHBOARD in shared.DASHBOARD_UIDS, module.__name__
         made = module.alerts(components.threshold_values())
+        if module.COMPONENT == "job":  # the job report's findings, no alert of its own
+            assert made == () and module.FINDINGS
+            continue
         assert made, module.__name__
         assert {rule.component for rule in made} == {module.COMPONENT}
         assert {rule.component for rule in module.RECORDING_RULES} <= {module.COMPONENT}
@@ -45,9 +48,12 @@ def test_one_component_module_per_area_in_rule_group_order() -> None:
 
 
 def test_every_threshold_default_is_valid_and_used_by_an_alert() -> None:
+    """(The job report's thresholds are its findings', tests/job/test_report.py.)"""
     defaults = components.threshold_values()
     for threshold in components.THRESHOLDS:
         assert threshold.check(threshold.default) == threshold.default
+        if threshold.name in job.FINDINGS:
+            continue
         changed = defaults.overridden(threshold.name, threshold.perturbed(threshold.default))
         before = {rule.name: rule for rule in components.all_alerts(defaults)}
         after = components.all_alerts(changed)

@@ -70,6 +70,7 @@ EXPECTED_TITLES = {
     "Gotthard / DR",
     "Gotthard / Security compliance",
     "Gotthard / Exporters",
+    "Gotthard / Job",
 }
 SITES = (("zurich", "alps"), ("lugano", "todi"))
 

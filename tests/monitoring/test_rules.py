@@ -383,6 +383,9 @@ def test_amtool_check_config(built: Path) -> None:
         # the dead man's switch only: never the webhook, a pager or a ticket
         (["alertname=GotthardWatchdog", "severity=info", "site=zurich"], "deadman"),
         (["alertname=GotthardWatchdog", "severity=critical", "site=lugano"], "deadman"),
+        # an efficiency finding about a user's job: the users' receiver, never a page
+        (["alertname=GPUIdleWhileAllocated", "severity=warning", "audience=users"], "efficiency"),
+        (["severity=critical", "site=zurich", "audience=users"], "efficiency"),
     ],
 )
 def test_amtool_routes(built: Path, labels: list[str], receivers: str) -> None:
@@ -469,8 +472,13 @@ def test_a_malformed_site_webhook_is_a_usage_error(tmp_path: Path, capsys: Any) 
 def test_alertmanager_groups_by_alertname_site_cluster(built: Path) -> None:
     route = load_yaml(built / "alertmanager.yml")["route"]
     assert route["group_by"] == ["alertname", "site", "cluster"]
-    # after the Watchdog's route to the dead man's switch
-    webhook_route = route["routes"][1]
+    # after the Watchdog's route to the dead man's switch and the users' findings' route
+    # (grouped by job too, not continued)
+    users = route["routes"][1]
+    assert (users["receiver"], users["matchers"]) == ("efficiency", ['audience="users"'])
+    assert users["group_by"] == ["alertname", "site", "cluster", "job_id"]
+    assert "continue" not in users
+    webhook_route = route["routes"][2]
     assert webhook_route["receiver"] == "runbook-webhook" and webhook_route["continue"] is True
 
 

@@ -270,5 +270,7 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             expr_summary=(
                 f"GPU with a job (`gpu_job_info`) under {pct(idle)} utilisation (15-minute average)"
             ),
+            # the job's user's to act on: the efficiency receiver, never a page or ticket
+            audience="users",
         ),
     )

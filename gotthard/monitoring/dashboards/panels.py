@@ -240,6 +240,19 @@ def label_table(
     return table(title, "none", Query(expr, name=name), description=description, sort_by=sort_by)
 
 
+def job_link(column: str = "job_id") -> dict[str, Any]:
+    """A table override: the *column* of Slurm job ids links to the Job dashboard, with
+    the row's site and cluster and the current time range."""
+    url = (
+        f"/d/{DASHBOARD_UIDS['job']}?var-site=${{__data.fields.site}}"
+        "&var-cluster=${__data.fields.cluster}&var-job_id=${__value.raw}&${__url_time_range}"
+    )
+    return {
+        "matcher": {"id": "byName", "options": column},
+        "properties": [{"id": "links", "value": [{"title": "Job efficiency", "url": url}]}],
+    }
+
+
 def table(
     title: str,
     unit: str,
@@ -247,6 +260,7 @@ def table(
     description: str = "",
     hide: Sequence[str] = ("Time",),
     sort_by: str = "",
+    links: Sequence[dict[str, Any]] = (),
 ) -> Table:
     transformations: list[dict[str, Any]] = []
     if len(queries) > 1:
@@ -261,7 +275,7 @@ def table(
         **_common(title, description, queries, instant=True, table=True),
         unit=unit,
         filterable=True,
-        overrides=_overrides(queries, table=True),
+        overrides=[*_overrides(queries, table=True), *links],
         transformations=transformations,
         thresholds=threshold_steps(()),
     )

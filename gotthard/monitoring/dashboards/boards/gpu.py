@@ -185,9 +185,11 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             ),
             hide=("Time",),
             sort_by="utilisation",
+            links=(ui.job_link(),),
             description="Slurm jobs with processes on the GPUs (gpu_job_info), joined to "
             "slurm_job_info on cluster and job_id for user, account and partition. Memory "
-            "of a GPU shared by several jobs is counted for each of them.",
+            "of a GPU shared by several jobs is counted for each of them. A job id opens "
+            "the Job dashboard.",
         )
     )
     pods = f"{sel('gpu_pod_info', NODE)} * on({GPU_KEY}) group_left " + sel(

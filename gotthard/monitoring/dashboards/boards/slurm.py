@@ -7,7 +7,7 @@ from grafanalib.core import Dashboard, TimeSeries
 from gotthard import slurm_state
 from gotthard.monitoring.components import slurm
 from gotthard.monitoring.dashboards import panels as ui
-from gotthard.monitoring.shared import eq, rate, ratio, sel, zero_if_none
+from gotthard.monitoring.shared import SLURM_JOB_INFO, eq, rate, ratio, sel, zero_if_none
 from gotthard.monitoring.thresholds import ThresholdValues
 
 DESCRIPTION = "Jobs, partitions, nodes and the controller of each Slurm cluster."
@@ -205,7 +205,19 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
     board.row(
         ui.gauge_timeseries(
             "Probe duration", "s", "slurm_probe_duration_seconds", "{{cluster}} {{op}}"
-        )
+        ),
+        ui.table(
+            "Running jobs",
+            "none",
+            ui.Query(
+                f"max by (site, cluster, job_id, user, account, partition) ({sel(SLURM_JOB_INFO)})",
+                name="running",
+            ),
+            hide=("Time", "Value"),
+            links=(ui.job_link(),),
+            description="One row per running job (slurm_job_info); a job id opens the Job "
+            "dashboard: its GPUs, Lustre I/O and Slingshot traffic.",
+        ),
     )
     accounts = eq("user", "")
     board.row(
