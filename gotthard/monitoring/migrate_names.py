@@ -11,8 +11,8 @@ What is left alone:
 
 * in Python files (``.py``), everything but string literals and comments: identifiers
   (``def gpu_health(...)``, ``snapshot.gpu_lost``, ``slurm_up: bool``) are code, not
-  metric names; inside an f-string, the ``{...}`` fields;
-* in other files, a name followed by ``(`` (a call), by ``=`` that is no ``==``/``=~``
+  metric names; inside an f-string's ``{...}`` fields, all but their string literals;
+* in other files, a name followed by ``(`` with no space (a call), by ``=`` that is no ``==``/``=~``
   (an assignment or keyword), or by ``: Type`` (an annotation), or preceded by an
   attribute dot (``x.gpu_lost``): code in a document;
 * a line with ``migrate-names: keep``; the lines between ``migrate-names: off`` and
@@ -53,6 +53,7 @@ SKIPPED_DIRS = frozenset(
         ".mypy_cache",
         ".ruff_cache",
         ".pytest_cache",
+        ".hypothesis",
     }
 )
 #: Characters of a Prometheus name.
@@ -60,9 +61,11 @@ _NAME = "A-Za-z0-9_"
 #: Anything after a name that makes it code in a document: a call, an assignment or
 #: keyword argument, a type annotation.
 _CODE_AFTER = re.compile(
-    r"\s*(?:\(|=(?![=~])|:\s*(?:int|float|str|bool|bytes|list|dict|tuple|set|Any|None|"
+    r"(?:\(|\s*=(?![=~])|:\s*(?:int|float|str|bool|bytes|list|dict|tuple|set|Any|None|"
     r"[A-Z][A-Za-z0-9_]*)\b)"
 )
+#: A string literal inside an f-string field.
+_LITERAL = re.compile(r"(['\"])(.*?)\1")
 _ATTRIBUTE_BEFORE = re.compile(rf"[{_NAME})\]]\.$")
 
 
@@ -76,7 +79,10 @@ class Finding:
 
 def _pattern(table: Mapping[str, str]) -> re.Pattern[str]:
     alternatives = "|".join(re.escape(old) for old in sorted(table, key=len, reverse=True))
-    return re.compile(rf"(?<![{_NAME}:])(?:{alternatives})(?![{_NAME}]|:[{_NAME}])")
+    # after an escape (``\n`` in a string literal or JSON) a name starts, though ``n`` is
+    # a name character
+    before = rf"(?:(?<=\\[nrt])|(?<![{_NAME}:]))"
+    return re.compile(rf"{before}(?:{alternatives})(?![{_NAME}]|:[{_NAME}])")
 
 
 class Migrator:
@@ -156,6 +162,18 @@ class Migrator:
             index += 1
         yield token[start:], depth == 0
 
+    def _field(self, field: str) -> tuple[str, list[tuple[int, str]]]:
+        """An f-string's ``{...}`` field: code, whose string literals are rewritten
+        (``{sel('slurm_up')}``), not its names (``{slurm_up}``)."""
+        found: list[tuple[int, str]] = []
+
+        def literal(match: re.Match[str]) -> str:
+            new, hits = self._replace(match.group(2), code_rules=False)
+            found.extend((match.start(2) + offset, old) for offset, old in hits)
+            return match.group(1) + new + match.group(1)
+
+        return _LITERAL.sub(literal, field), found
+
     def _python(self, text: str) -> tuple[str, list[tuple[int, str]]] | None:
         """Rewrite the strings and comments of Python source; None if it does not
         tokenize (then it is rewritten as text)."""
@@ -180,14 +198,13 @@ class Migrator:
             hits_here: list[tuple[int, str]] = []
             position = 0
             for part, rewritable in self._segments(token.string):
-                if rewritable:
-                    new, hits = self._replace(part, code_rules=False)
-                    pieces.append(new)
-                    for offset, old in hits:
-                        line = row + token.string[: position + offset].count("\n")
-                        hits_here.append((line, old))
-                else:
-                    pieces.append(part)
+                new, hits = (
+                    self._replace(part, code_rules=False) if rewritable else self._field(part)
+                )
+                pieces.append(new)
+                for offset, old in hits:
+                    line = row + token.string[: position + offset].count("\n")
+                    hits_here.append((line, old))
                 position += len(part)
             if hits_here:
                 begin = offsets[row - 1] + col

@@ -200,7 +200,12 @@ def test_the_global_view_federates_named_series_only(out: Path) -> None:
     }
     assert recording <= names
     # raw series the dashboards read, and the scrape health of every target
-    assert {"slurm_up", "gpu_utilization_ratio", "gotthard_dr_site_healthy", "up"} <= names
+    assert {
+        "gotthard_slurm_up",
+        "gotthard_gpu_utilization_ratio",
+        "gotthard_dr_site_healthy",
+        "up",
+    } <= names
     assert all(name.replace("_", "").replace(":", "").isalnum() for name in names)
     # a federation target's up names the site (and home cluster) it federates
     assert jobs["federate-lugano"]["relabel_configs"] == [

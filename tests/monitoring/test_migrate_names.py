@@ -19,6 +19,7 @@ PYTHON = """def gpu_health(gpu_lost: int) -> None:
     text = f"lustre_health_check{{state=\\"{gpu_lost}\\"}} slurm_jobs"
     rule = "site_cluster_partition:slurm_nodes:sum and gotthard_slurm_up and slurm_up_x"
     kept = "slurm_up"  # migrate-names: keep
+    expr = f"count({sel('gpu_info', slurm_up)})\\nslurm_up"
 """
 PYTHON_MIGRATED = """def gpu_health(gpu_lost: int) -> None:
     slurm_up: bool = True
@@ -27,6 +28,7 @@ PYTHON_MIGRATED = """def gpu_health(gpu_lost: int) -> None:
     text = f"gotthard_lustre_health_state{{state=\\"{gpu_lost}\\"}} gotthard_slurm_jobs"
     rule = "site_cluster_partition:gotthard_slurm_nodes:sum and gotthard_slurm_up and slurm_up_x"
     kept = "slurm_up"  # migrate-names: keep
+    expr = f"count({sel('gotthard_gpu_info', slurm_up)})\\ngotthard_slurm_up"
 """
 MARKDOWN = """On `slurm_up == 0`; `rate(slingshot_octets_total[5m])`.
 record: site_cluster:gpu_utilization_ratio:avg

@@ -246,7 +246,7 @@ def test_each_site_prometheus_labels_its_data_and_the_global_view_has_both(
 
     want = {(site, job.format(site=site)) for site in SITES for job in JOBS}
     wait_until(lambda: scraped() >= want, 30, lambda: f"global view has {scraped()}")
-    clusters = instant(two_sites.global_url, "slurm_up")
+    clusters = instant(two_sites.global_url, "gotthard_slurm_up")
     assert {(s["metric"]["site"], s["metric"]["cluster"]) for s in clusters} == {
         (site, site) for site in SITES
     }
@@ -295,8 +295,8 @@ def test_a_node_drained_for_maintenance_with_slurmd_stopped_does_not_page(
     """nid002 is drained by an operator and its slurmd is stopped, so Slurm flags it
     NOT_RESPONDING: each site's rules see it in maintenance, and SlurmNodeNotResponding
     does not even go pending (it would, at the first evaluation, without the exception)."""
-    not_responding = 'slurm_node_info{node="nid002", state=~".*not_responding.*"}'
-    maintenance = 'site_cluster_node:slurm_node_maintenance:group{node="nid002"}'
+    not_responding = 'gotthard_slurm_node_info{node="nid002", state=~".*not_responding.*"}'
+    maintenance = 'site_cluster_node:gotthard_slurm_node_maintenance:group{node="nid002"}'
     for site in SITES:
         prometheus = two_sites.prometheus_url(site)
         wait_until(lambda p=prometheus: instant(p, not_responding), 120, "nid002 flagged")
