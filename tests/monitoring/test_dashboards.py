@@ -475,8 +475,13 @@ def prometheus_config(ports: dict[str, int], dr: int, rule_file: Path) -> str:
 
 def recording_rule_file(root: Path) -> Path:
     """``recording.rules.yml`` as ``gotthard rules build`` writes it (no alerts: a healthy
-    test site fires none, and the overview's alert table is allowed to be empty)."""
-    assert run_in_process("rules", "build", "--out", str(root / "rules")) == 0
+    test site fires none, and the overview's alert table is allowed to be empty), with
+    ``[monitoring] legacy_names = true``: the old names too, for the previous release's
+    dashboards (:func:`test_legacy_names_keep_a_previous_release_dashboards_working`)."""
+    site = root / "legacy.toml"
+    site.write_text("[monitoring]\nlegacy_names = true\n")
+    argv = ("--config", str(site), "rules", "build", "--out", str(root / "rules"))
+    assert run_in_process(*argv) == 0
     return root / "rules" / "recording.rules.yml"
 
 
@@ -841,3 +846,36 @@ def test_variable_values_are_escaped_for_promql_regexes() -> None:
         )
         == "x[1m] s c $other"
     )
+
+
+def test_legacy_names_keep_a_previous_release_dashboards_working(live_prometheus: str) -> None:
+    """Every query of the dashboards of before the renames that reads an old name
+    (tests/fixtures/legacy-dashboards/) finds, through the legacy recording rules, the
+    series its migrated query finds, and most find some."""
+    from gotthard.monitoring.migrate_names import Migrator
+
+    migrate = Migrator().migrate_text
+    fixture = json.loads((FIXTURES / "legacy-dashboards" / "queries.json").read_text())
+    prometheus = live.Prometheus(live_prometheus)
+    boards = {dash["uid"]: dash for dash in build.build_dashboards()}
+    values = {
+        uid: live.resolve_variables(prometheus, dash, "1m")[0] for uid, dash in boards.items()
+    }
+
+    def series(expr: str, uid: str) -> set[frozenset[tuple[str, str]]]:
+        found = instant(live_prometheus, live.substitute(expr, values[uid]))
+        return {frozenset((k, v) for k, v in s["metric"].items() if k != "__name__") for s in found}
+
+    differ, with_data = [], 0
+    for query in fixture["queries"]:
+        new, replaced = migrate(query["expr"])
+        assert replaced and new != query["expr"], query  # it reads an old name
+        old_series, new_series = (
+            series(query["expr"], query["dashboard"]),
+            series(new, query["dashboard"]),
+        )
+        with_data += bool(old_series)
+        if old_series != new_series:
+            differ.append((query["dashboard"], query["panel"], query["ref"]))
+    assert differ == []
+    assert with_data >= 0.9 * len(fixture["queries"]) >= 100

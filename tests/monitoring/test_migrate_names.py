@@ -8,9 +8,25 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gotthard.exporters import names
-from tests.support.cli import run_in_process
+from tests.support.cli import ROOT, run_in_process
+
+#: What ``migrate-names --check`` holds to no old name: the repository's own files.
+TREE = (
+    "gotthard",
+    "tests",
+    "testing",
+    "docs",
+    "scripts",
+    "benchmarks",
+    "README.md",
+    "CHANGELOG.md",
+    "Makefile",
+    "Containerfile",
+    "pyproject.toml",
+)
 
 PYTHON = """def gpu_health(gpu_lost: int) -> None:
     slurm_up: bool = True
@@ -95,3 +111,37 @@ def test_the_table_is_one_to_one_and_every_new_name_is_in_an_area_namespace() ->
         metric = rename.new.split(":")[1] if rename.kind == "recording rule" else rename.new
         assert any(metric.startswith(f"gotthard_{area}_") for area in names.AREAS), rename
         assert rename.why
+
+
+def test_without_legacy_names_no_old_name_is_built_and_with_it_only_the_legacy_group_has_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plain, legacy = tmp_path / "plain", tmp_path / "legacy"
+    site = tmp_path / "site.toml"
+    site.write_text("[monitoring]\nlegacy_names = true\n")
+    assert run_in_process("rules", "build", "--out", str(plain / "rules")) == 0
+    assert run_in_process("dashboards", "build", "--out", str(plain / "dashboards")) == 0
+    argv = ("rules", "build", "--format", "prometheus-operator", "--out", str(legacy))
+    assert run_in_process("--config", str(site), *argv) == 0
+    capsys.readouterr()
+
+    assert run_in_process("rules", "migrate-names", "--check", str(plain)) == 0
+    assert capsys.readouterr().out == ""
+
+    assert run_in_process("rules", "migrate-names", "--check", str(legacy)) == 1
+    left = {line.split(":", 1)[0] for line in capsys.readouterr().out.splitlines()}
+    assert left == {str(legacy / "gotthard-legacy.prometheusrule.yaml")}
+    document = yaml.safe_load((legacy / "gotthard-legacy.prometheusrule.yaml").read_text())
+    (group,) = document["spec"]["groups"]
+    assert group["name"] == names.LEGACY_GROUP
+    assert {(r["record"], r["expr"]) for r in group["rules"]} == set(names.mapping().items())
+
+
+def test_no_old_name_is_left_in_the_repository(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the coordinator runs after each merge: every old name is gone but where a
+    marker keeps it (the table, the legacy fixture, other exporters' lists, the
+    CHANGELOG entry, the rename table of docs/exporter.md)."""
+    paths = [ROOT / name for name in TREE if (ROOT / name).exists()]
+    assert run_in_process("rules", "migrate-names", "--check", *map(str, paths)) == 0, (
+        capsys.readouterr().out
+    )
