@@ -73,6 +73,16 @@ _SPECIAL: dict[str, tuple[str, str]] = {
         "gotthard_slurm_reservation_info",
         "SckyzO's slurm_exporter exports `slurm_reservation_info` with other labels",
     ),
+    "slurm_nodes": (
+        "gotthard_slurm_nodes",
+        "SckyzO's `slurm_nodes_total` (a gauge) is the same family name in OpenMetrics, "
+        "where a counter `x` is exposed as `x_total`",
+    ),
+    "slurm_partition_cpus": (
+        "gotthard_slurm_partition_cpus",
+        "vpenso's and SckyzO's `slurm_partition_cpus_total` (a gauge) is the same family "
+        "name in OpenMetrics, where a counter `x` is exposed as `x_total`",
+    ),
     "slurm_scheduler_threads": (
         "gotthard_slurm_scheduler_threads",
         "vpenso's and SckyzO's name for the same sdiag value: a site running both "
