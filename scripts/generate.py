@@ -8,7 +8,8 @@
 * docs/alerts.md: the threshold table, the alert index and the recording-rule table;
 * docs/exporter.md: a metric table per collector, from the families each declares
   (:class:`gotthard.exporters.families.Desc`; the collectors come from the registry of
-  areas, :mod:`gotthard.areas`), and one of the exporter's own families;
+  areas, :mod:`gotthard.areas`), one of the exporter's own families, and the rename
+  table of before 1.0 (:mod:`gotthard.exporters.names`);
 * copies of package data that the tests read as fixtures (:data:`COPIES`).
 
 A generated region of a hand-written page lies between two marker comments,
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gotthard import areas  # noqa: E402
-from gotthard.exporters import families  # noqa: E402
+from gotthard.exporters import families, names  # noqa: E402
 from gotthard.monitoring import rules, runbook_pages, thresholds_cli  # noqa: E402
 
 RUNBOOKS = "docs/runbooks"
@@ -67,6 +68,7 @@ REGIONS: Mapping[str, Mapping[str, Callable[[], str]]] = {
         "recording-rules": rules.recording_rules_markdown_table,
     },
     "docs/exporter.md": {
+        "renames": names.markdown_table,
         "metrics-exporter": lambda: metric_table("gotthard.exporters.runtime"),
         **{
             f"metrics-{c.name}": lambda ref=c.metrics: metric_table(ref)
