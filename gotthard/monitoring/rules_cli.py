@@ -258,7 +258,9 @@ def add_cli(subparsers: Any) -> None:
         "(deterministic bytes). Pager routes are made for the sites "
         "of the site configuration (--config), or zurich and lugano when it names none. "
         'With [monitoring] gpu_source = "dcgm" the recording rules also map '
-        "dcgm-exporter's metrics to Gotthard's GPU metrics.",
+        "dcgm-exporter's metrics to Gotthard's GPU metrics; with [monitoring] legacy_names "
+        "= true they also record the metric names of before 1.0 from the new ones "
+        "(group gotthard-legacy.recording, for one release).",
         choice=("--format", deliver.RULE_FORMATS),
     )
     add_repeatable(
