@@ -240,7 +240,10 @@ class Migrator:
             return []
         new, hits = self.migrate_text(text, python=path.suffix == ".py")
         if not check and new != text:
-            path.write_text(new, encoding="utf-8")
+            try:
+                path.write_text(new, encoding="utf-8")
+            except OSError as err:
+                raise OSError(f"cannot write {path}: {err.strerror or err}") from None
         return [Finding(path, line, old, self.table[old]) for line, old in hits]
 
 
@@ -290,7 +293,11 @@ def _cmd(args: argparse.Namespace, _cfg: Any) -> int:
             file=sys.stderr,
         )
         return 2
-    found = run(paths, check=args.check)
+    try:
+        found = run(paths, check=args.check)
+    except OSError as err:
+        print(f"gotthard rules migrate-names: {err}", file=sys.stderr)
+        return 2
     if args.check:
         for finding in found:
             print(f"{finding.path}:{finding.line}: {finding.old} -> {finding.new}")
@@ -320,7 +327,8 @@ def add_parser(commands: Any) -> None:
         "between 'migrate-names: off' and 'migrate-names: on', and files with "
         "'migrate-names: skip-file' are kept. Running it again changes nothing. "
         "Exit status: 0 done (with --check: no old name left), 1 with --check: old "
-        "names left (listed FILE:LINE: old -> new), 2 a PATH does not exist.",
+        "names left (listed FILE:LINE: old -> new), 2 a PATH does not exist or a file "
+        "cannot be written.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="file or folder (walked)")
     parser.add_argument(

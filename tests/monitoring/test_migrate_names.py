@@ -145,3 +145,19 @@ def test_no_old_name_is_left_in_the_repository(capsys: pytest.CaptureFixture[str
     assert run_in_process("rules", "migrate-names", "--check", *map(str, paths)) == 0, (
         capsys.readouterr().out
     )
+
+
+def test_a_file_that_cannot_be_written_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    board = tmp_path / "board.json"
+    board.write_text('{"expr": "sum(slurm_up)"}\n')
+
+    def full_disk(self: Path, *args: object, **kwargs: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Path, "write_text", full_disk)  # the file system refuses the write
+    assert run_in_process("rules", "migrate-names", str(tmp_path)) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"gotthard rules migrate-names: cannot write {board}: No space left on device"
+    )
