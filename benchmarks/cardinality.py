@@ -47,8 +47,8 @@ SIZES: dict[str, int] = {
     "osts_per_oss": 10,
     "mdts": 4,
     "lustre_jobs_per_target": 10_000,
-    "slurm_jobs": 100_000,
-    "slurm_nodes": 10_000,
+    "gotthard_slurm_jobs": 100_000,
+    "gotthard_slurm_nodes": 10_000,
     "dr_schedules": 20,
     "dr_services": 10,
 }
@@ -228,7 +228,7 @@ def slurm(*, per_user: bool = False, job_info: bool = True) -> str:
 
     root = _tmp()
     try:
-        slurm_scale.generate(root, SIZES["slurm_jobs"], SIZES["slurm_nodes"])
+        slurm_scale.generate(root, SIZES["gotthard_slurm_jobs"], SIZES["gotthard_slurm_nodes"])
         names = {
             "squeue": "squeue.txt",
             "nodes": "sinfo-nodes.txt",
@@ -385,13 +385,13 @@ ROLES: tuple[Role, ...] = (
     ),
     Role(
         "slurm",
-        "Slurm controller, 100,000 jobs, 10,000 nodes (slurm_job_info off)",
+        "Slurm controller, 100,000 jobs, 10,000 nodes (gotthard_slurm_job_info off)",
         {"node": 10_000},
         lambda: slurm(job_info=False),
     ),
     Role(
         "slurm-job-info",
-        "the same with slurm_job_info (default on)",
+        "the same with gotthard_slurm_job_info (default on)",
         {"node": 10_000},
         lambda: slurm(job_info=True),
         "--slurm.job-info (default true)",
@@ -399,7 +399,7 @@ ROLES: tuple[Role, ...] = (
     ),
     Role(
         "slurm-per-user",
-        "the same with a user label (and slurm_job_info)",
+        "the same with a user label (and gotthard_slurm_job_info)",
         {"node": 10_000},
         lambda: slurm(per_user=True),
         "--slurm.per-user",

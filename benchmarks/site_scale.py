@@ -5,7 +5,7 @@ The site (``--scale 1``) is Alps-sized: 2,700 GPU nodes with 4 GH200 each and 4 
 NICs (each node's series made by the GPU render function and the Slingshot collector,
 as in benchmarks/cardinality.py), 400 OSTs on OSSs of 10 OSTs with 10,000 job IDs in
 each OST's job_stats (job stats on, the default limit of 1,000 per target), one MDS, a
-Slurm controller with 100,000 jobs on 10,000 nodes (slurm_job_info on), the DR daemon and
+Slurm controller with 100,000 jobs on 10,000 nodes (gotthard_slurm_job_info on), the DR daemon and
 the runbook webhook. ``--scale F`` takes the fraction F of every count (at least one).
 
 How the data gets in, and why both ways:
@@ -67,7 +67,12 @@ from gotthard.prometheus import Prometheus, PrometheusError  # noqa: E402
 SITE, CLUSTER = "lugano", "alps"
 SECOND_SITE, SECOND_CLUSTER = "zurich", "zurich"
 #: The full-size site.
-FULL = {"gpu_nodes": 2700, "osts": 400, "slurm_jobs": 100_000, "slurm_nodes": 10_000}
+FULL = {
+    "gpu_nodes": 2700,
+    "osts": 400,
+    "gotthard_slurm_jobs": 100_000,
+    "gotthard_slurm_nodes": 10_000,
+}
 SCRAPE_SECONDS = 30
 #: Series per shard endpoint (one scrape target each).
 SHARD_SERIES = 250_000
@@ -116,7 +121,7 @@ def site_roles(scale: float) -> list[tuple[str, str, list[str], list[tuple[str, 
     with sized(osts_per_oss=min(per_oss, n["osts"])):
         lustre_oss = parse(cardinality.lustre("oss", job_stats=True))
     lustre_mds = parse(cardinality.lustre("mds", job_stats=True))
-    with sized(slurm_jobs=n["slurm_jobs"], slurm_nodes=n["slurm_nodes"]):
+    with sized(slurm_jobs=n["gotthard_slurm_jobs"], slurm_nodes=n["gotthard_slurm_nodes"]):
         slurm = parse(cardinality.slurm(job_info=True))
     return [
         ("gotthard-exporter", "gpu", [f"nid{i:06d}" for i in range(n["gpu_nodes"])], gpu),

@@ -221,7 +221,7 @@ OPERATOR_FLAGS = frozenset({"drain", "maint"})
 def in_maintenance(flags: Collection[str], reason: str) -> bool:
     """Whether a node is out of service for an operator's work: drained (or draining) with
     a reason Gotthard's runbooks did not write, or in a maintenance reservation (MAINT).
-    The nodes of the ``site_cluster_node:slurm_node_maintenance:group`` recording rule;
+    The nodes of the ``site_cluster_node:gotthard_slurm_node_maintenance:group`` recording rule;
     Gotthard neither alerts on them nor acts on them."""
     return "maint" in flags or ("drain" in flags and not reason.startswith(DRAIN_REASON_PREFIX))
 
@@ -239,10 +239,10 @@ def _effective_states(flags: Iterable[str]) -> dict[str, set[bool]]:
 
 _ALL_FLAGS = {"drain", "fail", *NODE_FLAG_STATES, *UNAVAILABLE_FLAGS}
 
-#: Values of :func:`effective_state` (the ``state`` label of ``slurm_nodes``) that only
+#: Values of :func:`effective_state` (the ``state`` label of ``gotthard_slurm_nodes``) that only
 #: unavailable nodes have, for PromQL regexes. A node can also be unavailable behind an
 #: effective state outside this set (``idle`` with ``not_responding``, ``allocated`` with
-#: ``reboot_requested``): those flags are exported by ``slurm_node_flags``.
+#: ``reboot_requested``): those flags are exported by ``gotthard_slurm_node_flags``.
 UNAVAILABLE_EFFECTIVE_STATES = tuple(
     sorted(state for state, seen in _effective_states(_ALL_FLAGS).items() if seen == {True})
 )
@@ -258,7 +258,7 @@ FAILED_EFFECTIVE_STATES = tuple(
 
 def full_state_pattern(*, bases: Iterable[str] = (), flags: Iterable[str] = ()) -> str:
     """A regex matching a node's full state (``base+flag+...``, the ``state`` label of
-    ``slurm_node_info``) when its base is one of *bases* or one of its flags one of
+    ``gotthard_slurm_node_info``) when its base is one of *bases* or one of its flags one of
     *flags*. Anchored at both ends, as PromQL's ``=~`` and :func:`re.fullmatch` match;
     no backslash, so it can stand in a PromQL string as it is."""
     alternatives = []
@@ -269,7 +269,7 @@ def full_state_pattern(*, bases: Iterable[str] = (), flags: Iterable[str] = ()) 
     return "|".join(alternatives)
 
 
-#: The full states of unavailable nodes (:func:`is_unavailable`), for ``slurm_node_info``.
+#: The full states of unavailable nodes (:func:`is_unavailable`), for ``gotthard_slurm_node_info``.
 UNAVAILABLE_FULL_STATE_PATTERN = full_state_pattern(
     bases=UNAVAILABLE_BASES, flags=UNAVAILABLE_FLAGS
 )

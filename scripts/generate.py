@@ -9,7 +9,8 @@
 * docs/exporter.md: a metric table per collector, from the families each declares
   (:class:`gotthard.exporters.families.Desc`; the collectors come from the registry of
   areas, :mod:`gotthard.areas`), one of the exporter's own families, and the cardinality
-  budget (series per role, measured by benchmarks/cardinality.py, against its budget);
+  budget (series per role, measured by benchmarks/cardinality.py, against its budget),
+  and the rename table of before 1.0 (:mod:`gotthard.exporters.names`);
 * README.md: the exit statuses of every leaf command (:data:`gotthard.cli.FINDINGS`,
   over the commands the real parser has);
 * docs/install.md: what each extra installs (pyproject.toml's optional dependencies) and
@@ -37,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gotthard import areas, cli, extras  # noqa: E402
-from gotthard.exporters import families  # noqa: E402
+from gotthard.exporters import families, names  # noqa: E402
 from gotthard.monitoring import rules, runbook_pages, thresholds_cli  # noqa: E402
 
 RUNBOOKS = "docs/runbooks"
@@ -159,6 +160,7 @@ REGIONS: Mapping[str, Mapping[str, Callable[[], str]]] = {
         "recording-rules": rules.recording_rules_markdown_table,
     },
     "docs/exporter.md": {
+        "renames": names.markdown_table,
         "metrics-exporter": lambda: metric_table("gotthard.exporters.runtime"),
         "cardinality": _cardinality_table,
         **{

@@ -143,6 +143,8 @@ def test_runbooks_md_lists_every_key_with_its_default() -> None:
 
 def test_exporter_md_joins_gpu_metrics_to_jobs_as_the_dashboards_do() -> None:
     text = " ".join((DOCS / "exporter.md").read_text(encoding="utf-8").split())
-    # gpu_job_info is the "many" side; the reverse form fails on a GPU shared by two jobs
-    assert f"gpu_job_info * on({GPU_KEY}) group_left gpu_utilization_ratio" in text
-    assert not re.search(r"group_left\(job_id\) gpu_job_info", text)
+    # gotthard_gpu_job_info is the "many" side; the reverse form fails on a GPU shared by two jobs
+    assert (
+        f"gotthard_gpu_job_info * on({GPU_KEY}) group_left gotthard_gpu_utilization_ratio" in text
+    )
+    assert not re.search(r"group_left\(job_id\) gotthard_gpu_job_info", text)

@@ -342,7 +342,7 @@ def test_full_sandbox_serves_metrics_to_prometheus(tmp_path: Path):
         assert status == 200
         status, body = http_get(f"{full.exporter_url}/metrics")
         assert status == 200
-        assert any(line.startswith("slurm_") for line in body.decode().splitlines())
+        assert any(line.startswith("gotthard_slurm_") for line in body.decode().splitlines())
 
         job = "gotthard-slurm-exporter-local-sandbox"
         query = urllib.parse.quote(f'up{{job="{job}",site="local",cluster="sandbox"}}')

@@ -4,7 +4,7 @@ renders.
 
 The site file names the session's real Slurm, 1 s scrape and evaluation intervals and a
 webhook receiver in the test for every Alertmanager receiver. The session's real
-slurmctld is stopped; the real `gotthard exporter` reports `slurm_up 0`; Prometheus fires
+slurmctld is stopped; the real `gotthard exporter` reports `gotthard_slurm_up 0`; Prometheus fires
 SlurmControllerDown from the generated rules; Alertmanager delivers it with its
 runbook_url to the receiver; the controller comes back and the alert resolves.
 """
@@ -123,10 +123,12 @@ def test_controller_outage_pages_through_the_real_stack(
 
 def _outage_pages_and_resolves(sandbox: Sandbox, hooks: WebhookReceiver, prom: str) -> None:
     def slurm_up() -> float | None:
-        data = get_json(f"{prom}/api/v1/query?query=slurm_up")["data"]["result"]
+        data = get_json(f"{prom}/api/v1/query?query=gotthard_slurm_up")["data"]["result"]
         return float(data[0]["value"][1]) if data else None
 
-    wait_until(lambda: slurm_up() == 1, 20, "Prometheus scraping slurm_up 1 from the exporter")
+    wait_until(
+        lambda: slurm_up() == 1, 20, "Prometheus scraping gotthard_slurm_up 1 from the exporter"
+    )
     sandbox.stop_controller()
     fired = wait_until(
         lambda: hooks.alerts("/alerts", ALERT, "firing"), 30, f"{ALERT} at the runbook webhook"

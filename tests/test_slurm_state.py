@@ -87,7 +87,7 @@ def test_every_source_spells_the_same_state(full: str) -> None:
     assert is_unavailable(base, flags) is unavailable
     if effective in UNAVAILABLE_EFFECTIVE_STATES:
         assert unavailable
-    # slurm_node_info{state} shows the full state; the dashboards' regex agrees
+    # gotthard_slurm_node_info{state} shows the full state; the dashboards' regex agrees
     assert bool(re.fullmatch(UNAVAILABLE_FULL_STATE_PATTERN, full)) is unavailable
 
 

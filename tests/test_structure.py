@@ -135,7 +135,7 @@ MONITORING_LAYERS: tuple[tuple[str, ...], ...] = (
     ("alertmanager",),
     ("runbook_pages",),
     ("deliver",),
-    ("cli", "cli_common", "rules_cli", "thresholds_cli"),
+    ("cli", "cli_common", "rules_cli", "thresholds_cli", "migrate_names"),
 )
 
 

@@ -150,7 +150,7 @@ class HealthQueries(Strict):
     api_up: str = 'min(up{job="apiserver"})'
     ingress_up: str = 'min(up{job="ingress"})'
     gpu_capacity: str = 'sum(kube_node_status_allocatable{resource="nvidia_com_gpu"})'
-    slurm_up: str = "min(slurm_up)"
+    slurm_up: str = "min(gotthard_slurm_up)"
     drill_ok: str = 'min(gotthard_dr_drill_last_success{site="$site"})'
 
 

@@ -250,7 +250,7 @@ class Exporter:
         With *wait_for_polls* (``--once``: there is no later scrape to serve a slow poll's
         result) a collector's poll is awaited up to its own ``poll_timeout`` when that is
         longer than *timeout*, so a poll bounded by its command timeout reports what it
-        found (``slurm_up 0``, its errors and duration) instead of being cut off.
+        found (``gotthard_slurm_up 0``, its errors and duration) instead of being cut off.
         """
         wall = time.time()
         started = time.monotonic()

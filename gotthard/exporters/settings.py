@@ -66,7 +66,7 @@ class SlurmExporterConfig(Strict):
         False
     )
     job_info: Annotated[
-        bool, Flag("export slurm_job_info, one series per running job (default true)")
+        bool, Flag("export gotthard_slurm_job_info, one series per running job (default true)")
     ] = True
     probe: bool = True
     fairshare: Annotated[
@@ -100,11 +100,11 @@ Limit = Annotated[int, Field(ge=1, le=1_000_000)]
 class SlingshotExporterConfig(Strict):
     #: 0 reads sysfs on every scrape (single-flight); reads are cheap local files.
     poll_interval_seconds: PollSeconds = 0.0
-    #: Regex of further telemetry file names exported as slingshot_counter{counter}.
+    #: Regex of further telemetry file names exported as gotthard_slingshot_counter{counter}.
     extra_counters: Annotated[
         str,
         Flag(
-            "also export telemetry files matching REGEX as slingshot_counter{counter}",
+            "also export telemetry files matching REGEX as gotthard_slingshot_counter{counter}",
             metavar="REGEX",
         ),
     ] = ""

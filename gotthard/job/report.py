@@ -286,7 +286,7 @@ def findings(report: Report, t: ThresholdValues) -> list[Finding]:
                 "idle_gpus",
                 f"{len(idle_gpus)} of {len(report.gpus)} GPUs idle ({names}): utilisation "
                 f"averaged down to {pct(worst)} over the run, under {pct(idle)}",
-                "gpu_utilization_ratio",
+                "gotthard_gpu_utilization_ratio",
                 queries.IDLE_GPU,
                 t,
                 worst,
@@ -299,7 +299,7 @@ def findings(report: Report, t: ThresholdValues) -> list[Finding]:
             _finding(
                 "unused_gpus",
                 f"{unused} of {int(requested)} allocated GPUs ran no process of the job",
-                "gpu_job_info",
+                "gotthard_gpu_job_info",
                 queries.IDLE_GPU,
                 t,
                 0.0,
@@ -313,7 +313,7 @@ def findings(report: Report, t: ThresholdValues) -> list[Finding]:
                 "tensor_unused",
                 f"GPU-heavy job (utilisation {pct(util)} >= {pct(busy)}) with tensor cores "
                 f"active {pct(tensor)} of the time, under {pct(limit)}",
-                "gpu_tensor_active_ratio",
+                "gotthard_gpu_tensor_active_ratio",
                 queries.TENSOR_UNUSED,
                 t,
                 tensor,
@@ -330,7 +330,7 @@ def findings(report: Report, t: ThresholdValues) -> list[Finding]:
                     "io_bound",
                     f"GPUs idle ({pct(util)}) while Lustre moved {num(round(rate))} B/s on "
                     f"average, over {num(io_limit)} B/s",
-                    "lustre_job_read_bytes_total + lustre_job_write_bytes_total",
+                    "gotthard_lustre_job_read_bytes_total + gotthard_lustre_job_write_bytes_total",
                     queries.IO_BOUND_BYTES,
                     t,
                     rate,

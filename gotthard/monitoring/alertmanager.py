@@ -125,7 +125,7 @@ INHIBITIONS: tuple[Inhibition, ...] = (
         "GPUUnhealthy",
         "instance",
         "gpu",
-        why="the specific GPU fault already names why gpu_health is 0",
+        why="the specific GPU fault already names why gotthard_gpu_health is 0",
     ),
     _mutes(
         ("GotthardExporterDown",),

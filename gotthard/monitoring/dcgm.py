@@ -15,11 +15,11 @@ series dcgm-exporter repeats per HPC job collapse into one. Units: percent to a 
 ratio, MHz to Hz, mJ to J, MiB to bytes, ns to seconds.
 
 Job attribution: dcgm-exporter's ``hpc_job`` label (``--hpc-job-mapping-dir``) becomes
-``gpu_job_info{job_id}``, and its Kubernetes labels ``gpu_pod_info``.
+``gotthard_gpu_job_info{job_id}``, and its Kubernetes labels ``gotthard_gpu_pod_info``.
 
-Not mapped, for want of an equivalent: ``gpu_xid_errors_total`` (dcgm-exporter exports
-the last XID as a gauge, mapped to ``gpu_last_xid``, and an optional windowed count, not
-a counter, nor a time per XID, so ``GPUFatalXid`` does not fire), ``gpu_lost``
+Not mapped, for want of an equivalent: ``gotthard_gpu_xid_errors_total`` (dcgm-exporter exports
+the last XID as a gauge, mapped to ``gotthard_gpu_last_xid``, and an optional windowed count, not
+a counter, nor a time per XID, so ``GPUFatalXid`` does not fire), ``gotthard_gpu_lost``
 (dcgm-exporter has no lost signal, so ``GPULost`` does not fire: absence of data is no
 evidence), NVLink, PCIe byte counters, clock-event reasons and power limits. The health
 gauge is 0 only on a row-remap failure.
@@ -51,39 +51,59 @@ class Mapping:
 
 
 MAPPINGS: tuple[Mapping, ...] = (
-    Mapping("gpu_utilization_ratio", "DCGM_FI_DEV_GPU_UTIL", 0.01),
-    Mapping("gpu_memory_utilization_ratio", "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01),
-    Mapping("gpu_power_watts", "DCGM_FI_DEV_POWER_USAGE"),
-    Mapping("gpu_energy_joules_total", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 0.001),
-    Mapping("gpu_temperature_celsius", "DCGM_FI_DEV_GPU_TEMP", label=("sensor", "gpu")),
-    Mapping("gpu_temperature_celsius", "DCGM_FI_DEV_MEMORY_TEMP", label=("sensor", "memory")),
-    Mapping("gpu_clock_hertz", "DCGM_FI_DEV_SM_CLOCK", 1e6, ("clock", "sm")),
-    Mapping("gpu_clock_hertz", "DCGM_FI_DEV_MEM_CLOCK", 1e6, ("clock", "memory")),
-    Mapping("gpu_memory_used_bytes", "DCGM_FI_DEV_FB_USED", MIB),
-    Mapping("gpu_memory_reserved_bytes", "DCGM_FI_DEV_FB_RESERVED", MIB),
-    Mapping("gpu_pcie_replay_total", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"),
-    Mapping("gpu_ecc_errors_total", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", label=("type", "corrected")),
-    Mapping("gpu_ecc_errors_total", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", label=("type", "uncorrected")),
+    Mapping("gotthard_gpu_utilization_ratio", "DCGM_FI_DEV_GPU_UTIL", 0.01),
+    Mapping("gotthard_gpu_memory_utilization_ratio", "DCGM_FI_DEV_MEM_COPY_UTIL", 0.01),
+    Mapping("gotthard_gpu_power_watts", "DCGM_FI_DEV_POWER_USAGE"),
+    Mapping("gotthard_gpu_energy_joules_total", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 0.001),
+    Mapping("gotthard_gpu_temperature_celsius", "DCGM_FI_DEV_GPU_TEMP", label=("sensor", "gpu")),
     Mapping(
-        "gpu_remapped_rows",
+        "gotthard_gpu_temperature_celsius", "DCGM_FI_DEV_MEMORY_TEMP", label=("sensor", "memory")
+    ),
+    Mapping("gotthard_gpu_clock_hertz", "DCGM_FI_DEV_SM_CLOCK", 1e6, ("clock", "sm")),
+    Mapping("gotthard_gpu_clock_hertz", "DCGM_FI_DEV_MEM_CLOCK", 1e6, ("clock", "memory")),
+    Mapping("gotthard_gpu_memory_used_bytes", "DCGM_FI_DEV_FB_USED", MIB),
+    Mapping("gotthard_gpu_memory_reserved_bytes", "DCGM_FI_DEV_FB_RESERVED", MIB),
+    Mapping("gotthard_gpu_pcie_replays_total", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"),
+    Mapping(
+        "gotthard_gpu_ecc_errors_total",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        label=("type", "corrected"),
+    ),
+    Mapping(
+        "gotthard_gpu_ecc_errors_total",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        label=("type", "uncorrected"),
+    ),
+    Mapping(
+        "gotthard_gpu_remapped_rows",
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
         label=("state", "correctable"),
     ),
     Mapping(
-        "gpu_remapped_rows",
+        "gotthard_gpu_remapped_rows",
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
         label=("state", "uncorrectable"),
     ),
-    Mapping("gpu_remapped_rows", "DCGM_FI_DEV_ROW_REMAP_FAILURE", label=("state", "failure")),
-    Mapping("gpu_throttle_seconds_total", "DCGM_FI_DEV_POWER_VIOLATION", 1e-9, ("reason", "power")),
     Mapping(
-        "gpu_throttle_seconds_total", "DCGM_FI_DEV_THERMAL_VIOLATION", 1e-9, ("reason", "thermal")
+        "gotthard_gpu_remapped_rows", "DCGM_FI_DEV_ROW_REMAP_FAILURE", label=("state", "failure")
     ),
-    Mapping("gpu_sm_active_ratio", "DCGM_FI_PROF_SM_ACTIVE"),
-    Mapping("gpu_sm_occupancy_ratio", "DCGM_FI_PROF_SM_OCCUPANCY"),
-    Mapping("gpu_tensor_active_ratio", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"),
-    Mapping("gpu_dram_active_ratio", "DCGM_FI_PROF_DRAM_ACTIVE"),
-    Mapping("gpu_last_xid", "DCGM_FI_DEV_XID_ERRORS"),
+    Mapping(
+        "gotthard_gpu_throttle_seconds_total",
+        "DCGM_FI_DEV_POWER_VIOLATION",
+        1e-9,
+        ("reason", "power"),
+    ),
+    Mapping(
+        "gotthard_gpu_throttle_seconds_total",
+        "DCGM_FI_DEV_THERMAL_VIOLATION",
+        1e-9,
+        ("reason", "thermal"),
+    ),
+    Mapping("gotthard_gpu_sm_active_ratio", "DCGM_FI_PROF_SM_ACTIVE"),
+    Mapping("gotthard_gpu_sm_occupancy_ratio", "DCGM_FI_PROF_SM_OCCUPANCY"),
+    Mapping("gotthard_gpu_tensor_active_ratio", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"),
+    Mapping("gotthard_gpu_dram_active_ratio", "DCGM_FI_PROF_DRAM_ACTIVE"),
+    Mapping("gotthard_gpu_last_xid", "DCGM_FI_DEV_XID_ERRORS"),
 )
 
 #: dcgm-exporter label -> Gotthard label, applied in order (a later one wins).
@@ -137,21 +157,21 @@ def rules() -> list[dict[str, Any]]:
     )
     return [
         *mapped,
-        {"record": "gpu_memory_total_bytes", "expr": f"({total}) * {MIB}"},
+        {"record": "gotthard_gpu_memory_total_bytes", "expr": f"({total}) * {MIB}"},
         {
-            "record": "gpu_health",
+            "record": "gotthard_gpu_health",
             "expr": per_gpu("DCGM_FI_DEV_ROW_REMAP_FAILURE") + " == bool 0",
         },
         {
-            "record": "gpu_info",
+            "record": "gotthard_gpu_info",
             "expr": f"group by ({_by('name', 'pci_bus_id', 'driver_version')}) ({info})",
         },
         {
-            "record": "gpu_job_info",
+            "record": "gotthard_gpu_job_info",
             "expr": _attribution(JOB_ID, "job_id"),
         },
         {
-            "record": "gpu_pod_info",
+            "record": "gotthard_gpu_pod_info",
             "expr": _attribution(
                 'DCGM_FI_DEV_FB_USED{pod!=""}', "pod_uid", "namespace", "pod", "container"
             ),

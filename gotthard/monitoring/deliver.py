@@ -19,7 +19,9 @@ Dashboards (``gotthard dashboards build --format``):
   ``grafana_dashboard: "1"`` and a folder annotation.
 
 With ``[monitoring] gpu_source = "dcgm"`` the recording rules also hold the DCGM mapping
-group (:mod:`gotthard.monitoring.dcgm`).
+group (:mod:`gotthard.monitoring.dcgm`); with ``[monitoring] legacy_names = true`` the
+group ``gotthard-legacy.recording``, which records each metric name of before the 1.0
+renames from its new name (:mod:`gotthard.exporters.names`).
 
 Delivery sits above the rules and the dashboards: it imports them, never the reverse. The
 dashboard functions import :mod:`gotthard.monitoring.dashboards.build` (grafanalib, the
@@ -32,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from gotthard.exporters import names
 from gotthard.monitoring import dcgm, rules
 from gotthard.monitoring.documents import dump_yaml, write_files
 
@@ -63,11 +66,20 @@ SIDECAR_LABEL = "grafana_dashboard"
 
 
 def recording_groups(monitoring: MonitoringConfig | None = None) -> list[dict[str, Any]]:
-    """The recording groups, with the DCGM mapping group first when it is selected."""
+    """The recording groups, with the DCGM mapping group first when it is selected, and
+    the legacy-names group last with ``legacy_names = true``."""
     groups = rules.recording_groups()["groups"]
     if monitoring is not None and monitoring.gpu_source == "dcgm":
-        return [dcgm.recording_group(), *groups]
+        groups = [dcgm.recording_group(), *groups]
+    if monitoring is not None and monitoring.legacy_names:
+        groups = [*groups, legacy_group()]
     return groups
+
+
+def legacy_group() -> dict[str, Any]:
+    """``[monitoring] legacy_names = true``: each pre-1.0 name recorded from its new name
+    (:mod:`gotthard.exporters.names`), so a previous release's dashboards keep working."""
+    return {"name": names.LEGACY_GROUP, "rules": names.legacy_rules()}
 
 
 def alerting_groups(

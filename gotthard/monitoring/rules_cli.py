@@ -237,7 +237,7 @@ def _add_alertmanager_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_cli(subparsers: Any) -> None:
-    """Register ``rules build`` and ``rules thresholds`` on an argparse
+    """Register ``rules build``, ``rules thresholds`` and ``rules migrate-names`` on an argparse
     ``add_subparsers()`` object."""
     commands = command_group(
         subparsers,
@@ -246,7 +246,7 @@ def add_cli(subparsers: Any) -> None:
         description="Prometheus recording and alerting rules, their runbook pages and the "
         "Alertmanager configuration, generated from the components in "
         "gotthard/monitoring/components/.",
-        metavar="{build,thresholds}",
+        metavar="{build,thresholds,migrate-names}",
     )
     build_parser = build_command(
         commands,
@@ -259,7 +259,9 @@ def add_cli(subparsers: Any) -> None:
         "(deterministic bytes). Pager routes are made for the sites "
         "of the site configuration (--config), or zurich and lugano when it names none. "
         'With [monitoring] gpu_source = "dcgm" the recording rules also map '
-        "dcgm-exporter's metrics to Gotthard's GPU metrics.",
+        "dcgm-exporter's metrics to Gotthard's GPU metrics; with [monitoring] legacy_names "
+        "= true they also record the metric names of before 1.0 from the new ones "
+        "(group gotthard-legacy.recording, for one release).",
         choice=("--format", deliver.RULE_FORMATS),
     )
     add_repeatable(
@@ -295,9 +297,10 @@ def add_cli(subparsers: Any) -> None:
     )
     _add_alertmanager_arguments(build_parser)
     build_parser.set_defaults(handler=_cmd_build)
-    from gotthard.monitoring import thresholds_cli
+    from gotthard.monitoring import migrate_names, thresholds_cli
 
     thresholds_cli.add_parser(commands)
+    migrate_names.add_parser(commands)
 
 
 def add_alertmanager_cli(subparsers: Any) -> None:

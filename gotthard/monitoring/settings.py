@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictFloat, field_validator
+from pydantic import Field, StrictBool, StrictFloat, field_validator
 
 from gotthard.base import Strict
 
@@ -22,6 +22,10 @@ class MonitoringConfig(Strict):
     disabled_alerts: Annotated[list[str], Field(max_length=1000)] = Field(default_factory=list)
     #: where the GPU metrics come from: Gotthard's exporter or NVIDIA's dcgm-exporter
     gpu_source: GpuSource = "gotthard"
+    #: also record each pre-1.0 metric name from its new name (the rename table of
+    #: docs/exporter.md), so a previous release's dashboards and alerts keep working;
+    #: for one release
+    legacy_names: StrictBool = False
 
     @field_validator("thresholds")
     @classmethod

@@ -96,29 +96,29 @@ def ratio(fn: str, labels: str, numerator: str, denominator: str) -> str:
 GPU_KEY = "site, cluster, instance, gpu, uuid"
 #: The Slurm exporter's one series per running job (``job_id``, ``user``, ``account``,
 #: ``partition``): the join key of every per-job view.
-SLURM_JOB_INFO = "slurm_job_info"
-#: ``gpu_job_info`` reduced to one series per (GPU, job), for rules (no dashboard filter).
-GPU_JOB_INFO = f"max by ({GPU_KEY}, job_id) (gpu_job_info)"
+SLURM_JOB_INFO = "gotthard_slurm_job_info"
+#: ``gotthard_gpu_job_info`` reduced to one series per (GPU, job), for rules (no dashboard filter).
+GPU_JOB_INFO = f"max by ({GPU_KEY}, job_id) (gotthard_gpu_job_info)"
 
 
 def per_gpu_job(metric: str, *node: str, mig: bool = False) -> str:
-    """``gpu_job_info * on(<gpu key>) group_left <metric>``: one series per (GPU, job).
+    """``gotthard_gpu_job_info * on(<gpu key>) group_left <metric>``: one series per (GPU, job).
 
-    ``gpu_job_info`` is the "many" side: a GPU shared by two jobs (or two MIG
-    instances) has two info series but one ``gpu_utilization_ratio``. The reverse,
-    ``metric * on(...) group_left(job_id) gpu_job_info``, fails with "many-to-many
+    ``gotthard_gpu_job_info`` is the "many" side: a GPU shared by two jobs (or two MIG
+    instances) has two info series but one ``gotthard_gpu_utilization_ratio``. The reverse,
+    ``metric * on(...) group_left(job_id) gotthard_gpu_job_info``, fails with "many-to-many
     matching" as soon as a GPU holds two jobs. MIG-aware metrics also match on
     ``gpu_instance`` (empty, i.e. absent, for a whole GPU). *node* are extra matchers of
     both sides (the dashboard's node filter).
     """
     key = GPU_KEY + (", gpu_instance" if mig else "")
-    return f"{sel('gpu_job_info', *node)} * on({key}) group_left {sel(metric, *node)}"
+    return f"{sel('gotthard_gpu_job_info', *node)} * on({key}) group_left {sel(metric, *node)}"
 
 
 def owner_join(expr: str) -> str:
     """Add ``user``, ``account`` and ``partition`` of the Slurm job to a ``job_id`` result.
 
-    ``slurm_job_info`` comes from the controller's exporter (another ``instance``), so the
+    ``gotthard_slurm_job_info`` comes from the controller's exporter (another ``instance``), so the
     match is on ``cluster`` and ``job_id`` only; ``max by`` first collapses duplicates
     from redundant exporters so that the right-hand side is unique per job.
     """

@@ -201,7 +201,7 @@ _CORDON = Step("k8s.cordon_node")
 #: of service (tests/monitoring/test_alert_labels.py), and never a node in maintenance
 #: (the engine skips an operator's drain or MAINT).
 RUNBOOKS: tuple[Runbook, ...] = (
-    # A lost GPU (the exporter's gpu_lost 1, NVML's word): take the node out of service;
+    # A lost GPU (the exporter's gotthard_gpu_lost 1, NVML's word): take the node out of service;
     # put it back when the alert resolves and its repair query confirms the GPU is healthy
     # again (not merely gone stale).
     Runbook("GPULost", (_NOTIFY, _DRAIN_RESUME, _CORDON_UNCORDON)),

@@ -322,7 +322,7 @@ def _dr(top: Topology) -> dict[str, Any]:
         # what the sandbox measures: its emulated API servers and its real Slurm; no
         # ingress, GPU inventory or scheduled drill runs here: constants, so that only
         # the two real signals decide a site's health
-        "slurm_up": "min(slurm_up)",
+        "slurm_up": "min(gotthard_slurm_up)",  # migrate-names: keep (a DR signal key)
         "ingress_up": "vector(1)",
         "gpu_capacity": "vector(8)",
         "drill_ok": "vector(1)",

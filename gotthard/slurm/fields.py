@@ -523,7 +523,7 @@ def job_from(found: Mapping[str, Any], options: PollOptions) -> JobRecord:
     """A :class:`JobRecord` from a per-record backend's fields. Its GPUs are those it asks
     for (per job, node, task or socket), else those it holds where the backend says (a
     job that asked for none through these); its user is read only when a label
-    (``per_user``) or ``slurm_job_info`` needs it."""
+    (``per_user``) or ``gotthard_slurm_job_info`` needs it."""
     state = found["state"]
     job_id, count = job_identity(
         found["job_id"], found["array_job_id"], found["array_task_id"], found["array_tasks"]

@@ -4,7 +4,7 @@ the runbooks and the sandbox read (:class:`Node`).
 A snapshot is what one poll of the controller saw. It is already aggregated where
 that keeps it small: jobs are grouped by their bounded labels (state, partition,
 account, reason and, with per-user labels, user); only running jobs are kept one by
-one, for ``slurm_job_info``. Nodes and partitions are kept whole.
+one, for ``gotthard_slurm_job_info``. Nodes and partitions are kept whole.
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ class JobGroup:
 
 
 class RunningJob(NamedTuple):
-    """A running job, for ``slurm_job_info`` (the join key of GPU and Lustre metrics).
+    """A running job, for ``gotthard_slurm_job_info`` (the join key of GPU and Lustre metrics).
 
-    A named tuple: it doubles as the label values of its ``slurm_job_info`` series.
+    A named tuple: it doubles as the label values of its ``gotthard_slurm_job_info`` series.
     """
 
     job_id: str
@@ -215,11 +215,12 @@ def _rpc_table(raw: Mapping[str, tuple[int, float]] | None) -> dict[str, RpcStat
     return {name: RpcStat(int(count), usec / _USEC) for name, (count, usec) in (raw or {}).items()}
 
 
-#: The job events of slurmctld's counters, as ``slurm_scheduler_jobs_total{event}`` shows them.
+#: The job events of slurmctld's counters, as ``gotthard_slurm_scheduler_jobs_total{event}``
+#: shows them.
 JOB_EVENTS = ("submitted", "started", "completed", "canceled", "failed")
 
 #: Job states every known partition reports, at 0 when empty, so an idle cluster still has
-#: ``slurm_jobs`` series (dashboards show 0, not "No data").
+#: ``gotthard_slurm_jobs`` series (dashboards show 0, not "No data").
 JOB_STATES = (
     "pending",
     "running",
@@ -372,7 +373,7 @@ class JobRecord(NamedTuple):
 
     *cpus* and *gpus* are those of one job. ``count > 1`` is a record that stands for
     several jobs (a pending array's meta record): it is counted once per job, as
-    ``squeue -r`` lists them, and gets no ``slurm_job_info`` series.
+    ``squeue -r`` lists them, and gets no ``gotthard_slurm_job_info`` series.
     """
 
     job_id: str

@@ -215,7 +215,7 @@ def count_array_tasks(spec: str) -> int:
 
 #: Reservation flags in the order scontrol prints them (libslurm's
 #: ``reservation_flags_string``), lower-case. Every backend lists a reservation's flags
-#: in this order, so ``slurm_reservation_info{flags}`` does not depend on the backend.
+#: in this order, so ``gotthard_slurm_reservation_info{flags}`` does not depend on the backend.
 RESERVATION_FLAG_ORDER = (
     "maint",
     "no_maint",

@@ -212,7 +212,12 @@ def test_the_global_view_federates_aggregates_and_what_global_alerts_read(out: P
     read = {n for g in groups for r in g["rules"] for n in lint.metric_names(r["expr"])}
     assert {lint.analyse(s).metric_names.pop() for s in selectors} == read
     assert 'up{job=~"federate-.+"}' in selectors
-    for raw in ("slurm_up", "gpu_utilization_ratio", "gpu_info", "slurm_job_info"):
+    for raw in (
+        "gotthard_slurm_up",
+        "gotthard_gpu_utilization_ratio",
+        "gotthard_gpu_info",
+        "gotthard_slurm_job_info",
+    ):
         assert raw not in names and not any(s.startswith(raw) for s in selectors), raw
     # a federation target's up names the site (and home cluster) it federates
     assert jobs["federate-lugano"]["relabel_configs"] == [

@@ -31,7 +31,7 @@ from .conftest import GOOD, make_config
 CRD = CRD_DIR / "policy.karmada.io_propagationpolicies.yaml"
 INTERVAL = 60.0
 BAD = dict(GOOD, slurm_up=False)
-#: Zurich's Prometheus cannot be reached (or has no slurm_up): no evidence either way.
+#: Zurich's Prometheus cannot be reached (or has no gotthard_slurm_up): no evidence either way.
 UNKNOWN = dict(GOOD, slurm_up=None)
 
 
@@ -381,7 +381,7 @@ def test_a_site_without_data_is_unknown_not_unhealthy() -> None:
 @pytest.mark.parametrize("mode", ["failover", "spread"])
 def test_no_data_never_moves_a_service_and_evidence_still_does(tmp_path: Path, mode: str) -> None:
     """Zurich's data missing for ten evaluations (its Prometheus restarting, a gap): the
-    service stays; a real failure (slurm_up 0) still moves it after failover_after."""
+    service stays; a real failure (gotthard_slurm_up 0) still moves it after failover_after."""
     run = Run(placed_config(tmp_path, mode, failover_after=3, cooldown=300))
     home = ZURICH if mode == "failover" else BOTH
     assert run.steps([None] * 10) == [home] * 10 and run.moves == 0

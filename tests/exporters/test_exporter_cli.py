@@ -116,7 +116,7 @@ def test_the_exporter_reads_only_its_own_table(tmp_path: Path) -> None:
         [sys.executable, "-c", probe, str(config)], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    assert "slurm_up 1" in result.stdout or "slurm_up{" in result.stdout
+    assert "gotthard_slurm_up 1" in result.stdout or "gotthard_slurm_up{" in result.stdout
     assert result.stderr.strip().splitlines()[-1] == "[]"
     # the whole file is still checked by every command that reads other tables
     whole = gotthard("--config", str(config), "rules", "thresholds")
@@ -150,7 +150,7 @@ def test_missing_slurm_commands_do_not_crash_the_exporter(tmp_path: Path) -> Non
     config = write_config(tmp_path, f'[exporter.slurm]\nbin_dir = "{empty}"\n')
     result = gotthard("--config", str(config), "exporter", "--once")
     assert result.returncode == 0
-    assert "slurm_up 0" in result.stdout
+    assert "gotthard_slurm_up 0" in result.stdout
     assert 'gotthard_collector_up{collector="slurm"} 1' in result.stdout
     assert "squeue" in result.stderr and "not found" in result.stderr
 
@@ -184,7 +184,7 @@ def test_once_with_an_unreachable_controller_reports_what_serving_reports(
     result = gotthard("--config", str(config), "exporter", "--once")
     assert result.returncode == 0, result.stderr
     found = samples(result.stdout)
-    assert found["slurm_up"] == 0
+    assert found["gotthard_slurm_up"] == 0
     assert found['gotthard_collector_up{collector="slurm"}'] == 1
     assert found['gotthard_collector_errors_total{collector="slurm"}'] >= 1
     assert 2.0 <= found['gotthard_collector_duration_seconds{collector="slurm"}'] < 8
@@ -222,7 +222,7 @@ def test_serves_metrics_and_healthz_and_stops_on_sigterm(tmp_path: Path) -> None
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
             text = response.read().decode()
-        assert 'slurm_jobs{state="running",partition="gpu",account=""} 2' in text
+        assert 'gotthard_slurm_jobs{state="running",partition="gpu",account=""} 2' in text
     finally:
         process.terminate()
         process.wait(timeout=10)

@@ -136,7 +136,7 @@ def test_once_output_matches_golden(tree: str) -> None:
 def test_once_output_with_job_stats_matches_golden() -> None:
     result = once(LUSTRE / "oss-2.15", "--lustre.job-stats", "--lustre.job-stats-limit", "2")
     assert (
-        'lustre_job_stats_truncated{fs="lustre",target="lustre-OST0000",component="ost"} 1'
+        'gotthard_lustre_job_stats_truncated{fs="lustre",target="lustre-OST0000",component="ost"} 1'
         in result.stdout
     )
     check_golden("oss-2.15-job-stats", result.stdout)
@@ -176,8 +176,10 @@ def test_roles_and_version_are_detected(tree: str, roles: tuple[str, ...], versi
     assert snapshot.version == version
     assert snapshot.errors == 0
     parsed = samples(text)
-    assert value(parsed, "lustre_info", version=version) == 1
-    assert {labels["role"] for labels in series(parsed, "lustre_node_role")} == set(roles)
+    assert value(parsed, "gotthard_lustre_info", version=version) == 1
+    assert {labels["role"] for labels in series(parsed, "gotthard_lustre_node_role_info")} == set(
+        roles
+    )
 
 
 def test_oss_capacity_comes_from_osd_in_bytes() -> None:
@@ -186,16 +188,16 @@ def test_oss_capacity_comes_from_osd_in_bytes() -> None:
     osd = "sys/fs/lustre/osd-ldiskfs/lustre-OST0000"
     key = {"fs": "lustre", "target": "lustre-OST0000", "component": "ost"}
     total = kib("oss-2.15", f"{osd}/kbytestotal")
-    assert value(parsed, "lustre_target_capacity_bytes", **key) == total
+    assert value(parsed, "gotthard_lustre_target_capacity_bytes", **key) == total
     avail = kib("oss-2.15", f"{osd}/kbytesavail")
-    assert value(parsed, "lustre_target_available_bytes", **key) == avail
+    assert value(parsed, "gotthard_lustre_target_available_bytes", **key) == avail
     free = kib("oss-2.15", f"{osd}/kbytesfree")
-    assert value(parsed, "lustre_target_free_bytes", **key) == free
+    assert value(parsed, "gotthard_lustre_target_free_bytes", **key) == free
     files = int((LUSTRE / "oss-2.15" / osd / "filestotal").read_text())
-    assert value(parsed, "lustre_target_files", **key, state="total") == files
-    assert len(series(parsed, "lustre_target_capacity_bytes")) == 3
+    assert value(parsed, "gotthard_lustre_target_files", **key, state="total") == files
+    assert len(series(parsed, "gotthard_lustre_target_capacity_bytes")) == 3
     # a server has no client view
-    assert not series(parsed, "lustre_target_active")
+    assert not series(parsed, "gotthard_lustre_target_active")
 
 
 def test_old_obdfilter_capacity_is_the_fallback() -> None:
@@ -204,10 +206,14 @@ def test_old_obdfilter_capacity_is_the_fallback() -> None:
     parsed = samples(text)
     ost = {"fs": "testfs", "target": "testfs-OST0000", "component": "ost"}
     path = "proc/fs/lustre/obdfilter/testfs-OST0000/kbytestotal"
-    assert value(parsed, "lustre_target_capacity_bytes", **ost) == kib("combined-2.10", path)
+    assert value(parsed, "gotthard_lustre_target_capacity_bytes", **ost) == kib(
+        "combined-2.10", path
+    )
     mdt = {"fs": "testfs", "target": "testfs-MDT0000", "component": "mdt"}
     path = "proc/fs/lustre/osd-ldiskfs/testfs-MDT0000/kbytestotal"
-    assert value(parsed, "lustre_target_capacity_bytes", **mdt) == kib("combined-2.10", path)
+    assert value(parsed, "gotthard_lustre_target_capacity_bytes", **mdt) == kib(
+        "combined-2.10", path
+    )
 
 
 def test_osd_wins_over_obdfilter_when_both_exist() -> None:
@@ -218,14 +224,14 @@ def test_osd_wins_over_obdfilter_when_both_exist() -> None:
     osd = kib("hpe-lustre_exporter", "proc/fs/lustre/osd-zfs/lustrefs-OST0000/kbytesavail")
     obdfilter = kib("hpe-lustre_exporter", "proc/fs/lustre/obdfilter/lustrefs-OST0000/kbytesavail")
     assert osd != obdfilter
-    assert value(parsed, "lustre_target_available_bytes", **key) == osd
+    assert value(parsed, "gotthard_lustre_target_available_bytes", **key) == osd
 
 
 @pytest.mark.parametrize("tree", ["combined-2.10", "combined-2.12", "hpe-lustre_exporter"])
 def test_the_same_ost_has_the_same_labels_on_client_and_server(tree: str) -> None:
     _, text = poll(tree)
     parsed = samples(text)
-    name = "lustre_target_capacity_bytes"
+    name = "gotthard_lustre_target_capacity_bytes"
     client = {(s["fs"], s["target"]) for s in series(parsed, name, component="osc")}
     server = {(s["fs"], s["target"]) for s in series(parsed, name, component="ost")}
     assert server and server <= client
@@ -234,7 +240,7 @@ def test_the_same_ost_has_the_same_labels_on_client_and_server(tree: str) -> Non
 def test_client_trees_join_server_trees() -> None:
     _, client_text = poll("client-2.15")
     _, oss_text = poll("oss-2.15")
-    name = "lustre_target_capacity_bytes"
+    name = "gotthard_lustre_target_capacity_bytes"
     client = {(s["fs"], s["target"]) for s in series(samples(client_text), name, component="osc")}
     server = {(s["fs"], s["target"]) for s in series(samples(oss_text), name, component="ost")}
     assert server == {("lustre", f"lustre-OST000{i}") for i in range(3)}
@@ -246,12 +252,12 @@ def test_inactive_ost_is_skipped_on_the_client() -> None:
     parsed = samples(text)
     assert snapshot.errors == 0
     key = {"fs": "lustre", "target": "lustre-OST0003", "component": "osc"}
-    assert value(parsed, "lustre_target_active", **key) == 0
-    for name in ("lustre_target_capacity_bytes", "lustre_target_available_bytes"):
+    assert value(parsed, "gotthard_lustre_target_active", **key) == 0
+    for name in ("gotthard_lustre_target_capacity_bytes", "gotthard_lustre_target_available_bytes"):
         assert not series(parsed, name, target="lustre-OST0003")
         assert len(series(parsed, name, fs="lustre", component="osc")) == 7
     # the other file system mounted on the client is there too
-    assert len(series(parsed, "lustre_target_capacity_bytes", fs="scratch")) == 3
+    assert len(series(parsed, "gotthard_lustre_target_capacity_bytes", fs="scratch")) == 3
 
 
 def test_inactive_osc_files_are_not_even_read(tmp_path: Path) -> None:
@@ -268,12 +274,12 @@ def test_mds_side_osc_devices_are_not_a_client() -> None:
     for tree in ("mds-2.15", "combined-2.10"):
         _, text = poll(tree)
         parsed = samples(text)
-        names = {s["target"] for s in series(parsed, "lustre_target_active")}
+        names = {s["target"] for s in series(parsed, "gotthard_lustre_target_active")}
         assert all("MDT" in name or "OST" in name for name in names)
     snapshot, _ = poll("mds-2.15")
     assert "client" not in snapshot.roles
     _, text = poll("combined-2.10")
-    osc = series(samples(text), "lustre_target_capacity_bytes", component="osc")
+    osc = series(samples(text), "gotthard_lustre_target_capacity_bytes", component="osc")
     assert len(osc) == 1  # the client's, not the MDS's testfs-OST0000-osc-MDT0000
 
 
@@ -317,7 +323,9 @@ def test_node_without_lustre_on_the_command_line(tmp_path: Path) -> None:
     assert result.stderr == ""
     assert 'gotthard_collector_up{collector="lustre"} 1' in result.stdout
     assert 'gotthard_collector_errors_total{collector="lustre"} 0' in result.stdout
-    assert "\nlustre_" not in result.stdout and not result.stdout.startswith("lustre_")
+    assert "\ngotthard_lustre_" not in result.stdout and not result.stdout.startswith(
+        "gotthard_lustre_"
+    )
 
 
 def test_unreadable_debugfs_is_reported_once_not_counted(
@@ -355,9 +363,9 @@ def test_unreadable_and_garbage_files_are_counted(tmp_path: Path) -> None:
     assert snapshot.errors == 3
     parsed = samples(text)
     key = {"fs": "lustre", "target": "lustre-OST0000", "component": "ost"}
-    assert not series(parsed, "lustre_target_capacity_bytes", **key)
-    assert series(parsed, "lustre_target_available_bytes", **key)
-    assert value(parsed, "lustre_operations_total", fs="lustre", target="lustre-OST0001",
+    assert not series(parsed, "gotthard_lustre_target_capacity_bytes", **key)
+    assert series(parsed, "gotthard_lustre_target_available_bytes", **key)
+    assert value(parsed, "gotthard_lustre_operations_total", fs="lustre", target="lustre-OST0001",
                  component="ost", operation="statfs") > 0  # fmt: skip
 
 
@@ -372,28 +380,28 @@ def test_oss_operations_latency_and_bytes_2_15() -> None:
         (LUSTRE / "oss-2.15/proc/fs/lustre/obdfilter/lustre-OST0000/stats").read_text()
     )
     assert block.errors == 0
-    assert value(parsed, "lustre_operations_total", **key, operation="write") == 98_765 * 7
-    assert value(parsed, "lustre_operation_latency_seconds_total", **key, operation="write") == (
-        pytest.approx(98_765 * 7 * 2_310 / 1e6)
-    )
-    assert value(parsed, "lustre_write_bytes_total", **key) == 98_765 * 7 * 4_194_304
-    assert value(parsed, "lustre_read_bytes_total", **key) == 120_345 * 7 * 1_048_576
+    assert value(parsed, "gotthard_lustre_operations_total", **key, operation="write") == 98_765 * 7
+    assert value(
+        parsed, "gotthard_lustre_operation_latency_seconds_total", **key, operation="write"
+    ) == (pytest.approx(98_765 * 7 * 2_310 / 1e6))
+    assert value(parsed, "gotthard_lustre_write_bytes_total", **key) == 98_765 * 7 * 4_194_304
+    assert value(parsed, "gotthard_lustre_read_bytes_total", **key) == 120_345 * 7 * 1_048_576
     # byte lines are not operations of their own
-    assert not series(parsed, "lustre_operations_total", operation="write_bytes")
+    assert not series(parsed, "gotthard_lustre_operations_total", operation="write_bytes")
     # an idle OST prints no operation lines: no series, no error
-    assert not series(parsed, "lustre_operations_total", target="lustre-OST0002")
+    assert not series(parsed, "gotthard_lustre_operations_total", target="lustre-OST0002")
 
 
 def test_count_only_2_10_stats_have_no_latency() -> None:
     _, text = poll("combined-2.10")
     parsed = samples(text)
-    assert not series(parsed, "lustre_operation_latency_seconds_total")
+    assert not series(parsed, "gotthard_lustre_operation_latency_seconds_total")
     key = {"fs": "testfs", "target": "testfs-MDT0000", "component": "mdt"}
-    assert value(parsed, "lustre_operations_total", **key, operation="open") == 400_123
+    assert value(parsed, "gotthard_lustre_operations_total", **key, operation="open") == 400_123
     # 2.10 OST stats have no read/write lines: counted from read_bytes/write_bytes samples
     ost = {"fs": "testfs", "target": "testfs-OST0000", "component": "ost"}
-    assert value(parsed, "lustre_operations_total", **ost, operation="write") == 98_765
-    assert value(parsed, "lustre_write_bytes_total", **ost) == 98_765 * 4_194_304
+    assert value(parsed, "gotthard_lustre_operations_total", **ost, operation="write") == 98_765
+    assert value(parsed, "gotthard_lustre_write_bytes_total", **ost) == 98_765 * 4_194_304
 
 
 def test_2_12_stats_have_latency_without_start_time() -> None:
@@ -402,11 +410,11 @@ def test_2_12_stats_have_latency_without_start_time() -> None:
     _, out = poll("combined-2.12")
     parsed = samples(out)
     key = {"fs": "testfs", "target": "testfs-MDT0000", "component": "mdt"}
-    assert value(parsed, "lustre_operation_latency_seconds_total", **key, operation="open") == (
-        pytest.approx(400_123 * 41 / 1e6)
-    )
+    assert value(
+        parsed, "gotthard_lustre_operation_latency_seconds_total", **key, operation="open"
+    ) == (pytest.approx(400_123 * 41 / 1e6))
     client = {"fs": "testfs", "target": "testfs", "component": "client"}
-    assert value(parsed, "lustre_operations_total", **client, operation="open") == 3_100
+    assert value(parsed, "gotthard_lustre_operations_total", **client, operation="open") == 3_100
 
 
 def test_hpe_stats_duplicates_are_summed_and_typos_tolerated() -> None:
@@ -414,16 +422,16 @@ def test_hpe_stats_duplicates_are_summed_and_typos_tolerated() -> None:
     parsed = samples(text)
     ost = {"fs": "lustrefs", "target": "lustrefs-OST0000", "component": "ost"}
     # obdfilter stats list statfs twice (35359 + 124430)
-    assert value(parsed, "lustre_operations_total", **ost, operation="statfs") == 159_789
-    assert value(parsed, "lustre_operations_total", **ost, operation="write") == 4_298_711
-    assert value(parsed, "lustre_write_bytes_total", **ost) == 16_552_048_697_344
+    assert value(parsed, "gotthard_lustre_operations_total", **ost, operation="statfs") == 159_789
+    assert value(parsed, "gotthard_lustre_operations_total", **ost, operation="write") == 4_298_711
+    assert value(parsed, "gotthard_lustre_write_bytes_total", **ost) == 16_552_048_697_344
     # llite stats print the unit as [regs]
     client = {"fs": "lustrefs", "target": "lustrefs", "component": "client"}
-    assert value(parsed, "lustre_operations_total", **client, operation="open") == 136
-    assert value(parsed, "lustre_read_bytes_total", **client) == 4_194_304
+    assert value(parsed, "gotthard_lustre_operations_total", **client, operation="open") == 136
+    assert value(parsed, "gotthard_lustre_read_bytes_total", **client) == 4_194_304
     # the client sees all seven OSTs; the OSS serves four of them
-    assert len(series(parsed, "lustre_target_capacity_bytes", component="osc")) == 7
-    assert len(series(parsed, "lustre_target_capacity_bytes", component="ost")) == 4
+    assert len(series(parsed, "gotthard_lustre_target_capacity_bytes", component="osc")) == 7
+    assert len(series(parsed, "gotthard_lustre_target_capacity_bytes", component="ost")) == 4
 
 
 @pytest.mark.parametrize("version", ["2.10", "2.12", "2.15"])
@@ -475,30 +483,34 @@ def test_job_stats_on_oss_and_mds() -> None:
     assert snapshot.errors == 0
     parsed = samples(text)
     key = {"fs": "lustre", "target": "lustre-OST0000", "component": "ost", "job_id": "4201337"}
-    assert value(parsed, "lustre_job_write_bytes_total", **key) == 9_000 * 4_194_304
-    assert value(parsed, "lustre_job_read_bytes_total", **key) == 4_500 * 1_048_576
-    assert value(parsed, "lustre_job_operations_total", **key, operation="write") == 9_000
+    assert value(parsed, "gotthard_lustre_job_write_bytes_total", **key) == 9_000 * 4_194_304
+    assert value(parsed, "gotthard_lustre_job_read_bytes_total", **key) == 4_500 * 1_048_576
+    assert value(parsed, "gotthard_lustre_job_operations_total", **key, operation="write") == 9_000
     # zero counts are left out: 4201338 did not read, 4201337 did not punch
-    assert not series(parsed, "lustre_job_read_bytes_total", job_id="4201338")
-    assert not series(parsed, "lustre_job_operations_total", **key, operation="punch")
-    assert value(parsed, "lustre_job_stats_jobs", **ost("lustre-OST0000")) == 3
-    assert value(parsed, "lustre_job_stats_jobs", **ost("lustre-OST0002")) == 0
-    assert value(parsed, "lustre_job_stats_truncated", **ost("lustre-OST0002")) == 0
+    assert not series(parsed, "gotthard_lustre_job_read_bytes_total", job_id="4201338")
+    assert not series(parsed, "gotthard_lustre_job_operations_total", **key, operation="punch")
+    assert value(parsed, "gotthard_lustre_job_stats_jobs", **ost("lustre-OST0000")) == 3
+    assert value(parsed, "gotthard_lustre_job_stats_jobs", **ost("lustre-OST0002")) == 0
+    assert value(parsed, "gotthard_lustre_job_stats_truncated", **ost("lustre-OST0002")) == 0
 
     _, text = poll("mds-2.15", job_stats=True)
     parsed = samples(text)
     key = {"fs": "lustre", "target": "lustre-MDT0000", "component": "mdt", "job_id": "4201338"}
-    assert value(parsed, "lustre_job_operations_total", **key, operation="open") == 300 * 30
-    assert not series(parsed, "lustre_job_read_bytes_total")
+    assert (
+        value(parsed, "gotthard_lustre_job_operations_total", **key, operation="open") == 300 * 30
+    )
+    assert not series(parsed, "gotthard_lustre_job_read_bytes_total")
 
 
 def test_job_stats_limit_keeps_the_highest_io() -> None:
     _, text = poll("oss-2.15", job_stats=True, job_stats_limit=1)
     parsed = samples(text)
-    assert value(parsed, "lustre_job_stats_truncated", **ost("lustre-OST0000")) == 2
-    assert value(parsed, "lustre_job_stats_truncated", **ost("lustre-OST0001")) == 1
-    assert value(parsed, "lustre_job_stats_jobs", **ost("lustre-OST0000")) == 3
-    jobs = {(s["target"], s["job_id"]) for s in series(parsed, "lustre_job_operations_total")}
+    assert value(parsed, "gotthard_lustre_job_stats_truncated", **ost("lustre-OST0000")) == 2
+    assert value(parsed, "gotthard_lustre_job_stats_truncated", **ost("lustre-OST0001")) == 1
+    assert value(parsed, "gotthard_lustre_job_stats_jobs", **ost("lustre-OST0000")) == 3
+    jobs = {
+        (s["target"], s["job_id"]) for s in series(parsed, "gotthard_lustre_job_operations_total")
+    }
     assert jobs == {("lustre-OST0000", "4201337"), ("lustre-OST0001", "4201337")}
 
 
@@ -599,7 +611,7 @@ def test_ten_thousand_jobs_are_all_parsed_and_rendered() -> None:
         render_job_stats([TargetJobStats("lustre", "lustre-OST0000", "ost", result.jobs)], 10_000)
     )
     assert result.errors == 0 and len(result.jobs) == 10_000
-    assert out.count("lustre_job_write_bytes_total{") > 7_000
+    assert out.count("gotthard_lustre_job_write_bytes_total{") > 7_000
 
 
 # --- lctl --------------------------------------------------------------------------------
@@ -776,8 +788,8 @@ def test_two_mounts_of_one_file_system_add_up() -> None:
         _, text = poll(write_tree(Path(folder), node, "2.15"))
     parsed = samples(text)
     client = {"fs": "fs", "target": "fs", "component": "client"}
-    assert value(parsed, "lustre_operations_total", **client, operation="open") == 5
-    assert len(series(parsed, "lustre_target_capacity_bytes")) == 1
+    assert value(parsed, "gotthard_lustre_operations_total", **client, operation="open") == 5
+    assert len(series(parsed, "gotthard_lustre_target_capacity_bytes")) == 1
 
 
 def test_single_value_parsers() -> None:

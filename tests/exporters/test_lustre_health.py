@@ -28,23 +28,28 @@ def test_lctl_export_stats_are_never_targets() -> None:
     assert set(tree.params["obdfilter"]) == {"lustre-OST0000", "lustre-OST0001", "lustre-OST0002"}
     assert tree.exports == {}
     parsed = samples(render_text(render(assemble(tree, job_stats=False))))
-    targets = {s["target"] for s in series(parsed, "lustre_operations_total")}
+    targets = {s["target"] for s in series(parsed, "gotthard_lustre_operations_total")}
     assert targets == {"lustre-OST0000", "lustre-OST0001"}
-    assert not any(name.startswith("lustre_export_") for name, _ in parsed)
+    assert not any(name.startswith("gotthard_lustre_export_") for name, _ in parsed)
 
 
 def test_export_stats_per_client_nid_with_a_cap() -> None:
     _, text = poll("oss-2.15", export_stats=True)
     parsed = samples(text)
     labels = {**ost("lustre-OST0000"), "nid": "10.20.0.13@o2ib"}
-    assert value(parsed, "lustre_export_write_bytes_total", **labels) == 3 * 50 * 3 * 4_194_304
-    assert value(parsed, "lustre_export_operations_total", **labels, operation="read") == 900
-    assert value(parsed, "lustre_export_stats_clients", **ost("lustre-OST0000")) == 3
-    assert not series(parsed, "lustre_export_stats_clients", target="lustre-OST0002")
+    assert (
+        value(parsed, "gotthard_lustre_export_write_bytes_total", **labels)
+        == 3 * 50 * 3 * 4_194_304
+    )
+    assert (
+        value(parsed, "gotthard_lustre_export_operations_total", **labels, operation="read") == 900
+    )
+    assert value(parsed, "gotthard_lustre_export_stats_clients", **ost("lustre-OST0000")) == 3
+    assert not series(parsed, "gotthard_lustre_export_stats_clients", target="lustre-OST0002")
     _, text = poll("oss-2.15", export_stats=True, export_stats_limit=1)
     parsed = samples(text)
-    assert value(parsed, "lustre_export_stats_truncated", **ost("lustre-OST0000")) == 2
-    nids = {s["nid"] for s in series(parsed, "lustre_export_read_bytes_total")}
+    assert value(parsed, "gotthard_lustre_export_stats_truncated", **ost("lustre-OST0000")) == 2
+    nids = {s["nid"] for s in series(parsed, "gotthard_lustre_export_read_bytes_total")}
     assert nids == {"10.20.0.13@o2ib"}  # the highest IO is kept
     _, text = poll("oss-2.15")
     assert "lustre_export_" not in text  # opt-in
@@ -53,7 +58,7 @@ def test_export_stats_per_client_nid_with_a_cap() -> None:
 def test_job_series_of_an_ost_and_an_mdt_are_told_apart() -> None:
     _, text = poll("combined-2.12", job_stats=True)
     parsed = samples(text)
-    for name in ("lustre_job_operations_total", "lustre_job_stats_jobs"):
+    for name in ("gotthard_lustre_job_operations_total", "gotthard_lustre_job_stats_jobs"):
         components = {(s["target"], s["component"]) for s in series(parsed, name)}
         assert components == {("testfs-OST0000", "ost"), ("testfs-MDT0000", "mdt")}
 
@@ -62,10 +67,13 @@ def test_open_close_time_is_not_an_operation_latency() -> None:
     _, text = poll("client-2.15")
     parsed = samples(text)
     client = {"fs": "lustre", "target": "lustre", "component": "client"}
-    assert value(parsed, "lustre_client_file_closes_total", **client) == 3 * 3_100
+    assert value(parsed, "gotthard_lustre_client_file_closes_total", **client) == 3 * 3_100
     seconds = 3 * 3_100 * 2_500_000 / 1e6
-    assert value(parsed, "lustre_client_file_open_seconds_total", **client) == seconds
-    for name in ("lustre_operations_total", "lustre_operation_latency_seconds_total"):
+    assert value(parsed, "gotthard_lustre_client_file_open_seconds_total", **client) == seconds
+    for name in (
+        "gotthard_lustre_operations_total",
+        "gotthard_lustre_operation_latency_seconds_total",
+    ):
         operations = {s["operation"] for s in series(parsed, name)}
         assert "openclosetime" not in operations and "opencount" not in operations
 
@@ -81,8 +89,8 @@ def test_open_close_time_is_not_an_operation_latency() -> None:
 def test_health_check_state(tree: str, state: str) -> None:
     _, text = poll(tree)
     parsed = samples(text)
-    assert {s["state"]: value(parsed, "lustre_health_check", **s) for s in
-            series(parsed, "lustre_health_check")} == {
+    assert {s["state"]: value(parsed, "gotthard_lustre_health_state", **s) for s in
+            series(parsed, "gotthard_lustre_health_state")} == {
         name: float(name == state) for name in parse.HEALTH_STATES
     }  # fmt: skip
 
@@ -102,15 +110,23 @@ def test_recovery_status_of_a_recovering_and_a_complete_ost() -> None:
     _, text = poll("oss-2.15")
     parsed = samples(text)
     recovering = ost("lustre-OST0002")
-    assert value(parsed, "lustre_target_recovery_status", **recovering, status="recovering") == 1
-    assert value(parsed, "lustre_target_recovery_status", **recovering, status="complete") == 0
-    assert value(parsed, "lustre_target_recovery_connected_clients", **recovering) == 9
-    assert value(parsed, "lustre_target_recovery_clients", **recovering) == 12
-    assert value(parsed, "lustre_target_recovery_time_remaining_seconds", **recovering) == 231
+    assert (
+        value(parsed, "gotthard_lustre_target_recovery_status", **recovering, status="recovering")
+        == 1
+    )
+    assert (
+        value(parsed, "gotthard_lustre_target_recovery_status", **recovering, status="complete")
+        == 0
+    )
+    assert value(parsed, "gotthard_lustre_target_recovery_connected_clients", **recovering) == 9
+    assert value(parsed, "gotthard_lustre_target_recovery_clients", **recovering) == 12
+    assert (
+        value(parsed, "gotthard_lustre_target_recovery_time_remaining_seconds", **recovering) == 231
+    )
     done = ost("lustre-OST0000")
-    assert value(parsed, "lustre_target_recovery_status", **done, status="complete") == 1
-    assert value(parsed, "lustre_target_recovery_completed_clients", **done) == 12
-    assert not series(parsed, "lustre_target_recovery_time_remaining_seconds", **done)
+    assert value(parsed, "gotthard_lustre_target_recovery_status", **done, status="complete") == 1
+    assert value(parsed, "gotthard_lustre_target_recovery_completed_clients", **done) == 12
+    assert not series(parsed, "gotthard_lustre_target_recovery_time_remaining_seconds", **done)
 
 
 def test_recovery_status_of_real_captures() -> None:
@@ -134,12 +150,12 @@ def test_evictions_and_connected_clients() -> None:
     _, text = poll("mds-2.15")
     parsed = samples(text)
     mdt = {"fs": "lustre", "target": "lustre-MDT0000", "component": "mdt"}
-    assert value(parsed, "lustre_target_evictions_total", **mdt) == 17
-    assert value(parsed, "lustre_target_connected_clients", **mdt) == 14
+    assert value(parsed, "gotthard_lustre_target_evictions_total", **mdt) == 17
+    assert value(parsed, "gotthard_lustre_target_connected_clients", **mdt) == 14
     # 2.10 has no eviction_count: no series, no error
     _, text = poll("combined-2.10")
-    assert "lustre_target_evictions_total" not in text
-    assert "lustre_target_connected_clients{" in text
+    assert "gotthard_lustre_target_evictions_total" not in text
+    assert "gotthard_lustre_target_connected_clients{" in text
 
 
 @pytest.mark.parametrize("tree", ["oss-2.15", "combined-2.10", "hpe-lustre_exporter"])
@@ -147,14 +163,14 @@ def test_lnet_counters(tree: str) -> None:
     _, text = poll(tree)
     parsed = samples(text)
     if tree == "hpe-lustre_exporter":  # the real /proc/sys/lnet/stats of that tree
-        assert value(parsed, "lustre_lnet_send_count_total") == 101_719_323
-        assert value(parsed, "lustre_lnet_receive_bytes_total") == 53_029_565_353_720
+        assert value(parsed, "gotthard_lustre_lnet_send_messages_total") == 101_719_323
+        assert value(parsed, "gotthard_lustre_lnet_receive_bytes_total") == 53_029_565_353_720
         return
     if tree == "oss-2.15":
-        assert value(parsed, "lustre_lnet_drop_count_total") == 11
-        assert value(parsed, "lustre_lnet_drop_bytes_total") == 4_832
+        assert value(parsed, "gotthard_lustre_lnet_drop_messages_total") == 11
+        assert value(parsed, "gotthard_lustre_lnet_drop_bytes_total") == 4_832
     else:
-        assert value(parsed, "lustre_lnet_send_count_total") == 180_076
+        assert value(parsed, "gotthard_lustre_lnet_send_messages_total") == 180_076
 
 
 def test_lnetctl_stats_show_is_read_as_the_file() -> None:

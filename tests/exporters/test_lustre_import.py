@@ -1,5 +1,5 @@
 """A client's connection to each target (``osc.*.import``, ``mdc.*.import``): which server
-NID it uses and whether it is connected, as ``lustre_target_import_connected``."""
+NID it uses and whether it is connected, as ``gotthard_lustre_target_import_connected``."""
 
 from __future__ import annotations
 
@@ -45,12 +45,18 @@ def test_disconnected_and_idle_imports_as_the_alerts_read_them(tmp_path: Path) -
     _, combined = poll("combined-2.12")
     parsed = samples(combined)
     osc = {"fs": "testfs", "target": "testfs-OST0000", "component": "osc"}
-    assert value(parsed, "lustre_target_import_connected", **osc, nid="10.10.0.11@o2ib") == 0
+    assert (
+        value(parsed, "gotthard_lustre_target_import_connected", **osc, nid="10.10.0.11@o2ib") == 0
+    )
     mdc = {"fs": "testfs", "target": "testfs-MDT0000", "component": "mdc"}
-    assert value(parsed, "lustre_target_import_connected", **mdc, nid="10.10.0.1@o2ib") == 1
+    assert (
+        value(parsed, "gotthard_lustre_target_import_connected", **mdc, nid="10.10.0.1@o2ib") == 1
+    )
     _, client = poll("client-2.15")
     idle = {"fs": "scratch", "target": "scratch-OST0000", "component": "osc"}
-    assert value(samples(client), "lustre_target_import_connected", **idle, nid="10.10.0.11@o2ib")
+    assert value(
+        samples(client), "gotthard_lustre_target_import_connected", **idle, nid="10.10.0.11@o2ib"
+    )
 
     tree = tmp_path / "tree"
     shutil.copytree(LUSTRE / "combined-2.12", tree)
@@ -59,4 +65,4 @@ def test_disconnected_and_idle_imports_as_the_alerts_read_them(tmp_path: Path) -
     snapshot, text = poll(tree)
     assert snapshot.errors == 1
     assert ("testfs", "testfs-OST0000", "osc") not in snapshot.imports
-    assert "lustre_target_import_connected{" in text
+    assert "gotthard_lustre_target_import_connected{" in text

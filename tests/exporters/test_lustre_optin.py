@@ -67,13 +67,15 @@ def test_lnet_ni_health_and_status_from_lnetctl(tmp_path: Path) -> None:
     assert snapshot.errors == 0
     parsed = samples(text)
     down = {"net": "o2ib", "nid": "10.20.0.32@o2ib"}
-    assert value(parsed, "lustre_lnet_ni_health", **down) == 350
-    assert value(parsed, "lustre_lnet_ni_status", **down) == 0
+    assert value(parsed, "gotthard_lustre_lnet_ni_health", **down) == 350
+    assert value(parsed, "gotthard_lustre_lnet_ni_status", **down) == 0
     up = {"net": "o2ib", "nid": "10.20.0.31@o2ib"}
-    assert value(parsed, "lustre_lnet_ni_health", **up) == 1000
-    assert value(parsed, "lustre_lnet_ni_status", **up) == 1
-    assert value(parsed, "lustre_lnet_ni_status", net="lo", nid="0@lo") == 1
-    assert value(parsed, "lustre_operations_total", **ost("lustre-OST0000"), operation="read")
+    assert value(parsed, "gotthard_lustre_lnet_ni_health", **up) == 1000
+    assert value(parsed, "gotthard_lustre_lnet_ni_status", **up) == 1
+    assert value(parsed, "gotthard_lustre_lnet_ni_status", net="lo", nid="0@lo") == 1
+    assert value(
+        parsed, "gotthard_lustre_operations_total", **ost("lustre-OST0000"), operation="read"
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,8 +113,8 @@ def test_lnet_ni_without_health_stats_has_status_only() -> None:
     result = parse_lnet_net_show(text)
     assert result.errors == 0 and result.nis[0].health_value is None
     parsed = samples(render_text(render_optin(assemble_nis(text))))
-    assert value(parsed, "lustre_lnet_ni_status", net="o2ib", nid="10.0.0.1@o2ib") == 1
-    assert not series(parsed, "lustre_lnet_ni_health")
+    assert value(parsed, "gotthard_lustre_lnet_ni_status", net="o2ib", nid="10.0.0.1@o2ib") == 1
+    assert not series(parsed, "gotthard_lustre_lnet_ni_health")
 
 
 def test_lnet_health_is_opt_in(tmp_path: Path) -> None:
@@ -148,11 +150,11 @@ def test_quota_usage_per_user_group_and_project() -> None:
     parsed = samples(text)
     labels = {**ost("lustre-OST0000"), "type": "user", "id": "1001"}
     # OST0000 lists three jobs: the fixture scales its usage by 4
-    assert value(parsed, "lustre_quota_used_bytes", **labels) == 4 * 52_428_800 * 1024
-    assert value(parsed, "lustre_quota_used_inodes", **labels) == 4 * 9_120
+    assert value(parsed, "gotthard_lustre_quota_used_bytes", **labels) == 4 * 52_428_800 * 1024
+    assert value(parsed, "gotthard_lustre_quota_used_inodes", **labels) == 4 * 9_120
     project = {**ost("lustre-OST0001"), "type": "project", "id": "0"}
-    assert value(parsed, "lustre_quota_used_bytes", **project) == 3 * 191_355_101 * 1024
-    types = {s["type"] for s in series(parsed, "lustre_quota_ids")}
+    assert value(parsed, "gotthard_lustre_quota_used_bytes", **project) == 3 * 191_355_101 * 1024
+    types = {s["type"] for s in series(parsed, "gotthard_lustre_quota_ids")}
     assert types == {"user", "group", "project"}
     assert "lustre_quota_" not in poll("oss-2.15")[1]  # opt-in
 
@@ -161,16 +163,18 @@ def test_quota_limit_keeps_the_ids_using_most_space() -> None:
     _, text = poll("oss-2.15", quota=True, quota_limit=1)
     parsed = samples(text)
     key = {**ost("lustre-OST0000"), "type": "user"}
-    assert value(parsed, "lustre_quota_ids", **key) == 2
-    assert value(parsed, "lustre_quota_truncated", **key) == 1
-    assert [s["id"] for s in series(parsed, "lustre_quota_used_bytes", **key)] == ["0"]
+    assert value(parsed, "gotthard_lustre_quota_ids", **key) == 2
+    assert value(parsed, "gotthard_lustre_quota_truncated", **key) == 1
+    assert [s["id"] for s in series(parsed, "gotthard_lustre_quota_used_bytes", **key)] == ["0"]
 
 
 @pytest.mark.parametrize("tree", ["mds-2.15", "combined-2.12", "combined-2.10"])
 def test_quota_of_mdts_and_older_layouts(tree: str) -> None:
     snapshot, text = poll(tree, quota=True)
     assert snapshot.errors == 0
-    components = {s["component"] for s in series(samples(text), "lustre_quota_used_inodes")}
+    components = {
+        s["component"] for s in series(samples(text), "gotthard_lustre_quota_used_inodes")
+    }
     assert "mdt" in components
 
 
@@ -179,7 +183,7 @@ def test_quota_of_the_real_2_10_zfs_tree() -> None:
     assert snapshot.errors == 0
     labels = {"fs": "lustrefs", "target": "lustrefs-OST0000", "component": "ost"}
     user = {**labels, "type": "user", "id": "0"}
-    assert value(samples(text), "lustre_quota_used_bytes", **user) == 138_926_301 * 1024
+    assert value(samples(text), "gotthard_lustre_quota_used_bytes", **user) == 138_926_301 * 1024
 
 
 def test_quota_of_recorded_2_14_lctl_output() -> None:
@@ -190,8 +194,8 @@ def test_quota_of_recorded_2_14_lctl_output() -> None:
     assert snapshot.errors == 0
     parsed = samples(render_text(render_optin(snapshot)))
     mdt = {"fs": "ai400x2", "target": "ai400x2-MDT0000", "component": "mdt", "type": "user"}
-    assert value(parsed, "lustre_quota_used_inodes", **mdt, id="23") == 241_123_355
-    assert value(parsed, "lustre_quota_used_bytes", **mdt, id="23") == 102_141_328 * 1024
+    assert value(parsed, "gotthard_lustre_quota_used_inodes", **mdt, id="23") == 241_123_355
+    assert value(parsed, "gotthard_lustre_quota_used_bytes", **mdt, id="23") == 102_141_328 * 1024
 
 
 def test_parse_quota_acct_pairs_ids_with_usage() -> None:
@@ -221,18 +225,20 @@ def test_brw_stats_buckets_per_operation(tree: str) -> None:
     target = "lustre-OST0000" if tree == "oss-2.15" else "testfs-OST0000"
     labels = {**ost(target), "fs": target.split("-")[0]}
     scale = 4 if tree == "oss-2.15" else 3
-    rpcs = "lustre_target_brw_rpcs_total"
+    rpcs = "gotthard_lustre_target_brw_rpcs_total"
     assert value(parsed, rpcs, **labels, op="write", pages="256") == 58_945 * scale
     assert value(parsed, rpcs, **labels, op="write", pages="1024") == 4_059 * scale
     assert value(parsed, rpcs, **labels, op="read", pages="4") == 0  # a zero bucket in between
-    ios = "lustre_target_brw_disk_ios_total"
+    ios = "gotthard_lustre_target_brw_disk_ios_total"
     assert value(parsed, ios, **labels, op="read", size_bytes=str(1 << 20)) == 2_200 * scale
     assert value(parsed, ios, **labels, op="write", size_bytes="4096") == 310 * scale
 
 
 def test_brw_stats_of_an_idle_target_and_opt_in() -> None:
     _, text = poll("oss-2.15", brw_stats=True)
-    assert not series(samples(text), "lustre_target_brw_rpcs_total", target="lustre-OST0002")
+    assert not series(
+        samples(text), "gotthard_lustre_target_brw_rpcs_total", target="lustre-OST0002"
+    )
     assert "lustre_target_brw_" not in poll("oss-2.15")[1]
 
 
@@ -240,7 +246,7 @@ def test_brw_stats_of_the_real_2_10_tree() -> None:
     snapshot, text = poll("hpe-lustre_exporter", brw_stats=True)
     assert snapshot.errors == 0
     labels = {"fs": "lustrefs", "target": "lustrefs-OST0000", "component": "ost"}
-    rpcs = "lustre_target_brw_rpcs_total"
+    rpcs = "gotthard_lustre_target_brw_rpcs_total"
     assert value(samples(text), rpcs, **labels, op="write", pages="1024") == 4_059_303
 
 

@@ -45,7 +45,9 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 STATIC = FIXTURES / "slingshot" / "node"
 GOLDEN = FIXTURES / "golden" / "slingshot-once.prom"
 #: promtool's linter wants bytes; the issue asks for bits/s for link speed (see docs).
-ALLOWED_LINT = {'slingshot_link_speed_bits_per_second use base unit "bytes" instead of "bits"'}
+ALLOWED_LINT = {
+    'gotthard_slingshot_link_speed_bits_per_second use base unit "bytes" instead of "bits"'
+}
 
 SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -217,7 +219,7 @@ def test_both_generations_discovered_and_mapped(node: Path) -> None:
         2,
     )
     info = key(
-        "slingshot_info",
+        "gotthard_slingshot_info",
         device="cxi1",
         interface="hsn1",
         nid="19",
@@ -225,15 +227,18 @@ def test_both_generations_discovered_and_mapped(node: Path) -> None:
         firmware="2.1.0.101",
     )
     assert samples[info] == "1"
-    assert samples[key("slingshot_link_up", device="cxi0")] == "1"
-    assert samples[key("slingshot_link_up", device="cxi1")] == "1"
-    assert samples[key("slingshot_link_info", device="cxi1", state="up", mode="CK_400G")] == "1"
-    speed = "slingshot_link_speed_bits_per_second"
+    assert samples[key("gotthard_slingshot_link_up", device="cxi0")] == "1"
+    assert samples[key("gotthard_slingshot_link_up", device="cxi1")] == "1"
+    assert (
+        samples[key("gotthard_slingshot_link_info", device="cxi1", state="up", mode="CK_400G")]
+        == "1"
+    )
+    speed = "gotthard_slingshot_link_speed_bits_per_second"
     assert samples[key(speed, device="cxi0")] == str(200 * 10**9)
     assert samples[key(speed, device="cxi1")] == str(400 * 10**9)
     # Cassini-2-only lanes 8..15 exist only on cxi1
-    assert key("slingshot_fec_lane_errors_total", device="cxi1", lane="15") in samples
-    assert key("slingshot_fec_lane_errors_total", device="cxi0", lane="15") not in samples
+    assert key("gotthard_slingshot_fec_lane_errors_total", device="cxi1", lane="15") in samples
+    assert key("gotthard_slingshot_fec_lane_errors_total", device="cxi0", lane="15") not in samples
 
 
 def test_generation_from_layout_without_cassini_version(tmp_path: Path) -> None:
@@ -246,7 +251,9 @@ def test_generation_from_layout_without_cassini_version(tmp_path: Path) -> None:
     assert [nic.identity.generation for nic in snapshot.nics] == [1, 2]
     assert snapshot.nics[0].identity.cassini_version == ""
     # without properties/speed the speed comes from port/0/link/speed (CK_400G)
-    assert samples[key("slingshot_link_speed_bits_per_second", device="cxi1")] == str(400 * 10**9)
+    assert samples[key("gotthard_slingshot_link_speed_bits_per_second", device="cxi1")] == str(
+        400 * 10**9
+    )
     assert snapshot.errors == 0
 
 
@@ -263,10 +270,10 @@ def test_nic_without_interface_telemetry_or_restarts(tmp_path: Path) -> None:
     assert snapshot.nics[0].identity.interface == ""
     # only the driver's PCIe counters from properties/ are left
     assert {name for name in names(samples) if name.endswith("_total")} == {
-        "slingshot_pcie_errors_total"
+        "gotthard_slingshot_pcie_errors_total"
     }
-    assert "slingshot_link_restarts_recent" not in names(samples)
-    assert samples[key("slingshot_link_healthy", device="cxi0")] == "1"
+    assert "gotthard_slingshot_link_restarts_recent" not in names(samples)
+    assert samples[key("gotthard_slingshot_link_healthy", device="cxi0")] == "1"
 
 
 def test_missing_sysfs_is_no_nics_and_no_errors(tmp_path: Path) -> None:
@@ -281,7 +288,7 @@ def test_missing_sysfs_via_cli() -> None:
     assert result.returncode == 0, result.stderr
     assert 'gotthard_collector_up{collector="slingshot"} 1' in result.stdout
     assert 'gotthard_collector_errors_total{collector="slingshot"} 0' in result.stdout
-    assert "slingshot_" not in result.stdout.replace('collector="slingshot"', "")
+    assert "gotthard_slingshot_" not in result.stdout.replace('collector="slingshot"', "")
     assert result.stderr == ""
 
 
@@ -311,8 +318,8 @@ def test_rates_from_two_snapshots(tmp_path: Path) -> None:
     assert counter_rate(a["hni_pcs_corrected_cw"], b["hni_pcs_corrected_cw"]) == pytest.approx(4)
     # the exported values are the raw counters, exact
     text = render_text(collector.render(second))
-    assert 'slingshot_octets_total{device="cxi0",direction="rx"} ' in text
-    assert 'slingshot_fec_codewords_total{device="cxi0",type="corrected"} 55\n' in text
+    assert 'gotthard_slingshot_bytes_total{device="cxi0",direction="rx"} ' in text
+    assert 'gotthard_slingshot_fec_codewords_total{device="cxi0",type="corrected"} 55\n' in text
 
 
 def test_counter_rate_edge_cases() -> None:
@@ -323,7 +330,7 @@ def test_counter_rate_edge_cases() -> None:
 
 def test_counter_near_2_56_exported_exactly(node: Path) -> None:
     samples, _ = scrape(make(node))
-    value = samples[key("slingshot_fec_codewords_total", device="cxi0", type="corrected")]
+    value = samples[key("gotthard_slingshot_fec_codewords_total", device="cxi0", type="corrected")]
     assert value == "72057594037927931" == str(2**56 - 5)
 
 
@@ -331,7 +338,12 @@ def test_paused_cycles_become_seconds(node: Path) -> None:
     samples, snapshot = scrape(make(node))
     cycles = snapshot.nics[0].counters["hni_rx_paused_std"][0]
     value = samples[
-        key("slingshot_paused_seconds_total", device="cxi0", direction="rx", **{"class": "std"})
+        key(
+            "gotthard_slingshot_paused_seconds_total",
+            device="cxi0",
+            direction="rx",
+            **{"class": "std"},
+        )
     ]
     assert float(value) == cycles / 1e9
 
@@ -342,10 +354,18 @@ def test_paused_cycles_become_seconds(node: Path) -> None:
 def test_missing_file_means_no_series_not_zero(node: Path) -> None:
     samples, snapshot = scrape(make(node))
     assert snapshot.errors == 0
-    assert key("slingshot_rx_bad_frames_total", device="cxi1", type="jabber") not in samples
-    assert key("slingshot_rx_bad_frames_total", device="cxi0", type="jabber") in samples
-    assert key("slingshot_pcie_errors_total", device="cxi1", type="uncorrectable") not in samples
-    assert samples[key("slingshot_pcie_errors_total", device="cxi1", type="correctable")] == "3"
+    assert (
+        key("gotthard_slingshot_rx_bad_frames_total", device="cxi1", type="jabber") not in samples
+    )
+    assert key("gotthard_slingshot_rx_bad_frames_total", device="cxi0", type="jabber") in samples
+    assert (
+        key("gotthard_slingshot_pcie_errors_total", device="cxi1", type="uncorrectable")
+        not in samples
+    )
+    assert (
+        samples[key("gotthard_slingshot_pcie_errors_total", device="cxi1", type="correctable")]
+        == "3"
+    )
 
 
 def test_unreadable_and_garbage_files_count_errors_and_the_rest_is_exported(
@@ -365,13 +385,13 @@ def test_unreadable_and_garbage_files_count_errors_and_the_rest_is_exported(
     samples = parse_samples(text)
     assert samples[key("gotthard_collector_up", collector="slingshot")] == "1"
     assert samples[key("gotthard_collector_errors_total", collector="slingshot")] == "3"
-    fec = "slingshot_fec_codewords_total"
+    fec = "gotthard_slingshot_fec_codewords_total"
     assert key(fec, device="cxi0", type="uncorrected") not in samples
     assert key(fec, device="cxi0", type="good") not in samples
     assert key(fec, device="cxi0", type="corrected") in samples
     assert key(fec, device="cxi1", type="uncorrected") in samples
     # the port state is unreadable: link_up falls back to properties/link
-    assert samples[key("slingshot_link_up", device="cxi0")] == "1"
+    assert samples[key("gotthard_slingshot_link_up", device="cxi0")] == "1"
     # and errors accumulate per poll
     text = Exporter([runner]).scrape(timeout=10)
     samples = parse_samples(text)
@@ -387,7 +407,7 @@ def test_file_vanishing_after_discovery_is_absent_and_rediscovered(node: Path) -
     (tree.telemetry_path(node, Nic(0), "hni_llr_tx_replay_event")).unlink()
     samples, snapshot = scrape(collector)
     assert snapshot.errors == 0
-    assert key("slingshot_llr_replays_total", device="cxi0", direction="tx") not in samples
+    assert key("gotthard_slingshot_llr_replays_total", device="cxi0", direction="tx") not in samples
     scrape(collector)
     assert collector.source.discoveries == 2
     assert not any(
@@ -413,7 +433,7 @@ def test_value_without_timestamp_is_exported(node: Path) -> None:
     (tree.telemetry_path(node, Nic(0), "pct_spt_timeouts")).write_text("42\n")
     samples, snapshot = scrape(make(node))
     assert snapshot.errors == 0
-    assert samples[key("slingshot_timeouts_total", device="cxi0", type="spt")] == "42"
+    assert samples[key("gotthard_slingshot_timeouts_total", device="cxi0", type="spt")] == "42"
     assert math.isnan(snapshot.nics[0].counters["pct_spt_timeouts"][1])
 
 
@@ -452,21 +472,21 @@ def test_six_restarts_in_the_last_hour_is_unhealthy(tmp_path: Path) -> None:
     now = NOW + 10_000
     root = restarts_node(tmp_path, [now - 60 * m for m in (1, 5, 10, 20, 30, 50)])
     samples, _ = scrape(make(root, now=now))
-    recent = "slingshot_link_restarts_recent"
+    recent = "gotthard_slingshot_link_restarts_recent"
     assert samples[key(recent, device="cxi0", window="1h")] == "6"
     assert samples[key(recent, device="cxi0", window="10h")] == "6"
-    assert samples[key("slingshot_link_restart_last_timestamp_seconds", device="cxi0")] == str(
-        now - 60
-    )
-    assert samples[key("slingshot_link_healthy", device="cxi0")] == "0"
-    assert samples[key("slingshot_link_up", device="cxi0")] == "1"
+    assert samples[
+        key("gotthard_slingshot_link_restart_last_timestamp_seconds", device="cxi0")
+    ] == str(now - 60)
+    assert samples[key("gotthard_slingshot_link_healthy", device="cxi0")] == "0"
+    assert samples[key("gotthard_slingshot_link_up", device="cxi0")] == "1"
     # the thresholds are configurable
     samples, _ = scrape(make(root, now=now, max_restarts_1h=7))
-    assert samples[key("slingshot_link_healthy", device="cxi0")] == "1"
+    assert samples[key("gotthard_slingshot_link_healthy", device="cxi0")] == "1"
     # and "now" decides the window: two hours later they are all out of the last hour
     samples, _ = scrape(make(root, now=now + 7200))
     assert samples[key(recent, device="cxi0", window="1h")] == "0"
-    assert samples[key("slingshot_link_healthy", device="cxi0")] == "1"
+    assert samples[key("gotthard_slingshot_link_healthy", device="cxi0")] == "1"
 
 
 def test_ten_restarts_in_ten_hours_is_unhealthy(tmp_path: Path) -> None:
@@ -474,21 +494,30 @@ def test_ten_restarts_in_ten_hours_is_unhealthy(tmp_path: Path) -> None:
     hours = [0.5, 0.9, 1.5, 2, 3, 4, 5, 6, 7, 9]  # 2 in the last hour, 10 in 10 hours
     root = restarts_node(tmp_path, [int(now - 3600 * h) for h in hours])
     samples, _ = scrape(make(root, now=now))
-    assert samples[key("slingshot_link_restarts_recent", device="cxi0", window="1h")] == "2"
-    assert samples[key("slingshot_link_restarts_recent", device="cxi0", window="10h")] == "10"
-    assert samples[key("slingshot_link_healthy", device="cxi0")] == "0"
+    assert (
+        samples[key("gotthard_slingshot_link_restarts_recent", device="cxi0", window="1h")] == "2"
+    )
+    assert (
+        samples[key("gotthard_slingshot_link_restarts_recent", device="cxi0", window="10h")] == "10"
+    )
+    assert samples[key("gotthard_slingshot_link_healthy", device="cxi0")] == "0"
     root = restarts_node(tmp_path, [int(now - 3600 * h) for h in hours[:9]])
     samples, _ = scrape(make(root, now=now))
-    assert samples[key("slingshot_link_healthy", device="cxi0")] == "1"
+    assert samples[key("gotthard_slingshot_link_healthy", device="cxi0")] == "1"
 
 
 def test_link_down_is_unhealthy(tmp_path: Path) -> None:
     samples, _ = scrape(make(restarts_node(tmp_path, [], link_up=False)))
-    assert samples[key("slingshot_link_up", device="cxi0")] == "0"
-    assert samples[key("slingshot_link_healthy", device="cxi0")] == "0"
-    assert samples[key("slingshot_link_info", device="cxi0", state="down", mode="BS_200G")] == "1"
-    assert samples[key("slingshot_link_restarts_recent", device="cxi0", window="1h")] == "0"
-    assert "slingshot_link_restart_last_timestamp_seconds" not in names(samples)
+    assert samples[key("gotthard_slingshot_link_up", device="cxi0")] == "0"
+    assert samples[key("gotthard_slingshot_link_healthy", device="cxi0")] == "0"
+    assert (
+        samples[key("gotthard_slingshot_link_info", device="cxi0", state="down", mode="BS_200G")]
+        == "1"
+    )
+    assert (
+        samples[key("gotthard_slingshot_link_restarts_recent", device="cxi0", window="1h")] == "0"
+    )
+    assert "gotthard_slingshot_link_restart_last_timestamp_seconds" not in names(samples)
 
 
 def test_render_is_pure_and_unknown_link_has_no_health() -> None:
@@ -497,7 +526,7 @@ def test_render_is_pure_and_unknown_link_has_no_health() -> None:
     first = render_text(render(snapshot, HealthRule()))
     assert first == render_text(render(snapshot, HealthRule()))
     samples = parse_samples(first)
-    assert names(samples) == {"slingshot_info"}
+    assert names(samples) == {"gotthard_slingshot_info"}
 
 
 # ------------------------------------------------------------------ extra counters
@@ -508,7 +537,7 @@ def test_extra_counters_regex(node: Path) -> None:
     extra = {
         (dict(labels)["device"], dict(labels)["counter"])
         for name, labels in samples
-        if name == "slingshot_counter"
+        if name == "gotthard_slingshot_counter"
     }
     assert extra == {
         (device, counter)
@@ -517,10 +546,12 @@ def test_extra_counters_regex(node: Path) -> None:
     }
     # the match is anchored, and allow-listed items keep their curated names only
     samples, _ = scrape(make(node, extra_counters=r"fgfc|hni_pcs_.*"))
-    counters = {dict(labels)["counter"] for name, labels in samples if name == "slingshot_counter"}
+    counters = {
+        dict(labels)["counter"] for name, labels in samples if name == "gotthard_slingshot_counter"
+    }
     assert counters == {f"hni_pcs_corrected_cw_bin_{i}" for i in range(15)}
     samples, _ = scrape(make(node))
-    assert "slingshot_counter" not in names(samples)
+    assert "gotthard_slingshot_counter" not in names(samples)
 
 
 def test_extra_counters_flag_via_cli() -> None:
@@ -535,7 +566,7 @@ def test_extra_counters_flag_via_cli() -> None:
         "hni_pause_sent",
     )
     assert result.returncode == 0, result.stderr
-    assert 'slingshot_counter{device="cxi0",counter="hni_pause_sent"} ' in result.stdout
+    assert 'gotthard_slingshot_counter{device="cxi0",counter="hni_pause_sent"} ' in result.stdout
 
 
 # ------------------------------------------------------------------ the static tree, golden

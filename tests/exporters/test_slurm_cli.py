@@ -259,7 +259,8 @@ def test_sdiag_job_counters_become_slurm_scheduler_jobs_total() -> None:
     assert (stats.jobs_submitted_total, stats.jobs_started_total) == (9, 2)
     families = {f.name: f for f in render(assemble(outputs(), OPTIONS), OPTIONS)}
     assert dict(
-        (labels[0], value) for labels, value in families["slurm_scheduler_jobs_total"].samples
+        (labels[0], value)
+        for labels, value in families["gotthard_slurm_scheduler_jobs_total"].samples
     ) == {"submitted": 9, "started": 2, "completed": 0, "canceled": 0, "failed": 0}
 
 
@@ -282,17 +283,17 @@ def test_partition_totals_are_the_controllers_and_idle_memory_skips_drained_node
     samples = {
         (f.name, labels): value for f in render(snapshot, OPTIONS) for labels, value in f.samples
     }
-    assert samples[("slurm_partition_cpus", ("debug", "total"))] == 512
-    assert samples[("slurm_partition_nodes", ("debug",))] == 4
+    assert samples[("gotthard_slurm_partition_cpus", ("debug", "total"))] == 512
+    assert samples[("gotthard_slurm_partition_nodes", ("debug",))] == 4
     # the only node is allocated+drain: none of its free memory is idle
-    assert samples[("slurm_partition_memory_bytes", ("debug", "idle"))] == 0
-    assert samples[("slurm_partition_memory_bytes", ("debug", "total"))] > 0
+    assert samples[("gotthard_slurm_partition_memory_bytes", ("debug", "idle"))] == 0
+    assert samples[("gotthard_slurm_partition_memory_bytes", ("debug", "total"))] > 0
 
 
 def test_an_idle_cluster_has_slurm_jobs_series_at_0_for_every_partition() -> None:
     snapshot = assemble(outputs(squeue=""), OPTIONS)
     families = {f.name: f for f in render(snapshot, OPTIONS)}
-    jobs = dict(families["slurm_jobs"].samples)
+    jobs = dict(families["gotthard_slurm_jobs"].samples)
     assert jobs[("running", "debug", "")] == 0
     assert jobs[("pending", "gpu", "")] == 0
     assert {labels[1] for labels in jobs} == {"debug", "gpu"}
@@ -300,7 +301,9 @@ def test_an_idle_cluster_has_slurm_jobs_series_at_0_for_every_partition() -> Non
     # with jobs, a state that has them gets no extra empty row
     busy = dict(
         next(
-            f for f in render(assemble(outputs(), OPTIONS), OPTIONS) if f.name == "slurm_jobs"
+            f
+            for f in render(assemble(outputs(), OPTIONS), OPTIONS)
+            if f.name == "gotthard_slurm_jobs"
         ).samples
     )
     assert ("running", "gpu", "") in busy and busy[("running", "gpu", "")] == 2
@@ -318,7 +321,7 @@ def test_reservations_from_recorded_scontrol_output() -> None:
     assert parse_reservations("ReservationName=x NodeCnt=lots\n") == ((), 1)
     none = assemble(outputs(reservations=read("scontrol-show-reservation-none.txt")), OPTIONS)
     names = {f.name: f for f in render(none, OPTIONS)}
-    assert names["slurm_reservation_info"].samples == []
+    assert names["gotthard_slurm_reservation_info"].samples == []
 
 
 def test_reservation_flag_values_do_not_reach_the_label() -> None:
@@ -341,14 +344,17 @@ def test_sacctmgr_ping_becomes_one_slurm_dbd_up_series_per_slurmdbd() -> None:
     runs = outputs()
     runs["dbd"] = CommandOutput(DBD_PING)
     families = {f.name: f for f in render(assemble(runs, OPTIONS), OPTIONS)}
-    assert families["slurm_dbd_up"].samples == [(("dbd1", "primary"), 0), (("dbd2", "backup"), 1)]
+    assert families["gotthard_slurm_dbd_up"].samples == [
+        (("dbd1", "primary"), 0),
+        (("dbd2", "backup"), 1),
+    ]
 
 
 def test_every_slurmdbd_down_is_read_from_a_failed_sacctmgr_ping() -> None:
     runs = outputs()
     runs["dbd"] = CommandOutput("slurmdbd(primary) at dbd1 is DOWN\n", error="sacctmgr exited 1")
     families = {f.name: f for f in render(assemble(runs, OPTIONS), OPTIONS)}
-    assert families["slurm_dbd_up"].samples == [(("dbd1", "primary"), 0)]
+    assert families["gotthard_slurm_dbd_up"].samples == [(("dbd1", "primary"), 0)]
 
 
 @pytest.mark.parametrize(
@@ -366,4 +372,4 @@ def test_no_understood_ping_is_no_slurm_dbd_up_at_all(printed: str) -> None:
     runs = outputs()
     runs["dbd"] = CommandOutput(printed, error="sacctmgr exited 1")
     families = {f.name for f in render(assemble(runs, OPTIONS), OPTIONS)}
-    assert "slurm_dbd_up" not in families
+    assert "gotthard_slurm_dbd_up" not in families

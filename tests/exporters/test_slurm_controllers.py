@@ -1,4 +1,5 @@
-"""Per-controller state (``slurm_controller_up``) from ``scontrol ping`` and slurmrestd /ping.
+"""Per-controller state (``gotthard_slurm_controller_up``) from ``scontrol ping`` and
+slurmrestd /ping.
 
 The two-controller outputs below are written in the exact format Slurm 22.05's scontrol
 prints (``Slurmctld(<mode>) at <host> is UP|DOWN``, then a banner of ``*`` lines when one
@@ -54,7 +55,7 @@ def rest_ping(*entries: tuple[str, str, str]) -> dict[str, Any]:
 
 def controller_lines(snapshot: SlurmSnapshot) -> list[str]:
     text = render_text(render(snapshot, OPTIONS))
-    return [line for line in text.splitlines() if "slurm_controller_up" in line]
+    return [line for line in text.splitlines() if "gotthard_slurm_controller_up" in line]
 
 
 def test_recorded_ping_is_one_primary_up() -> None:
@@ -106,11 +107,11 @@ def test_cli_keeps_controllers_when_scontrol_exits_non_zero() -> None:
     assert not snapshot.probes[0].success
     assert [c.up for c in snapshot.controllers] == [False, True]
     assert controller_lines(snapshot) == [
-        "# HELP slurm_controller_up 1 if the slurmctld answered the ping probe; role is primary "
-        "or backup, index its position in SlurmctldHost.",
-        "# TYPE slurm_controller_up gauge",
-        'slurm_controller_up{controller="ctl1",role="primary",index="0"} 0',
-        'slurm_controller_up{controller="ctl2",role="backup",index="1"} 1',
+        "# HELP gotthard_slurm_controller_up 1 if the slurmctld answered the ping probe; "
+        "role is primary or backup, index its position in SlurmctldHost.",
+        "# TYPE gotthard_slurm_controller_up gauge",
+        'gotthard_slurm_controller_up{controller="ctl1",role="primary",index="0"} 0',
+        'gotthard_slurm_controller_up{controller="ctl2",role="backup",index="1"} 1',
     ]
 
 

@@ -284,7 +284,7 @@ def test_a_job_reads_the_same_from_slurmrestd_and_pyslurm() -> None:
 
 def test_a_node_without_a_load_gets_no_load_series() -> None:
     """sinfo prints N/A, slurmrestd NO_VAL (v0.0.38) or an unset number (v0.0.39+) for a
-    node that has reported no load: no slurm_node_cpu_load series, not a made-up 0."""
+    node that has reported no load: no gotthard_slurm_node_cpu_load series, not a made-up 0."""
     (record,) = recorded("nodes")
     cells = dict(
         NodeList="node001",
@@ -304,4 +304,4 @@ def test_a_node_without_a_load_gets_no_load_series() -> None:
     assert [node.cpu_load for node in nodes] == [None, None, None]
     snapshot = SlurmSnapshot(up=True, nodes=(nodes[0],))
     families = {family.name: family for family in render(snapshot, PollOptions())}
-    assert families["slurm_node_cpu_load"].samples == []
+    assert families["gotthard_slurm_node_cpu_load"].samples == []

@@ -98,18 +98,20 @@ def test_exported_jobs_nodes_and_partitions_match_squeue_and_sinfo(sandbox: Sand
 
     found = metrics(once(sandbox))
 
-    assert total(found, "slurm_up") == 1
+    assert total(found, "gotthard_slurm_up") == 1
     # every (state, partition) count equals squeue's
     expected = Counter(tuple(line.split()) for line in squeue(sandbox, "-o", "%T %P"))
     for (state, partition), count in expected.items():
-        assert total(found, "slurm_jobs", state=state.lower(), partition=partition) == count
-    assert total(found, "slurm_jobs") == sum(expected.values())
-    assert total(found, "slurm_jobs", account="physics", state="pending") == 1
-    assert total(found, "slurm_jobs_pending", partition="debug", reason="Resources") == 1
-    assert total(found, "slurm_jobs_pending", partition="debug", reason="JobHeldUser") == 1
-    assert total(found, "slurm_job_gpus", state="running", partition="gpu") == 1
-    assert total(found, "slurm_job_cpus", state="pending", partition="debug") == cpus + 1
-    info_ids = {labels["job_id"] for labels, _ in found["slurm_job_info"]}
+        assert (
+            total(found, "gotthard_slurm_jobs", state=state.lower(), partition=partition) == count
+        )
+    assert total(found, "gotthard_slurm_jobs") == sum(expected.values())
+    assert total(found, "gotthard_slurm_jobs", account="physics", state="pending") == 1
+    assert total(found, "gotthard_slurm_jobs_pending", partition="debug", reason="Resources") == 1
+    assert total(found, "gotthard_slurm_jobs_pending", partition="debug", reason="JobHeldUser") == 1
+    assert total(found, "gotthard_slurm_job_gpus", state="running", partition="gpu") == 1
+    assert total(found, "gotthard_slurm_job_cpus", state="pending", partition="debug") == cpus + 1
+    info_ids = {labels["job_id"] for labels, _ in found["gotthard_slurm_job_info"]}
     assert info_ids == {running, gpu_job}
     assert big not in info_ids and held not in info_ids
 
@@ -117,21 +119,21 @@ def test_exported_jobs_nodes_and_partitions_match_squeue_and_sinfo(sandbox: Sand
     cpu_states = sandbox.run_command(["sinfo", "-h", "-N", "-o", "%C"]).stdout.split()[0]
     alloc, idle, _other, node_total = (int(x) for x in cpu_states.split("/"))
     node = sandbox.node_name
-    assert total(found, "slurm_node_cpus", node=node, state="alloc") == alloc == 2
-    assert total(found, "slurm_node_cpus", node=node, state="idle") == idle
-    assert total(found, "slurm_node_cpus", node=node, state="total") == node_total == cpus
-    assert total(found, "slurm_node_gpus", node=node, state="total") == 2
-    assert total(found, "slurm_node_gpus", node=node, state="alloc") == 1
-    ((labels, load),) = found["slurm_node_cpu_load"]
+    assert total(found, "gotthard_slurm_node_cpus", node=node, state="alloc") == alloc == 2
+    assert total(found, "gotthard_slurm_node_cpus", node=node, state="idle") == idle
+    assert total(found, "gotthard_slurm_node_cpus", node=node, state="total") == node_total == cpus
+    assert total(found, "gotthard_slurm_node_gpus", node=node, state="total") == 2
+    assert total(found, "gotthard_slurm_node_gpus", node=node, state="alloc") == 1
+    ((labels, load),) = found["gotthard_slurm_node_cpu_load"]
     assert labels["node"] == node and load >= 0  # the OS load slurmd reported
-    assert total(found, "slurm_partition_gpus", partition="gpu", state="idle") == 1
-    assert total(found, "slurm_partition_cpus", partition="debug", state="alloc") == 2
+    assert total(found, "gotthard_slurm_partition_gpus", partition="gpu", state="idle") == 1
+    assert total(found, "gotthard_slurm_partition_cpus", partition="debug", state="alloc") == 2
     sinfo_state = sandbox.run_command(["sinfo", "-h", "-N", "-p", "debug", "-o", "%T"]).stdout
-    assert total(found, "slurm_nodes", partition="debug", state=sinfo_state.strip()) == 1
-    assert total(found, "slurm_probe_success", op="ping") == 1
-    assert total(found, "slurm_probe_success", op="submit") == 1
-    assert total(found, "slurm_scheduler_threads") >= 1
-    assert total(found, "slurm_rpc_calls_total", type="REQUEST_JOB_INFO") >= 1
+    assert total(found, "gotthard_slurm_nodes", partition="debug", state=sinfo_state.strip()) == 1
+    assert total(found, "gotthard_slurm_probe_success", op="ping") == 1
+    assert total(found, "gotthard_slurm_probe_success", op="submit") == 1
+    assert total(found, "gotthard_slurm_scheduler_threads") >= 1
+    assert total(found, "gotthard_slurm_rpc_calls_total", type="REQUEST_JOB_INFO") >= 1
 
 
 def test_a_drained_node_is_reported_with_its_reason(sandbox: Sandbox) -> None:
@@ -141,9 +143,9 @@ def test_a_drained_node_is_reported_with_its_reason(sandbox: Sandbox) -> None:
     )
     try:
         found = metrics(once(sandbox))
-        assert total(found, "slurm_nodes", partition="gpu", state="drained") == 1
-        assert total(found, "slurm_node_flags", partition="gpu", flag="drain") == 1
-        ((labels, _),) = found["slurm_node_info"]
+        assert total(found, "gotthard_slurm_nodes", partition="gpu", state="drained") == 1
+        assert total(found, "gotthard_slurm_node_flags", partition="gpu", flag="drain") == 1
+        ((labels, _),) = found["gotthard_slurm_node_info"]
         assert labels["state"] == "idle+drain" and labels["reason"] == "gpu lost"
     finally:
         sandbox.run_command(["scontrol", "update", f"nodename={node}", "state=resume"])
@@ -170,7 +172,7 @@ class Heartbeat:
 def test_controller_down_shows_slurm_up_0_within_the_scrape_timeout(sandbox: Sandbox) -> None:
     config = SlurmExporterConfig(poll_interval_seconds=0.5, command_timeout_seconds=3.0)
     exporter = Exporter([CollectorRunner(SlurmCollector(config)), CollectorRunner(Heartbeat())])
-    assert total(metrics(exporter.scrape(timeout=5)), "slurm_up") == 1
+    assert total(metrics(exporter.scrape(timeout=5)), "gotthard_slurm_up") == 1
     sandbox.stop_controller()
     scrape_timeout = 2.0
     deadline = time.monotonic() + 30
@@ -180,17 +182,17 @@ def test_controller_down_shows_slurm_up_0_within_the_scrape_timeout(sandbox: San
         assert time.monotonic() - started < scrape_timeout + 0.5
         assert total(found, "gotthard_collector_up", collector="heartbeat") == 1
         assert total(found, "heartbeat_seconds") > 0
-        if total(found, "slurm_up") == 0:
+        if total(found, "gotthard_slurm_up") == 0:
             break
-        assert time.monotonic() < deadline, "slurm_up never went to 0"
+        assert time.monotonic() < deadline, "gotthard_slurm_up never went to 0"
         time.sleep(0.3)
     # with the controller down, no stale job data is passed off as current
-    assert "slurm_jobs" not in found
+    assert "gotthard_slurm_jobs" not in found
     assert total(found, "gotthard_collector_errors_total", collector="slurm") >= 1
     sandbox.start_controller()
     wait_for(
-        lambda: total(metrics(exporter.scrape(timeout=5)), "slurm_up") == 1,
-        what="slurm_up back to 1",
+        lambda: total(metrics(exporter.scrape(timeout=5)), "gotthard_slurm_up") == 1,
+        what="gotthard_slurm_up back to 1",
     )
 
 
@@ -206,8 +208,8 @@ def test_once_with_the_controller_stopped_reports_slurm_up_0_and_the_error(
     )
     sandbox.stop_controller()
     found = metrics(once(sandbox, config=str(config)))
-    assert total(found, "slurm_up") == 0
-    assert "slurm_jobs" not in found
+    assert total(found, "gotthard_slurm_up") == 0
+    assert "gotthard_slurm_jobs" not in found
     assert total(found, "gotthard_collector_up", collector="slurm") == 1
     assert total(found, "gotthard_collector_errors_total", collector="slurm") >= 1
     assert total(found, "gotthard_collector_duration_seconds", collector="slurm") > 0
@@ -232,15 +234,15 @@ def test_reservations_are_exported_as_scontrol_shows_them(sandbox: Sandbox) -> N
         found = metrics(once(sandbox))
     finally:
         sandbox.run_command(["scontrol", "delete", "reservation=gotthard_maint"])
-    (labels,) = [labels for labels, _ in found["slurm_reservation_info"]]
+    (labels,) = [labels for labels, _ in found["gotthard_slurm_reservation_info"]]
     assert labels["reservation"] == "gotthard_maint"
     assert labels["state"] == "inactive"
     assert "maint" in labels["flags"].split(",")
-    assert total(found, "slurm_reservation_nodes", reservation="gotthard_maint") == 1
-    assert total(found, "slurm_scheduler_jobs_total", event="submitted") >= 0
-    # an idle cluster still has slurm_jobs series, at 0, for every partition
-    assert total(found, "slurm_jobs", state="running", partition="debug") == 0
-    assert {labels["partition"] for labels, _ in found["slurm_jobs"]} == {"debug", "gpu"}
+    assert total(found, "gotthard_slurm_reservation_nodes", reservation="gotthard_maint") == 1
+    assert total(found, "gotthard_slurm_scheduler_jobs_total", event="submitted") >= 0
+    # an idle cluster still has gotthard_slurm_jobs series, at 0, for every partition
+    assert total(found, "gotthard_slurm_jobs", state="running", partition="debug") == 0
+    assert {labels["partition"] for labels, _ in found["gotthard_slurm_jobs"]} == {"debug", "gpu"}
 
 
 def _job_info_rpcs(sandbox: Sandbox) -> int:
@@ -263,7 +265,7 @@ def test_twenty_scrapers_for_ten_seconds_poll_slurm_once_per_interval(sandbox: S
         count = 0
         while time.monotonic() < stop:
             with urllib.request.urlopen(url, timeout=10) as response:
-                assert b"slurm_up 1" in response.read()
+                assert b"gotthard_slurm_up 1" in response.read()
             count += 1
         return count
 

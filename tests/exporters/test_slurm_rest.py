@@ -919,8 +919,8 @@ def test_primary_down_backup_up_gives_one_series_per_controller(
         ("ctl2", "backup", 1, True),
     ]
     text = render_text(render(snapshot, PollOptions()))
-    assert 'slurm_controller_up{controller="node001",role="primary",index="0"} 0' in text
-    assert 'slurm_controller_up{controller="ctl2",role="backup",index="1"} 1' in text
+    assert 'gotthard_slurm_controller_up{controller="node001",role="primary",index="0"} 0' in text
+    assert 'gotthard_slurm_controller_up{controller="ctl2",role="backup",index="1"} 1' in text
     # without the probe there is no ping, hence no controller series
     quiet = RestBackend(serve(FakeRestd({"v0.0.38": docs}))).poll(PollOptions(probe=False))
     assert quiet.controllers == ()

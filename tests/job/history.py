@@ -76,7 +76,7 @@ def gpu_job(
     where = {"site": site, "cluster": cluster}
     instance = f"{node}:9877"
     history.gauge(
-        "slurm_job_info",
+        "gotthard_slurm_job_info",
         {
             **where,
             "instance": "ctl:9877",
@@ -91,14 +91,14 @@ def gpu_job(
     )
     for gpu in range(gpus):
         key = {**where, "instance": instance, "gpu": str(gpu), "uuid": f"GPU-{node}-{gpu}"}
-        history.gauge("gpu_job_info", {**key, "job_id": job_id}, 1, start, end)
+        history.gauge("gotthard_gpu_job_info", {**key, "job_id": job_id}, 1, start, end)
         values = {
-            "gpu_utilization_ratio": utilization,
-            "gpu_sm_active_ratio": utilization * 0.9,
-            "gpu_tensor_active_ratio": tensor,
-            "gpu_dram_active_ratio": utilization / 2,
-            "gpu_memory_used_bytes": (gpu + 1) * 2**30,
-            "gpu_power_watts": power_watts,
+            "gotthard_gpu_utilization_ratio": utilization,
+            "gotthard_gpu_sm_active_ratio": utilization * 0.9,
+            "gotthard_gpu_tensor_active_ratio": tensor,
+            "gotthard_gpu_dram_active_ratio": utilization / 2,
+            "gotthard_gpu_memory_used_bytes": (gpu + 1) * 2**30,
+            "gotthard_gpu_power_watts": power_watts,
         }
         # the GPUs report before and after the job too: only its run counts
         for name, value in values.items():
@@ -117,15 +117,23 @@ def gpu_job(
             }
             if component == "ost":
                 history.counter(
-                    "lustre_job_read_bytes_total", labels, lustre_bytes_per_second, start, end
+                    "gotthard_lustre_job_read_bytes_total",
+                    labels,
+                    lustre_bytes_per_second,
+                    start,
+                    end,
                 )
-                history.counter("lustre_job_write_bytes_total", labels, 1000.0, start, end)
+                history.counter("gotthard_lustre_job_write_bytes_total", labels, 1000.0, start, end)
             history.counter(
-                "lustre_job_operations_total", {**labels, "operation": "open"}, 10, start, end
+                "gotthard_lustre_job_operations_total",
+                {**labels, "operation": "open"},
+                10,
+                start,
+                end,
             )
     for direction in ("tx", "rx"):
         history.counter(
-            "slingshot_octets_total",
+            "gotthard_slingshot_bytes_total",
             {**where, "instance": f"{node}:9878", "interface": "hsn0", "direction": direction},
             1e6,
             start - 600,

@@ -113,7 +113,7 @@ def test_idle_gpus_are_a_finding_naming_metric_and_threshold(
     assert set(kinds) == {"idle_gpus", "io_bound"}
     idle = kinds["idle_gpus"]
     assert (idle["metric"], idle["threshold"], idle["threshold_value"]) == (
-        "gpu_utilization_ratio",
+        "gotthard_gpu_utilization_ratio",
         "job_gpu_idle_ratio",
         0.1,
     )
@@ -134,7 +134,7 @@ def test_tensor_cores_unused_on_a_gpu_heavy_job(prometheus: str, tmp_path: Path)
     code, data = as_json(site_file(tmp_path, prometheus, prometheus), "44")
     assert code == 1
     assert [(f["kind"], f["metric"], f["threshold"]) for f in data["findings"]] == [
-        ("tensor_unused", "gpu_tensor_active_ratio", "job_tensor_active_ratio")
+        ("tensor_unused", "gotthard_gpu_tensor_active_ratio", "job_tensor_active_ratio")
     ]
 
 
@@ -151,7 +151,7 @@ def test_table_and_markdown_end_with_the_findings(prometheus: str, tmp_path: Pat
     assert out.splitlines()[0].split() == ["SECTION", "WHAT", "VALUE"]
     findings = out[out.index("FINDINGS of job 42:") :]
     assert "idle_gpus: 2 of 2 GPUs idle" in findings
-    assert "[gpu_utilization_ratio; job_gpu_idle_ratio = 0.1]" in findings
+    assert "[gotthard_gpu_utilization_ratio; job_gpu_idle_ratio = 0.1]" in findings
     code, out, _ = report(config, "42", "--format", "markdown")
     assert out.startswith("# Job 42 (zurich/alps)\n")
     assert "## Findings" in out and "- idle_gpus: " in out

@@ -131,7 +131,7 @@ def gpu_job(
                             "--wrap", f"sleep {seconds}")  # fmt: skip
     assert wait_for(lambda: state(sandbox, job_id).state == "RUNNING", 30, 0.2)
     put_job_on_gpus(fixture, procfs, job_id, utilisation, tensor)
-    seen = f'count_over_time(gpu_job_info{{job_id="{job_id}"}}[1m]) >= 4'
+    seen = f'count_over_time(gotthard_gpu_job_info{{job_id="{job_id}"}}[1m]) >= 4'
     assert wait_for(lambda: len(instant(sandbox.prometheus_url, seen)) == 2, 60, 0.5), job_id
     return job_id
 
@@ -181,7 +181,7 @@ def test_an_idle_job_gets_the_finding_and_its_summary_a_busy_one_neither(
     assert code == 1
     assert (data["state"], data["request"]["gpus"]) == ("COMPLETED", 2)
     assert [(f["kind"], f["metric"], f["threshold"]) for f in data["findings"]] == [
-        ("idle_gpus", "gpu_utilization_ratio", "job_gpu_idle_ratio")
+        ("idle_gpus", "gotthard_gpu_utilization_ratio", "job_gpu_idle_ratio")
     ]
 
     busy = gpu_job(sandbox, fake_gpus, 90, 52.25, 20)

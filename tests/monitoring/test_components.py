@@ -78,7 +78,7 @@ def test_join_keys_and_uids_are_written_once_in_the_package() -> None:
         holders[path.relative_to(PACKAGE).as_posix()] = (
             text.count(f'"{gpu_key}"'),
             len(re.findall(r'"gotthard-[a-z-]+"', text)),
-            text.count('"slurm_job_info"'),
+            text.count('"gotthard_slurm_job_info"'),
         )
     assert [name for name, counts in holders.items() if counts[0]] == ["shared.py"]
     # the live check's allow-list names panels by uid (its keys are what it prints)
@@ -134,9 +134,13 @@ def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> No
 
 def test_gpu_job_views_recompute_utilisation_only_to_filter_by_node() -> None:
     """The recorded per-job utilisation has no ``instance`` label; the GPU board filters
-    by node, so it joins gpu_job_info itself, on the selected nodes only."""
+    by node, so it joins gotthard_gpu_job_info itself, on the selected nodes only."""
     gpu = next(d for d in build.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
-    joins = [e for e in _exprs(gpu) if "gpu_job_info" in e and "gpu_utilization_ratio" in e]
+    joins = [
+        e
+        for e in _exprs(gpu)
+        if "gotthard_gpu_job_info" in e and "gotthard_gpu_utilization_ratio" in e
+    ]
     assert joins
     for expr in joins:
         assert 'instance=~"$instance"' in expr, expr

@@ -233,8 +233,8 @@ def test_gpu_job_views_join_info_as_the_many_side_and_slurm_by_cluster_and_job(
     gpu = by_uid(dashboards, "gotthard-gpu-fleet")
     jobs = next(p for p in lint.iter_panels(gpu) if p["title"] == "GPU jobs")
     utilisation = jobs["targets"][1]["expr"]
-    assert "gpu_job_info{" in utilisation.split("group_left")[0]
-    assert "on(site, cluster, instance, gpu, uuid) group_left gpu_utilization_ratio" in (
+    assert "gotthard_gpu_job_info{" in utilisation.split("group_left")[0]
+    assert "on(site, cluster, instance, gpu, uuid) group_left gotthard_gpu_utilization_ratio" in (
         utilisation
     )
     assert "on(cluster, job_id) group_left(user, account, partition)" in utilisation
@@ -325,7 +325,7 @@ def _legacy_panel_keys(dashes: list[dict[str, Any]]) -> None:
 
 def _unfiltered_variable(dashes: list[dict[str, Any]]) -> None:
     variable = dashes[2]["templating"]["list"][-1]
-    variable["query"] = "label_values(gpu_info, instance)"
+    variable["query"] = "label_values(gotthard_gpu_info, instance)"
 
 
 @pytest.mark.parametrize(
@@ -401,11 +401,14 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     exporter_names = exposition_names(result.stdout)
-    assert "slurm_job_info" in exporter_names and "gotthard_collector_up" in exporter_names
+    assert "gotthard_slurm_job_info" in exporter_names and "gotthard_collector_up" in exporter_names
     assert "gotthard_slurm_account_fairshare" in exporter_names
-    assert {"slingshot_link_restarts_recent", "lustre_job_write_bytes_total"} <= exporter_names
+    assert {
+        "gotthard_slingshot_link_restarts_recent",
+        "gotthard_lustre_job_write_bytes_total",
+    } <= exporter_names
     gpu_names = gpu_family_names()
-    assert "gpu_job_info" in gpu_names and "gpu_tensor_active_ratio" in gpu_names
+    assert "gotthard_gpu_job_info" in gpu_names and "gotthard_gpu_tensor_active_ratio" in gpu_names
 
     dr_names = {
         family.name + ("_total" if family.type == "counter" else "")
@@ -426,7 +429,7 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
     for name in sorted(used_metric_names(dashboards)):
         if name.startswith(real):
             known = name in exporter_names
-        elif name.startswith("gpu_"):
+        elif name.startswith("gotthard_gpu_"):
             known = name in gpu_names
         elif name.startswith("gotthard_dr_"):
             known = name in dr_names
@@ -475,8 +478,13 @@ def prometheus_config(ports: dict[str, int], dr: int, rule_file: Path) -> str:
 
 def recording_rule_file(root: Path) -> Path:
     """``recording.rules.yml`` as ``gotthard rules build`` writes it (no alerts: a healthy
-    test site fires none, and the overview's alert table is allowed to be empty)."""
-    assert run_in_process("rules", "build", "--out", str(root / "rules")) == 0
+    test site fires none, and the overview's alert table is allowed to be empty), with
+    ``[monitoring] legacy_names = true``: the old names too, for the previous release's
+    dashboards (:func:`test_legacy_names_keep_a_previous_release_dashboards_working`)."""
+    site = root / "legacy.toml"
+    site.write_text("[monitoring]\nlegacy_names = true\n")
+    argv = ("--config", str(site), "rules", "build", "--out", str(root / "rules"))
+    assert run_in_process(*argv) == 0
     return root / "rules" / "recording.rules.yml"
 
 
@@ -499,7 +507,7 @@ def fake_gpu_node(root: Path) -> tuple[dict[str, str], Path]:
         (procfs / str(pid) / "cgroup").write_text(cgroup)
     lines = fakenvml.h200_node(4)
     lines["0.procs"] = fakenvml.procs_value([(4201, 1 << 30)])
-    # GPU 1 is shared by jobs 1 and 2: the join must keep gpu_job_info on the many side
+    # GPU 1 is shared by jobs 1 and 2: the join must keep gotthard_gpu_job_info on the many side
     lines["1.procs"] = fakenvml.procs_value([(4202, 1 << 30), (4203, 1 << 30)])
     lines["2.procs"] = fakenvml.procs_value([(4204, 1 << 30)])
     lines["event.1"] = "3:79"
@@ -585,11 +593,11 @@ def live_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 #: Counters that move in the live trees: the wait ends once they have a rate.
 MOVING = (
-    "slingshot_octets_total",
-    'lustre_operations_total{component="mdt"}',
-    'lustre_operations_total{component="ost"}',
-    "lustre_job_write_bytes_total",
-    "lustre_job_operations_total",
+    "gotthard_slingshot_bytes_total",
+    'gotthard_lustre_operations_total{component="mdt"}',
+    'gotthard_lustre_operations_total{component="ost"}',
+    "gotthard_lustre_job_write_bytes_total",
+    "gotthard_lustre_job_operations_total",
 )
 
 
@@ -606,8 +614,8 @@ def wait_for_data(url: str, procs: Processes, *, targets: int) -> None:
         try:
             up = instant(url, "count_over_time(up[1m]) >= 3 and up == 1")
             missing = [] if len(up) == targets else [f"{len(up)}/{targets} targets up"]
-            if not instant(url, "gpu_sm_active_ratio"):
-                missing.append("gpu_sm_active_ratio")
+            if not instant(url, "gotthard_gpu_sm_active_ratio"):
+                missing.append("gotthard_gpu_sm_active_ratio")
             missing += [c for c in MOVING if not instant(url, f"rate({c}[1m]) > 0")]
         except OSError:
             missing = ["Prometheus"]
@@ -674,7 +682,7 @@ def test_slingshot_and_lustre_panels_read_the_real_exporters(
     live_prometheus: str, dashboards
 ) -> None:
     # every Slingshot and Lustre series comes from a real exporter, none is synthetic
-    families = 'count by (job) ({__name__=~"slingshot_.+|lustre_.+"})'
+    families = 'count by (job) ({__name__=~"gotthard_slingshot_.+|gotthard_lustre_.+"})'
     jobs = {s["metric"]["job"] for s in instant(live_prometheus, families)}
     assert jobs == {"compute-node", "lustre-oss", "lustre-mds"}
     # both sites see the collectors up; the counter rewrites never gave a bad read
@@ -731,11 +739,11 @@ def test_dr_and_security_panels_read_the_real_daemon_and_textfiles(live_promethe
 
 
 def test_the_naive_join_fails_on_a_shared_gpu(live_prometheus: str) -> None:
-    """``metric * on(...) group_left(job_id) gpu_job_info`` breaks once a GPU holds two
-    jobs; the dashboards keep gpu_job_info on the many side instead."""
+    """``metric * on(...) group_left(job_id) gotthard_gpu_job_info`` breaks once a GPU holds two
+    jobs; the dashboards keep gotthard_gpu_job_info on the many side instead."""
     naive = (
-        "avg by (job_id) (gpu_utilization_ratio * on(site, cluster, instance, gpu, uuid) "
-        "group_left(job_id) gpu_job_info)"
+        "avg by (job_id) (gotthard_gpu_utilization_ratio * on(site, cluster, instance, gpu, uuid) "
+        "group_left(job_id) gotthard_gpu_job_info)"
     )
     with pytest.raises(live.PrometheusError) as error:
         live.Prometheus(live_prometheus).query(naive)
@@ -749,10 +757,12 @@ def test_a_typo_in_a_metric_name_fails_with_a_clear_message(
     gpu = copy.deepcopy(by_uid(dashboards, "gotthard-gpu-fleet"))
     panel = next(p for p in gpu["panels"] if p["title"] == "Mean utilisation")
     panel["targets"][0]["expr"] = panel["targets"][0]["expr"].replace(
-        "gpu_utilization_ratio", "gpu_utilisation_ratio"
+        "gotthard_gpu_utilization_ratio", "gpu_utilisation_ratio"
     )
     broken_parse = next(p for p in gpu["panels"] if p["title"] == "Power draw")
-    broken_parse["targets"][0]["expr"] = 'sum by (instance (gpu_power_watts{site=~"$site"})'
+    broken_parse["targets"][0]["expr"] = (
+        'sum by (instance (gotthard_gpu_power_watts{site=~"$site"})'
+    )
     results = live.check(live.Prometheus(live_prometheus), [gpu])
     failed = {r.panel: r for r in results if r.status == live.FAIL}
     assert set(failed) == {"Mean utilisation", "Power draw"}
@@ -840,3 +850,36 @@ def test_variable_values_are_escaped_for_promql_regexes() -> None:
         )
         == "x[1m] s c $other"
     )
+
+
+def test_legacy_names_keep_a_previous_release_dashboards_working(live_prometheus: str) -> None:
+    """Every query of the dashboards of before the renames that reads an old name
+    (tests/fixtures/legacy-dashboards/) finds, through the legacy recording rules, the
+    series its migrated query finds, and most find some."""
+    from gotthard.monitoring.migrate_names import Migrator
+
+    migrate = Migrator().migrate_text
+    fixture = json.loads((FIXTURES / "legacy-dashboards" / "queries.json").read_text())
+    prometheus = live.Prometheus(live_prometheus)
+    boards = {dash["uid"]: dash for dash in build.build_dashboards()}
+    values = {
+        uid: live.resolve_variables(prometheus, dash, "1m")[0] for uid, dash in boards.items()
+    }
+
+    def series(expr: str, uid: str) -> set[frozenset[tuple[str, str]]]:
+        found = instant(live_prometheus, live.substitute(expr, values[uid]))
+        return {frozenset((k, v) for k, v in s["metric"].items() if k != "__name__") for s in found}
+
+    differ, with_data = [], 0
+    for query in fixture["queries"]:
+        new, replaced = migrate(query["expr"])
+        assert replaced and new != query["expr"], query  # it reads an old name
+        old_series, new_series = (
+            series(query["expr"], query["dashboard"]),
+            series(new, query["dashboard"]),
+        )
+        with_data += bool(old_series)
+        if old_series != new_series:
+            differ.append((query["dashboard"], query["panel"], query["ref"]))
+    assert differ == []
+    assert with_data >= 0.9 * len(fixture["queries"]) >= 100

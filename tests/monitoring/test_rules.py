@@ -50,19 +50,19 @@ RUNBOOK_SECTIONS = (
 )
 #: Recording rules that must have a promql_expr_test of their own.
 KEY_RECORDING_RULES = (
-    "site_cluster_partition:slurm_nodes_unavailable:ratio",
-    "site_cluster_partition:slurm_partition_cpus_alloc:ratio",
-    "site_cluster_partition:slurm_partition_gpus_alloc:ratio",
-    "site_cluster:slurm_node_cpus_alloc:ratio",
-    "site_cluster_partition:slurm_jobs_pending_resources:sum",
-    "site_cluster_job_id:gpu_utilization_ratio:avg",
-    "site_cluster:gpu_utilization_ratio:avg",
-    "site_cluster_instance_device_type:slingshot_fec_codewords:ratio_rate5m",
-    "site_cluster_instance_device_type:slingshot_fec_ber:ratio_rate5m",
-    "site_cluster_fs_target:lustre_ost_fill:ratio",
-    "site_cluster_fs:lustre_ost_fill:spread",
-    "site_cluster_fs_target_operation:lustre_mdt_operations:rate5m",
-    "site_cluster_fs_target:lustre_mdt_operation_latency_seconds:mean5m",
+    "site_cluster_partition:gotthard_slurm_nodes_unavailable:ratio",
+    "site_cluster_partition:gotthard_slurm_partition_cpus_alloc:ratio",
+    "site_cluster_partition:gotthard_slurm_partition_gpus_alloc:ratio",
+    "site_cluster:gotthard_slurm_node_cpus_alloc:ratio",
+    "site_cluster_partition:gotthard_slurm_jobs_pending_resources:sum",
+    "site_cluster_job_id:gotthard_gpu_utilization_ratio:avg",
+    "site_cluster:gotthard_gpu_utilization_ratio:avg",
+    "site_cluster_instance_device_type:gotthard_slingshot_fec_codewords:ratio_rate5m",
+    "site_cluster_instance_device_type:gotthard_slingshot_fec_ber:ratio_rate5m",
+    "site_cluster_fs_target:gotthard_lustre_ost_fill:ratio",
+    "site_cluster_fs:gotthard_lustre_ost_fill:spread",
+    "site_cluster_fs_target_operation:gotthard_lustre_mdt_operations:rate5m",
+    "site_cluster_fs_target:gotthard_lustre_mdt_operation_latency_seconds:mean5m",
 )
 
 
@@ -505,11 +505,11 @@ def _exposition(slurm_up: int) -> str:
         "# Synthetic exposition written by tests/monitoring/test_rules.py.\n"
         "# TYPE gotthard_collector_up gauge\n"
         'gotthard_collector_up{collector="slurm"} 1\n'
-        "# TYPE slurm_up gauge\n"
-        f"slurm_up {slurm_up}\n"
-        "# TYPE slurm_nodes gauge\n"
-        'slurm_nodes{partition="normal",state="down"} 5\n'
-        'slurm_nodes{partition="normal",state="idle"} 5\n'
+        "# TYPE gotthard_slurm_up gauge\n"
+        f"gotthard_slurm_up {slurm_up}\n"
+        "# TYPE gotthard_slurm_nodes gauge\n"
+        'gotthard_slurm_nodes{partition="normal",state="down"} 5\n'
+        'gotthard_slurm_nodes{partition="normal",state="idle"} 5\n'
     )
 
 

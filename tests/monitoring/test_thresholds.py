@@ -51,7 +51,7 @@ def test_an_override_changes_the_rule_the_panel_and_the_page() -> None:
     tuned = yaml.safe_load(rules.render_alerting_rules(monitoring=TUNED))
     assert _alert_rule(default, "LustreOSTFillHigh")["expr"].endswith("> 0.85")
     high = _alert_rule(tuned, "LustreOSTFillHigh")
-    assert high["expr"] == "site_cluster_fs_target:lustre_ost_fill:ratio > 0.8"
+    assert high["expr"] == "site_cluster_fs_target:gotthard_lustre_ost_fill:ratio > 0.8"
     assert high["annotations"]["summary"] == "A Lustre OST is more than 80% full."
     assert _alert_rule(tuned, "LustreRecoveryStuck")["for"] == "45m"
     # the critical threshold is untouched
@@ -75,7 +75,7 @@ def test_an_override_changes_the_rule_the_panel_and_the_page() -> None:
 
     page = runbook_pages.render_pages(TUNED)["LustreOSTFillHigh.md"]
     assert "| Summary | A Lustre OST is more than 80% full. |" in page
-    assert "```promql\nsite_cluster_fs_target:lustre_ost_fill:ratio > 0.8\n```" in page
+    assert "```promql\nsite_cluster_fs_target:gotthard_lustre_ost_fill:ratio > 0.8\n```" in page
     assert "more than 80% full for 30 minutes" in page and "below 0.8 for the OST" in page
     critical = runbook_pages.render_pages(TUNED)["LustreOSTFillCritical.md"]
     assert "then below 80%" in critical
@@ -89,12 +89,12 @@ def test_promtool_fires_the_tuned_alert_where_the_default_stays_quiet(tmp_path: 
     fill = {
         "input_series": [
             {
-                "series": 'lustre_target_capacity_bytes{site="s", cluster="c", fs="fs", '
+                "series": 'gotthard_lustre_target_capacity_bytes{site="s", cluster="c", fs="fs", '
                 'target="fs-OST0000", component="ost"}',
                 "values": "100x40",
             },
             {
-                "series": 'lustre_target_available_bytes{site="s", cluster="c", fs="fs", '
+                "series": 'gotthard_lustre_target_available_bytes{site="s", cluster="c", fs="fs", '
                 'target="fs-OST0000", component="ost"}',
                 "values": "18x40",
             },

@@ -88,7 +88,7 @@ class GpuNode:
                 self.argv, env=self.env, stdout=out, stderr=subprocess.STDOUT
             )
         url = f"http://127.0.0.1:{self.port}/metrics"
-        wait_until(lambda: "gpu_memory_total_bytes" in _text(url), 60, f"{url} with GPUs")
+        wait_until(lambda: "gotthard_gpu_memory_total_bytes" in _text(url), 60, f"{url} with GPUs")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -1,6 +1,6 @@
 """A sandbox site with a backup slurmctld (``backup_controller=True``): ``scontrol ping``
 lists both, the backup takes over within SlurmctldTimeout when the primary stops, the
-exporter's ``slurm_controller_up`` shows it, the primary takes control back, and ``down``
+exporter's ``gotthard_slurm_controller_up`` shows it, the primary takes control back, and ``down``
 removes the namespace. Without the namespaces, ``up`` fails naming what is missing."""
 
 from __future__ import annotations
@@ -26,16 +26,19 @@ SLURMCTLD_TIMEOUT = 30.0
 
 
 def controller_up(sandbox: Sandbox) -> dict[str, float]:
-    """``slurm_controller_up`` by role, and ``slurm_up``, as the exporter serves them."""
+    """``gotthard_slurm_controller_up`` by role, and ``gotthard_slurm_up``, as the exporter
+    serves them."""
     try:
         with urllib.request.urlopen(f"{sandbox.exporter_url}/metrics", timeout=5) as response:
             text = response.read().decode()
     except OSError:
         return {}
-    series = re.compile(r'slurm_controller_up\{[^}]*role="(?P<role>\w+)"[^}]*\} (?P<value>\S+)')
+    series = re.compile(
+        r'gotthard_slurm_controller_up\{[^}]*role="(?P<role>\w+)"[^}]*\} (?P<value>\S+)'
+    )
     found = {m["role"]: float(m["value"]) for m in series.finditer(text)}
-    up = re.search(r"^slurm_up(?:\{[^}]*\})? (\S+)", text, re.MULTILINE)
-    return {**found, "slurm_up": float(up.group(1))} if up else found
+    up = re.search(r"^gotthard_slurm_up(?:\{[^}]*\})? (\S+)", text, re.MULTILINE)
+    return {**found, "gotthard_slurm_up": float(up.group(1))} if up else found
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +65,7 @@ def test_the_backup_takes_over_within_slurmctld_timeout_and_hands_back(
 
     stopped = time.monotonic()
     sandbox.stop_controller()
-    on_backup = {"primary": 0.0, "backup": 1.0, "slurm_up": 1.0}
+    on_backup = {"primary": 0.0, "backup": 1.0, "gotthard_slurm_up": 1.0}
     wait_until(
         lambda: controller_up(sandbox) == on_backup,
         SLURMCTLD_TIMEOUT + 30,
@@ -74,7 +77,7 @@ def test_the_backup_takes_over_within_slurmctld_timeout_and_hands_back(
     assert "nid001" in nodes, nodes  # the backup serves the clients
 
     sandbox.start_controller(timeout=60, wait_node=False)
-    both = {"primary": 1.0, "backup": 1.0, "slurm_up": 1.0}
+    both = {"primary": 1.0, "backup": 1.0, "gotthard_slurm_up": 1.0}
     wait_until(lambda: controller_up(sandbox) == both, 60, "the primary back in control")
     log = (sandbox.log_dir / "slurmctld-backup.log").read_text()
     assert "taking over" in log and "REQUEST_CONTROL" in log, log[-2000:]

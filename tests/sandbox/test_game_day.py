@@ -221,9 +221,9 @@ def test_game_day(game_day: GameDay, tmp_path: Path) -> None:
         step("Lugano's primary slurmctld stopped")
         prometheus = sandbox.prometheus_url("lugano")
         on_backup = (
-            'slurm_controller_up{role="backup",site="lugano"} == 1 and on (instance) '
-            'slurm_controller_up{role="primary",site="lugano"} == 0 and on (instance) '
-            'slurm_up{site="lugano"} == 1'
+            'gotthard_slurm_controller_up{role="backup",site="lugano"} == 1 and on (instance) '
+            'gotthard_slurm_controller_up{role="primary",site="lugano"} == 0 and on (instance) '
+            'gotthard_slurm_up{site="lugano"} == 1'
         )
         wait_until(lambda: instant(prometheus, on_backup), 120, "Lugano's backup in control")
         step("Lugano runs on its backup slurmctld (the exporter sees it)")

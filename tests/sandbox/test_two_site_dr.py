@@ -165,9 +165,11 @@ def zurich_down(sites: MultiSiteSandbox) -> Iterator[None]:
 
 
 def zurich_health(sites: MultiSiteSandbox) -> tuple[float | None, float | None]:
-    """(slurm_up, up of the apiserver job) as Zurich's Prometheus has them now."""
+    """(gotthard_slurm_up, up of the apiserver job) as Zurich's Prometheus has them now."""
     prometheus = sites.prometheus_url("zurich")
-    return scalar(prometheus, "min(slurm_up)"), scalar(prometheus, 'min(up{job="apiserver"})')
+    return scalar(prometheus, "min(gotthard_slurm_up)"), scalar(
+        prometheus, 'min(up{job="apiserver"})'
+    )
 
 
 def firing(sites: MultiSiteSandbox, service: str) -> list[dict[str, Any]]:
@@ -369,7 +371,7 @@ def test_failover_to_lugano_and_failback_after_cooldown(
             interval=0.2,
         )
         say(
-            "Zurich's Prometheus has slurm_up=0 and up{job=apiserver}=0"
+            "Zurich's Prometheus has gotthard_slurm_up=0 and up{job=apiserver}=0"
             f" {time.monotonic() - down_at:.1f}s after Zurich went down"
         )
 

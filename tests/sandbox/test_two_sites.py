@@ -306,8 +306,8 @@ def test_a_node_drained_for_maintenance_with_slurmd_stopped_does_not_page(
     """nid002 is drained by an operator and its slurmd is stopped, so Slurm flags it
     NOT_RESPONDING: each site's rules see it in maintenance, and SlurmNodeNotResponding
     does not even go pending (it would, at the first evaluation, without the exception)."""
-    not_responding = 'slurm_node_info{node="nid002", state=~".*not_responding.*"}'
-    maintenance = 'site_cluster_node:slurm_node_maintenance:group{node="nid002"}'
+    not_responding = 'gotthard_slurm_node_info{node="nid002", state=~".*not_responding.*"}'
+    maintenance = 'site_cluster_node:gotthard_slurm_node_maintenance:group{node="nid002"}'
     for site in SITES:
         prometheus = two_sites.prometheus_url(site)
         wait_until(lambda p=prometheus: instant(p, not_responding), 120, "nid002 flagged")

@@ -16,7 +16,7 @@ UPDATE_ENV = "GOTTHARD_UPDATE_GOLDEN"
 #: Values that change from run to run; golden files hold a placeholder instead.
 VOLATILE = re.compile(
     r"^((?:gotthard_collector_duration_seconds|gotthard_collector_last_success_timestamp_seconds"
-    r"|gotthard_time_seconds|slurm_probe_duration_seconds)(?:\{[^}]*\})?) .*$|"
+    r"|gotthard_time_seconds|gotthard_slurm_probe_duration_seconds)(?:\{[^}]*\})?) .*$|"
     r"^(gotthard_build_info)\{.*\} 1$",
     re.M,
 )

@@ -15,8 +15,8 @@ Two independent sources, both read once per poll by the GPU collector:
   are decoded by hand (no ``protobuf`` dependency); only the fields used are decoded and
   every other field is skipped.
 
-Nothing here emits metrics: the collector exports ``gpu_job_info`` / ``gpu_pod_info`` info
-series and the joins happen in PromQL.
+Nothing here emits metrics: the collector exports ``gotthard_gpu_job_info`` /
+``gotthard_gpu_pod_info`` info series and the joins happen in PromQL.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 Every GPU series carries ``gpu`` (the NVML index) and ``uuid``; series that MIG
 instances also report carry ``gpu_instance`` (empty, so absent, for a whole GPU).
 Help texts name the unit and the NVML source. Readings NVML does not support are
-absent, never 0. Attribution is exported as ``gpu_job_info`` / ``gpu_pod_info`` info
-series only, to be joined in PromQL; no GPU metric is repeated per job.
+absent, never 0. Attribution is exported as ``gotthard_gpu_job_info`` /
+``gotthard_gpu_pod_info`` info series only, to be joined in PromQL; no GPU metric is
+repeated per job.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ MIG = ("gpu", "uuid", "gpu_instance")
 # --- the families, in output order ---------------------------------------------------
 
 INFO = desc(
-    "gpu_info",
+    "gotthard_gpu_info",
     "GPU inventory; always 1 (nvmlDeviceGetName, nvmlDeviceGetPciInfo, "
     "nvmlSystemGetDriverVersion, nvmlSystemGetCudaDriverVersion).",
     *GPU,
@@ -30,13 +31,13 @@ INFO = desc(
     "cuda_version",
 )
 HEALTH = desc(
-    "gpu_health",
+    "gotthard_gpu_health",
     "1 when the GPU is healthy; 0 when NVML reports it lost (GPU_IS_LOST), its row "
     "remapping failed, or a fatal XID was seen within the health window.",
     *MIG,
 )
 LOST = desc(
-    "gpu_lost",
+    "gotthard_gpu_lost",
     "1 when NVML reports the GPU lost: it answers GPU_IS_LOST, or this exporter listed it "
     "(by UUID) and NVML's device list no longer has it; 0 while it reads. Whole GPUs only.",
     *GPU,
@@ -45,7 +46,7 @@ LOST = desc(
 SCALARS: tuple[tuple[Desc, str], ...] = (
     (
         desc(
-            "gpu_utilization_ratio",
+            "gotthard_gpu_utilization_ratio",
             "Fraction of time a kernel ran on the GPU, 0-1 (nvmlDeviceGetUtilizationRates.gpu).",
             *GPU,
         ),
@@ -53,7 +54,7 @@ SCALARS: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_memory_utilization_ratio",
+            "gotthard_gpu_memory_utilization_ratio",
             "Fraction of time device memory was read or written, 0-1 "
             "(nvmlDeviceGetUtilizationRates.memory).",
             *GPU,
@@ -61,12 +62,12 @@ SCALARS: tuple[tuple[Desc, str], ...] = (
         "memory_utilization_ratio",
     ),
     (
-        desc("gpu_power_watts", "Power draw in watts (nvmlDeviceGetPowerUsage).", *GPU),
+        desc("gotthard_gpu_power_watts", "Power draw in watts (nvmlDeviceGetPowerUsage).", *GPU),
         "power_watts",
     ),
     (
         desc(
-            "gpu_power_limit_watts",
+            "gotthard_gpu_power_limit_watts",
             "Enforced power limit in watts (nvmlDeviceGetEnforcedPowerLimit).",
             *GPU,
         ),
@@ -77,7 +78,7 @@ SCALARS: tuple[tuple[Desc, str], ...] = (
 MEMORY: tuple[tuple[Desc, str], ...] = (
     (
         desc(
-            "gpu_memory_used_bytes",
+            "gotthard_gpu_memory_used_bytes",
             "Device memory in use, bytes (nvmlDeviceGetMemoryInfo_v2.used).",
             *MIG,
         ),
@@ -85,7 +86,7 @@ MEMORY: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_memory_total_bytes",
+            "gotthard_gpu_memory_total_bytes",
             "Device memory in total, bytes (nvmlDeviceGetMemoryInfo_v2.total).",
             *MIG,
         ),
@@ -93,7 +94,7 @@ MEMORY: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_memory_reserved_bytes",
+            "gotthard_gpu_memory_reserved_bytes",
             "Device memory reserved by the driver and firmware, bytes "
             "(nvmlDeviceGetMemoryInfo_v2.reserved).",
             *MIG,
@@ -107,7 +108,7 @@ MEMORY: tuple[tuple[Desc, str], ...] = (
 PER_GPU: tuple[tuple[Desc, str], ...] = (
     (
         desc(
-            "gpu_energy_joules_total",
+            "gotthard_gpu_energy_joules_total",
             "Energy used since the driver loaded, joules (nvmlDeviceGetTotalEnergyConsumption).",
             *GPU,
         ),
@@ -115,7 +116,7 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_temperature_celsius",
+            "gotthard_gpu_temperature_celsius",
             "Temperature in degrees Celsius; sensor gpu (nvmlDeviceGetTemperatureV) or "
             "memory (field NVML_FI_DEV_MEMORY_TEMP).",
             *GPU,
@@ -125,7 +126,7 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_clock_hertz",
+            "gotthard_gpu_clock_hertz",
             "Current clock in hertz; clock sm or memory (nvmlDeviceGetClockInfo).",
             *GPU,
             "clock",
@@ -134,7 +135,7 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_clocks_event_reasons",
+            "gotthard_gpu_clocks_event_reasons",
             "1 while this reason holds the clocks down, one series per bit of the "
             "clocks-event mask (nvmlDeviceGetCurrentClocksEventReasons).",
             *GPU,
@@ -144,7 +145,7 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_throttle_seconds_total",
+            "gotthard_gpu_throttle_seconds_total",
             "Seconds the clocks were held back, by reason (nvmlDeviceGetViolationStatus).",
             *GPU,
             "reason",
@@ -153,7 +154,7 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_ecc_errors_total",
+            "gotthard_gpu_ecc_errors_total",
             "ECC memory errors since the driver loaded, by type "
             "(nvmlDeviceGetTotalEccErrors, volatile).",
             *GPU,
@@ -163,7 +164,7 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_remapped_rows",
+            "gotthard_gpu_remapped_rows",
             "Remapped memory rows by state: correctable and uncorrectable counts, "
             "pending and failure as 0/1 (nvmlDeviceGetRemappedRows).",
             *GPU,
@@ -173,7 +174,7 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_pcie_replay_total",
+            "gotthard_gpu_pcie_replays_total",
             "PCIe replays since the driver loaded (nvmlDeviceGetPcieReplayCounter).",
             *GPU,
         ),
@@ -181,7 +182,7 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
     ),
     (
         desc(
-            "gpu_pcie_bytes_total",
+            "gotthard_gpu_pcie_bytes_total",
             "PCIe bytes by direction (fields NVML_FI_DEV_PCIE_COUNT_TX_BYTES/RX_BYTES).",
             *GPU,
             "direction",
@@ -190,7 +191,7 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
     ),
 )
 NVLINK_ERRORS = desc(
-    "gpu_nvlink_errors_total",
+    "gotthard_gpu_nvlink_errors_total",
     "NVLink errors by link and type (nvmlDeviceGetFieldValues, "
     "NVML_FI_DEV_NVLINK_COUNT_* scoped by link).",
     *GPU,
@@ -198,7 +199,7 @@ NVLINK_ERRORS = desc(
     "type",
 )
 NVLINK_BYTES = desc(
-    "gpu_nvlink_bytes_total",
+    "gotthard_gpu_nvlink_bytes_total",
     "NVLink data bytes by link and direction (nvmlDeviceGetFieldValues, "
     "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX scoped by link).",
     *GPU,
@@ -208,54 +209,54 @@ NVLINK_BYTES = desc(
 #: GPM reading -> its family (whole GPUs and MIG instances).
 GPM: dict[str, Desc] = {
     "sm_active": desc(
-        "gpu_sm_active_ratio",
+        "gotthard_gpu_sm_active_ratio",
         "Fraction of SMs busy over the last poll interval, 0-1 (GPM NVML_GPM_METRIC_SM_UTIL).",
         *MIG,
     ),
     "sm_occupancy": desc(
-        "gpu_sm_occupancy_ratio",
+        "gotthard_gpu_sm_occupancy_ratio",
         "Active warps over the theoretical maximum over the last poll interval, 0-1 "
         "(GPM NVML_GPM_METRIC_SM_OCCUPANCY).",
         *MIG,
     ),
     "tensor_active": desc(
-        "gpu_tensor_active_ratio",
+        "gotthard_gpu_tensor_active_ratio",
         "Fraction of time SMs ran any tensor operation over the last poll interval, 0-1 "
         "(GPM NVML_GPM_METRIC_ANY_TENSOR_UTIL).",
         *MIG,
     ),
     "dram_active": desc(
-        "gpu_dram_active_ratio",
+        "gotthard_gpu_dram_active_ratio",
         "DRAM bandwidth used over the theoretical maximum over the last poll interval, 0-1 "
         "(GPM NVML_GPM_METRIC_DRAM_BW_UTIL).",
         *MIG,
     ),
 }
 XID_ERRORS = desc(
-    "gpu_xid_errors_total",
+    "gotthard_gpu_xid_errors_total",
     "XID errors by code since the exporter started (NVML XID events, nvmlEventSetWait_v2).",
     *GPU,
     "xid",
 )
 LAST_XID = desc(
-    "gpu_last_xid", "Code of the last XID error seen, 0 when none (NVML XID events).", *GPU
+    "gotthard_gpu_last_xid", "Code of the last XID error seen, 0 when none (NVML XID events).", *GPU
 )
 XID_SEEN = desc(
-    "gpu_xid_last_timestamp_seconds",
+    "gotthard_gpu_xid_last_timestamp_seconds",
     "Unix time of the last event of this XID since the exporter started (NVML XID events): "
     "an XID is new by this time, whatever gaps the scrapes had.",
     *GPU,
     "xid",
 )
 JOB_INFO = desc(
-    "gpu_job_info",
+    "gotthard_gpu_job_info",
     "A Slurm job with a compute process on the GPU (NVML process list and "
-    "/proc/PID/cgroup); always 1. Join on job_id with slurm_job_info.",
+    "/proc/PID/cgroup); always 1. Join on job_id with gotthard_slurm_job_info.",
     *MIG,
     "job_id",
 )
 POD_INFO = desc(
-    "gpu_pod_info",
+    "gotthard_gpu_pod_info",
     "A Kubernetes pod using the GPU (process cgroups for pod_uid, kubelet pod-resources "
     "for namespace, pod and container); always 1.",
     *MIG,

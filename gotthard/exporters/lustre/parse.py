@@ -361,7 +361,7 @@ def parse_lctl_output(text: str) -> LctlOutput:
 
 # --- health_check ------------------------------------------------------------------------
 
-#: the states ``lustre_health_check`` reports, in that order
+#: the states ``gotthard_lustre_health_state`` reports, in that order
 HEALTH_STATES = ("healthy", "sick", "lbug")
 
 

@@ -65,7 +65,7 @@ _JOBS = _PerClient(
     "job_id",
     "job",
     "job_stats (obdfilter.*.job_stats, mdt.*.job_stats)",
-    "lustre_job_stats_jobs",
+    "gotthard_lustre_job_stats_jobs",
     "--lustre.job-stats-limit",
 )
 _EXPORTS = _PerClient(
@@ -73,7 +73,7 @@ _EXPORTS = _PerClient(
     "nid",
     "client (NID)",
     "exports.<nid>.stats (obdfilter.*.exports.*.stats, mdt.*.exports.*.stats)",
-    "lustre_export_stats_clients",
+    "gotthard_lustre_export_stats_clients",
     "--lustre.export-stats-limit",
 )
 
@@ -85,7 +85,7 @@ def _render_per_client(
 ) -> list[MetricFamily]:
     """Operations and bytes per client of each target, at most *limit* clients a target."""
     operations = counter(
-        f"lustre_{kind.prefix}_operations_total",
+        f"gotthard_lustre_{kind.prefix}_operations_total",
         f"Operations per {kind.what} on a target, from {kind.source} samples; zero counts "
         "are left out.",
         *TARGET,
@@ -93,13 +93,13 @@ def _render_per_client(
         "operation",
     )
     read = counter(
-        f"lustre_{kind.prefix}_read_bytes_total",
+        f"gotthard_lustre_{kind.prefix}_read_bytes_total",
         f"Bytes read per {kind.what} on a target, from {kind.source} read_bytes sum.",
         *TARGET,
         kind.label,
     )
     write = counter(
-        f"lustre_{kind.prefix}_write_bytes_total",
+        f"gotthard_lustre_{kind.prefix}_write_bytes_total",
         f"Bytes written per {kind.what} on a target, from {kind.source} write_bytes sum.",
         *TARGET,
         kind.label,
@@ -110,7 +110,7 @@ def _render_per_client(
         *TARGET,
     )
     truncated = gauge(
-        f"lustre_{kind.prefix}_stats_truncated",
+        f"gotthard_lustre_{kind.prefix}_stats_truncated",
         f"Number of entries ({kind.label}) dropped from the target's series by {kind.flag} "
         "(lowest IO first); 0 when none were.",
         *TARGET,
@@ -179,23 +179,23 @@ def _fields(
 
 RECOVERY_GAUGES: FieldSpecs = (
     (
-        "lustre_target_recovery_completed_clients",
+        "gotthard_lustre_target_recovery_completed_clients",
         "Clients that completed recovery on the target (recovery_status completed_clients).",
         "completed_clients",
     ),
     (
-        "lustre_target_recovery_clients",
+        "gotthard_lustre_target_recovery_clients",
         "Clients the target expects in recovery (the total of recovery_status "
         "completed_clients or connected_clients A/B).",
         "total_clients",
     ),
     (
-        "lustre_target_recovery_connected_clients",
+        "gotthard_lustre_target_recovery_connected_clients",
         "Clients reconnected so far while the target recovers (recovery_status connected_clients).",
         "connected_clients",
     ),
     (
-        "lustre_target_recovery_time_remaining_seconds",
+        "gotthard_lustre_target_recovery_time_remaining_seconds",
         "Seconds left of the recovery window while the target recovers (recovery_status "
         "time_remaining).",
         "time_remaining_seconds",
@@ -206,7 +206,7 @@ RECOVERY_GAUGES: FieldSpecs = (
 def render_serving(snapshot: LustreSnapshot) -> list[MetricFamily]:
     """Health, recovery, evictions, connected clients and LNet counters."""
     health = _state_set(
-        "lustre_health_check",
+        "gotthard_lustre_health_state",
         "1 for the node's current health_check state: healthy, sick (NOT HEALTHY) or lbug "
         "(LBUG: the node needs a reboot); 0 for the others.",
         ("state",),
@@ -214,7 +214,7 @@ def render_serving(snapshot: LustreSnapshot) -> list[MetricFamily]:
         [((), snapshot.health)] if snapshot.health else [],
     )
     status = _state_set(
-        "lustre_target_recovery_status",
+        "gotthard_lustre_target_recovery_status",
         "1 for the target's current recovery_status status (complete, recovering, waiting, "
         "inactive, other); 0 for the others.",
         (*TARGET, "status"),
@@ -224,14 +224,14 @@ def render_serving(snapshot: LustreSnapshot) -> list[MetricFamily]:
     progress = [(entry.key, entry.progress) for entry in snapshot.recovery]
     families = [health, status, *_fields(gauge, RECOVERY_GAUGES, progress)]
     evictions = counter(
-        "lustre_target_evictions_total",
+        "gotthard_lustre_target_evictions_total",
         "Clients the target evicted since it was mounted (eviction_count).",
         *TARGET,
     )
     for key, value in snapshot.evictions.items():
         evictions.add(key, value)
     connected = gauge(
-        "lustre_target_connected_clients",
+        "gotthard_lustre_target_connected_clients",
         "Connections (exports) to the target, clients and other servers (num_exports).",
         *TARGET,
     )
@@ -249,29 +249,29 @@ def render_serving(snapshot: LustreSnapshot) -> list[MetricFamily]:
 
 CAPACITY_GAUGES: FieldSpecs = (
     (
-        "lustre_target_capacity_bytes",
+        "gotthard_lustre_target_capacity_bytes",
         "Size of the target in bytes (kbytestotal of osd-*, obdfilter, mdt, osc or mdc).",
         "capacity_bytes",
     ),
     (
-        "lustre_target_available_bytes",
+        "gotthard_lustre_target_available_bytes",
         "Bytes available to users on the target (kbytesavail).",
         "available_bytes",
     ),
     (
-        "lustre_target_free_bytes",
+        "gotthard_lustre_target_free_bytes",
         "Free bytes on the target, including space reserved for root (kbytesfree).",
         "free_bytes",
     ),
 )
 BYTES_COUNTERS: FieldSpecs = (
     (
-        "lustre_read_bytes_total",
+        "gotthard_lustre_read_bytes_total",
         "Bytes read, from the sum of the stats read_bytes line.",
         "read_bytes",
     ),
     (
-        "lustre_write_bytes_total",
+        "gotthard_lustre_write_bytes_total",
         "Bytes written, from the sum of the stats write_bytes line.",
         "write_bytes",
     ),
@@ -279,17 +279,25 @@ BYTES_COUNTERS: FieldSpecs = (
 
 #: (metric, LNet counter, help) of the node-wide LNet counters
 LNET_COUNTERS = (
-    ("lustre_lnet_send_count_total", "send_count", "LNet messages sent (send_count)."),
-    ("lustre_lnet_receive_count_total", "recv_count", "LNet messages received (recv_count)."),
+    ("gotthard_lustre_lnet_send_messages_total", "send_count", "LNet messages sent (send_count)."),
     (
-        "lustre_lnet_drop_count_total",
+        "gotthard_lustre_lnet_receive_messages_total",
+        "recv_count",
+        "LNet messages received (recv_count).",
+    ),
+    (
+        "gotthard_lustre_lnet_drop_messages_total",
         "drop_count",
         "LNet messages dropped (drop_count): no route, no buffer, a dead peer.",
     ),
-    ("lustre_lnet_send_bytes_total", "send_length", "LNet bytes sent (send_length)."),
-    ("lustre_lnet_receive_bytes_total", "recv_length", "LNet bytes received (recv_length)."),
-    ("lustre_lnet_drop_bytes_total", "drop_length", "LNet bytes dropped (drop_length)."),
-    ("lustre_lnet_errors_total", "errors", "LNet message errors (errors)."),
+    ("gotthard_lustre_lnet_send_bytes_total", "send_length", "LNet bytes sent (send_length)."),
+    (
+        "gotthard_lustre_lnet_receive_bytes_total",
+        "recv_length",
+        "LNet bytes received (recv_length).",
+    ),
+    ("gotthard_lustre_lnet_drop_bytes_total", "drop_length", "LNet bytes dropped (drop_length)."),
+    ("gotthard_lustre_lnet_errors_total", "errors", "LNet message errors (errors)."),
 )
 
 
@@ -297,12 +305,14 @@ def render(
     snapshot: LustreSnapshot, *, job_stats_limit: int = 1000, export_stats_limit: int = 1000
 ) -> list[MetricFamily]:
     info = gauge(
-        "lustre_info", "Lustre version of this node (version parameter); always 1.", "version"
+        "gotthard_lustre_info",
+        "Lustre version of this node (version parameter); always 1.",
+        "version",
     )
     if snapshot.version:
         info.add((snapshot.version,), 1)
     role = gauge(
-        "lustre_node_role",
+        "gotthard_lustre_node_role_info",
         "Lustre roles detected on this node (client, oss, mds, mgs); always 1.",
         "role",
     )
@@ -310,7 +320,7 @@ def render(
         role.add((name,), 1)
 
     files = gauge(
-        "lustre_target_files",
+        "gotthard_lustre_target_files",
         "Inodes (objects on an OST) of the target: state=total (filestotal) or free (filesfree).",
         *TARGET,
         "state",
@@ -322,7 +332,7 @@ def render(
         if entry.files_free is not None:
             files.add((*key, "free"), entry.files_free)
     active = gauge(
-        "lustre_target_active",
+        "gotthard_lustre_target_active",
         "1 if the client's connection to the target is active, 0 if deactivated "
         "(osc.*.active, mdc.*.active); inactive targets report no capacity.",
         *TARGET,
@@ -330,7 +340,7 @@ def render(
     for key, value in snapshot.active.items():
         active.add(key, value)
     connected = gauge(
-        "lustre_target_import_connected",
+        "gotthard_lustre_target_import_connected",
         "1 if the client's import of the target (osc.*.import, mdc.*.import) is connected "
         "to the server at LNet NID nid (current_connection): FULL, IDLE, or replaying and "
         "recovering; 0 while DISCONN, CONNECTING, EVICTED, CLOSED or NEW.",
@@ -341,7 +351,7 @@ def render(
         connected.add((*key, nid), 1 if state in CONNECTED_IMPORT_STATES else 0)
 
     operations = counter(
-        "lustre_operations_total",
+        "gotthard_lustre_operations_total",
         "Operations counted by the target's stats (obdfilter.*.stats, mdt.*.md_stats, "
         "mdc.*.md_stats, llite.*.stats); read/write fall back to the read_bytes/write_bytes "
         "sample counts where a version has no read/write line.",
@@ -349,20 +359,21 @@ def render(
         "operation",
     )
     latency = counter(
-        "lustre_operation_latency_seconds_total",
+        "gotthard_lustre_operation_latency_seconds_total",
         "Summed service time of the operations, from the sum of [usecs] stats lines "
         "(Lustre 2.12 and later).",
         *TARGET,
         "operation",
     )
     open_time = counter(
-        "lustre_client_file_open_seconds_total",
+        "gotthard_lustre_client_file_open_seconds_total",
         "Summed time files were held open, from open to close, over the closes counted by "
-        "lustre_client_file_closes_total (llite.*.stats openclosetime sum); not a latency.",
+        "gotthard_lustre_client_file_closes_total (llite.*.stats openclosetime sum); "
+        "not a latency.",
         *TARGET,
     )
     closes = counter(
-        "lustre_client_file_closes_total",
+        "gotthard_lustre_client_file_closes_total",
         "Closes whose open time was measured (llite.*.stats openclosetime samples).",
         *TARGET,
     )

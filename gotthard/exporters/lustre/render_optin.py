@@ -25,13 +25,13 @@ NI = ("net", "nid")
 def render_lnet_nis(nis: list[LnetNi]) -> list[MetricFamily]:
     """Health value and up/down status of each local LNet interface."""
     health = gauge(
-        "lustre_lnet_ni_health",
+        "gotthard_lustre_lnet_ni_health",
         "LNet health value of the local interface (lnetctl net show -v 4 health value): 1000 "
         "when healthy, lower after send failures, recovering over time.",
         *NI,
     )
     status = gauge(
-        "lustre_lnet_ni_status",
+        "gotthard_lustre_lnet_ni_status",
         "1 if the local LNet interface is up, 0 otherwise (lnetctl net show status).",
         *NI,
     )
@@ -47,26 +47,26 @@ def render_quota(targets: list[TargetQuota], limit: int) -> list[MetricFamily]:
     """Space and inodes per user, group and project of each target, at most *limit* ids."""
     labels = (*TARGET, "type", "id")
     used = gauge(
-        "lustre_quota_used_bytes",
+        "gotthard_lustre_quota_used_bytes",
         "Bytes one user, group or project uses on the target (quota_slave.acct_user, "
         "acct_group, acct_project kbytes).",
         *labels,
     )
     inodes = gauge(
-        "lustre_quota_used_inodes",
+        "gotthard_lustre_quota_used_inodes",
         "Inodes (objects on an OST) one user, group or project uses on the target "
         "(quota_slave.acct_* inodes).",
         *labels,
     )
     listed = gauge(
-        "lustre_quota_ids",
+        "gotthard_lustre_quota_ids",
         "Ids of the quota type the target's quota_slave.acct_* listed this poll, before "
         "--lustre.quota-limit.",
         *TARGET,
         "type",
     )
     truncated = gauge(
-        "lustre_quota_truncated",
+        "gotthard_lustre_quota_truncated",
         "Ids dropped from the target's quota series by --lustre.quota-limit (least space "
         "first); 0 when none were.",
         *TARGET,
@@ -88,13 +88,13 @@ def render_quota(targets: list[TargetQuota], limit: int) -> list[MetricFamily]:
 #: brw_stats table -> (metric, help, the label holding a bucket's lower bound)
 BRW_FAMILIES = {
     "pages per bulk r/w": (
-        "lustre_target_brw_rpcs_total",
+        "gotthard_lustre_target_brw_rpcs_total",
         "Bulk read/write RPCs by pages per RPC (brw_stats pages per bulk r/w); the bucket "
         "pages=N counts RPCs of N up to 2N-1 pages.",
         "pages",
     ),
     "disk I/O size": (
-        "lustre_target_brw_disk_ios_total",
+        "gotthard_lustre_target_brw_disk_ios_total",
         "Disk I/Os by size (brw_stats disk I/O size); the bucket size_bytes=N counts I/Os of "
         "N up to 2N-1 bytes.",
         "size_bytes",

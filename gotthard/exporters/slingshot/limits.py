@@ -1,7 +1,7 @@
 """HPE ``cxi_healthcheck`` link_flap_check limits: a link is healthy with fewer restarts
 than these in the last hour and the last ten hours.
 
-One definition for the exporter's ``slingshot_link_healthy`` (its configuration's
+One definition for the exporter's ``gotthard_slingshot_link_healthy`` (its configuration's
 defaults) and the SlingshotLinkFlapping alert's default thresholds. Kept free of imports
 so that both the node exporter and the monitoring rules load it for nothing.
 """

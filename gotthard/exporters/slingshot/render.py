@@ -8,7 +8,7 @@ that is missing or unreadable gives no series, never 0.
 :data:`TELEMETRY` is the curated allow-list as data: one row per telemetry file,
 ``(file, metric, label values, generations)``, with the names of the real Cassini-1
 and Cassini-2 lists (``c1telem_attrs`` / ``c2telem_attrs`` of shs-cassini-headers).
-Any other telemetry file can be exported as ``slingshot_counter{counter}`` with
+Any other telemetry file can be exported as ``gotthard_slingshot_counter{counter}`` with
 ``--slingshot.extra-counters REGEX``.
 """
 
@@ -41,99 +41,99 @@ class Spec:
 
 #: metric name -> spec, in exposition order.
 FAMILIES: dict[str, Spec] = {
-    "slingshot_fec_codewords_total": Spec(
+    "gotthard_slingshot_fec_codewords_total": Spec(
         "FEC codewords received by the PCS, by outcome (good, corrected, uncorrected); "
         f"count. {WRAP} Source: telemetry/hni_pcs_{{good,corrected,uncorrected}}_cw.",
         ("type",),
     ),
-    "slingshot_fec_lane_errors_total": Spec(
+    "gotthard_slingshot_fec_lane_errors_total": Spec(
         "Symbol errors corrected per FEC lane; count. "
         f"{WRAP} Source: telemetry/hni_pcs_fecl_errors_N (0-7; 8-15 on Cassini-2).",
         ("lane",),
     ),
-    "slingshot_llr_replays_total": Spec(
+    "gotthard_slingshot_llr_replays_total": Spec(
         "Link-level retry replay events: tx = replays this NIC started, rx = replays "
         f"seen from the peer; count. {WRAP} "
         "Source: telemetry/hni_llr_{tx,rx}_replay_event.",
         ("direction",),
     ),
-    "slingshot_pause_total": Spec(
+    "gotthard_slingshot_pause_frames_total": Spec(
         "Pause frames per priority class: rx = received, tx = XOFF sent; frames. "
         f"{WRAP} Source: telemetry/hni_pause_recv_N, hni_pause_xoff_sent_N.",
         ("direction", "class"),
     ),
-    "slingshot_paused_seconds_total": Spec(
+    "gotthard_slingshot_paused_seconds_total": Spec(
         "Time the port was paused per priority class (std = standard pause), seconds "
         "(1 GHz cycle counter / 1e9, wraps at 2^56 cycles). "
         "Source: telemetry/hni_rx_paused_N, hni_rx_paused_std, hni_tx_paused_N.",
         ("direction", "class"),
         CYCLES_PER_SECOND,
     ),
-    "slingshot_discards_total": Spec(
+    "gotthard_slingshot_discards_total": Spec(
         f"Packets discarded per traffic class; packets. {WRAP} "
         "Source: telemetry/hni_discard_cntr_N.",
         ("class",),
     ),
-    "slingshot_pfc_fifo_overflows_total": Spec(
+    "gotthard_slingshot_pfc_fifo_overflows_total": Spec(
         f"PFC FIFO overflows per traffic class; count. {WRAP} "
         "Source: telemetry/hni_pfc_fifo_oflw_cntr_N.",
         ("class",),
     ),
-    "slingshot_rx_bad_frames_total": Spec(
+    "gotthard_slingshot_rx_bad_frames_total": Spec(
         f"Bad frames received at the MAC, by type; frames. {WRAP} "
         "Source: telemetry/hni_rx_bad_ieee, hni_rx_bad_opt, hni_rx_fragment, hni_rx_jabber.",
         ("type",),
     ),
-    "slingshot_tx_poisoned_frames_total": Spec(
+    "gotthard_slingshot_tx_poisoned_frames_total": Spec(
         f"Poisoned frames sent, by format; frames. {WRAP} "
         "Source: telemetry/hni_tx_poisoned_ieee, hni_tx_poisoned_opt.",
         ("type",),
     ),
-    "slingshot_timeouts_total": Spec(
+    "gotthard_slingshot_timeouts_total": Spec(
         "Transport timeouts (spt = source packet, causes a retransmission; sct = source "
         f"connection; tct = target connection); count. {WRAP} "
         "Source: telemetry/pct_{spt,sct,tct}_timeouts.",
         ("type",),
     ),
-    "slingshot_srb_retries_total": Spec(
+    "gotthard_slingshot_srb_retries_total": Spec(
         f"Hardware retries from the source retry buffer; requests. {WRAP} "
         "Source: telemetry/pct_retry_srb_requests.",
         (),
     ),
-    "slingshot_nacks_total": Spec(
+    "gotthard_slingshot_nacks_total": Spec(
         f"NACKs by reason (target resource exhaustion, bad sequence); count. {WRAP} "
         "Source: telemetry/pct_no_tct_nacks, pct_no_trs_nacks, pct_no_mst_nacks, "
         "pct_bad_seq_nacks, pct_resource_busy, pct_no_matching_tct.",
         ("reason",),
     ),
-    "slingshot_transport_drops_total": Spec(
+    "gotthard_slingshot_transport_drops_total": Spec(
         f"Transport responses/requests dropped, by reason; packets. {WRAP} "
         "Source: telemetry/pct_trs_rsp_nack_drops, pct_req_tct_tmout_drops.",
         ("reason",),
     ),
-    "slingshot_rx_drops_total": Spec(
+    "gotthard_slingshot_rx_drops_total": Spec(
         f"Received packets dropped by the IXE, by reason; packets. {WRAP} "
         "Source: telemetry/ixe_rx_pkt_drop_{pct,rmu_norsp,rmu_wrsp,ixe_parser}.",
         ("reason",),
     ),
-    "slingshot_octets_total": Spec(
+    "gotthard_slingshot_bytes_total": Spec(
         f"Octets sent (tx) and received (rx) in good frames; bytes. {WRAP} "
         "Source: telemetry/hni_sts_{tx,rx}_ok_octets.",
         ("direction",),
     ),
-    "slingshot_packets_total": Spec(
+    "gotthard_slingshot_packets_total": Spec(
         f"Packets sent (tx) and received (rx) per traffic class; packets. {WRAP} "
         "Source: telemetry/hni_pkts_sent_by_tc_N, hni_pkts_recv_by_tc_N.",
         ("direction", "class"),
     ),
-    "slingshot_pcie_errors_total": Spec(
+    "gotthard_slingshot_pcie_errors_total": Spec(
         "PCIe errors by type: correctable/uncorrectable (driver counters, refreshed at "
         "most once a minute, from properties/pcie_corr_err, pcie_uncorr_err) and poisoned "
         "TLPs / unsuccessful completions seen by the ATU and IXE DMA writes (telemetry/"
         f"atu_pcie_*, ixe_dmawr_pcie_*); count. {WRAP}",
         ("type",),
     ),
-    "slingshot_memory_errors_total": Spec(
+    "gotthard_slingshot_memory_errors_total": Spec(
         "Internal SRAM ECC errors per block (corrected, uncorrected: a hardware fault); "
         f"count. {WRAP} Source: telemetry/<block>_mem_{{cor,ucor}}_err_cntr, "
         "hni_{cor,ucor}_ecc_err_cntr.",
@@ -150,75 +150,115 @@ def _indexed(
 
 #: The allow-list: (telemetry file, metric, label values after ``device``, generations).
 TELEMETRY: tuple[tuple[str, str, tuple[str, ...], frozenset[int]], ...] = (
-    ("hni_pcs_good_cw", "slingshot_fec_codewords_total", ("good",), BOTH),
-    ("hni_pcs_corrected_cw", "slingshot_fec_codewords_total", ("corrected",), BOTH),
-    ("hni_pcs_uncorrected_cw", "slingshot_fec_codewords_total", ("uncorrected",), BOTH),
-    *_indexed("hni_pcs_fecl_errors_{}", "slingshot_fec_lane_errors_total", (), range(8), BOTH),
-    *_indexed("hni_pcs_fecl_errors_{}", "slingshot_fec_lane_errors_total", (), range(8, 16), C2),
-    ("hni_llr_tx_replay_event", "slingshot_llr_replays_total", ("tx",), BOTH),
-    ("hni_llr_rx_replay_event", "slingshot_llr_replays_total", ("rx",), BOTH),
-    *_indexed("hni_pause_recv_{}", "slingshot_pause_total", ("rx",), range(8), BOTH),
-    *_indexed("hni_pause_xoff_sent_{}", "slingshot_pause_total", ("tx",), range(8), BOTH),
-    *_indexed("hni_rx_paused_{}", "slingshot_paused_seconds_total", ("rx",), range(8), BOTH),
-    ("hni_rx_paused_std", "slingshot_paused_seconds_total", ("rx", "std"), BOTH),
-    *_indexed("hni_tx_paused_{}", "slingshot_paused_seconds_total", ("tx",), range(8), BOTH),
-    *_indexed("hni_discard_cntr_{}", "slingshot_discards_total", (), range(8), BOTH),
+    ("hni_pcs_good_cw", "gotthard_slingshot_fec_codewords_total", ("good",), BOTH),
+    ("hni_pcs_corrected_cw", "gotthard_slingshot_fec_codewords_total", ("corrected",), BOTH),
+    ("hni_pcs_uncorrected_cw", "gotthard_slingshot_fec_codewords_total", ("uncorrected",), BOTH),
     *_indexed(
-        "hni_pfc_fifo_oflw_cntr_{}", "slingshot_pfc_fifo_overflows_total", (), range(8), BOTH
+        "hni_pcs_fecl_errors_{}", "gotthard_slingshot_fec_lane_errors_total", (), range(8), BOTH
     ),
-    ("hni_rx_bad_ieee", "slingshot_rx_bad_frames_total", ("ieee",), BOTH),
-    ("hni_rx_bad_opt", "slingshot_rx_bad_frames_total", ("opt",), BOTH),
-    ("hni_rx_fragment", "slingshot_rx_bad_frames_total", ("fragment",), BOTH),
-    ("hni_rx_jabber", "slingshot_rx_bad_frames_total", ("jabber",), BOTH),
-    ("hni_tx_poisoned_ieee", "slingshot_tx_poisoned_frames_total", ("ieee",), BOTH),
-    ("hni_tx_poisoned_opt", "slingshot_tx_poisoned_frames_total", ("opt",), BOTH),
-    ("pct_spt_timeouts", "slingshot_timeouts_total", ("spt",), BOTH),
-    ("pct_sct_timeouts", "slingshot_timeouts_total", ("sct",), BOTH),
-    ("pct_tct_timeouts", "slingshot_timeouts_total", ("tct",), BOTH),
-    ("pct_retry_srb_requests", "slingshot_srb_retries_total", (), BOTH),
-    ("pct_no_tct_nacks", "slingshot_nacks_total", ("no_tct",), BOTH),
-    ("pct_no_trs_nacks", "slingshot_nacks_total", ("no_trs",), BOTH),
-    ("pct_no_mst_nacks", "slingshot_nacks_total", ("no_mst",), BOTH),
-    ("pct_bad_seq_nacks", "slingshot_nacks_total", ("bad_sequence",), BOTH),
-    ("pct_resource_busy", "slingshot_nacks_total", ("resource_busy",), BOTH),
-    ("pct_no_matching_tct", "slingshot_nacks_total", ("no_matching_tct",), BOTH),
-    ("pct_trs_rsp_nack_drops", "slingshot_transport_drops_total", ("trs_rsp_nack",), BOTH),
-    ("pct_req_tct_tmout_drops", "slingshot_transport_drops_total", ("req_tct_timeout",), BOTH),
-    ("ixe_rx_pkt_drop_pct", "slingshot_rx_drops_total", ("pct",), BOTH),
-    ("ixe_rx_pkt_drop_rmu_norsp", "slingshot_rx_drops_total", ("rmu_norsp",), BOTH),
-    ("ixe_rx_pkt_drop_rmu_wrsp", "slingshot_rx_drops_total", ("rmu_wrsp",), BOTH),
-    ("ixe_rx_pkt_drop_ixe_parser", "slingshot_rx_drops_total", ("parser",), BOTH),
-    ("hni_sts_tx_ok_octets", "slingshot_octets_total", ("tx",), BOTH),
-    ("hni_sts_rx_ok_octets", "slingshot_octets_total", ("rx",), BOTH),
-    *_indexed("hni_pkts_sent_by_tc_{}", "slingshot_packets_total", ("tx",), range(8), BOTH),
-    *_indexed("hni_pkts_recv_by_tc_{}", "slingshot_packets_total", ("rx",), range(8), BOTH),
-    ("atu_pcie_err_poisoned", "slingshot_pcie_errors_total", ("atu_poisoned",), BOTH),
+    *_indexed(
+        "hni_pcs_fecl_errors_{}", "gotthard_slingshot_fec_lane_errors_total", (), range(8, 16), C2
+    ),
+    ("hni_llr_tx_replay_event", "gotthard_slingshot_llr_replays_total", ("tx",), BOTH),
+    ("hni_llr_rx_replay_event", "gotthard_slingshot_llr_replays_total", ("rx",), BOTH),
+    *_indexed(
+        "hni_pause_recv_{}", "gotthard_slingshot_pause_frames_total", ("rx",), range(8), BOTH
+    ),
+    *_indexed(
+        "hni_pause_xoff_sent_{}", "gotthard_slingshot_pause_frames_total", ("tx",), range(8), BOTH
+    ),
+    *_indexed(
+        "hni_rx_paused_{}", "gotthard_slingshot_paused_seconds_total", ("rx",), range(8), BOTH
+    ),
+    ("hni_rx_paused_std", "gotthard_slingshot_paused_seconds_total", ("rx", "std"), BOTH),
+    *_indexed(
+        "hni_tx_paused_{}", "gotthard_slingshot_paused_seconds_total", ("tx",), range(8), BOTH
+    ),
+    *_indexed("hni_discard_cntr_{}", "gotthard_slingshot_discards_total", (), range(8), BOTH),
+    *_indexed(
+        "hni_pfc_fifo_oflw_cntr_{}",
+        "gotthard_slingshot_pfc_fifo_overflows_total",
+        (),
+        range(8),
+        BOTH,
+    ),
+    ("hni_rx_bad_ieee", "gotthard_slingshot_rx_bad_frames_total", ("ieee",), BOTH),
+    ("hni_rx_bad_opt", "gotthard_slingshot_rx_bad_frames_total", ("opt",), BOTH),
+    ("hni_rx_fragment", "gotthard_slingshot_rx_bad_frames_total", ("fragment",), BOTH),
+    ("hni_rx_jabber", "gotthard_slingshot_rx_bad_frames_total", ("jabber",), BOTH),
+    ("hni_tx_poisoned_ieee", "gotthard_slingshot_tx_poisoned_frames_total", ("ieee",), BOTH),
+    ("hni_tx_poisoned_opt", "gotthard_slingshot_tx_poisoned_frames_total", ("opt",), BOTH),
+    ("pct_spt_timeouts", "gotthard_slingshot_timeouts_total", ("spt",), BOTH),
+    ("pct_sct_timeouts", "gotthard_slingshot_timeouts_total", ("sct",), BOTH),
+    ("pct_tct_timeouts", "gotthard_slingshot_timeouts_total", ("tct",), BOTH),
+    ("pct_retry_srb_requests", "gotthard_slingshot_srb_retries_total", (), BOTH),
+    ("pct_no_tct_nacks", "gotthard_slingshot_nacks_total", ("no_tct",), BOTH),
+    ("pct_no_trs_nacks", "gotthard_slingshot_nacks_total", ("no_trs",), BOTH),
+    ("pct_no_mst_nacks", "gotthard_slingshot_nacks_total", ("no_mst",), BOTH),
+    ("pct_bad_seq_nacks", "gotthard_slingshot_nacks_total", ("bad_sequence",), BOTH),
+    ("pct_resource_busy", "gotthard_slingshot_nacks_total", ("resource_busy",), BOTH),
+    ("pct_no_matching_tct", "gotthard_slingshot_nacks_total", ("no_matching_tct",), BOTH),
+    ("pct_trs_rsp_nack_drops", "gotthard_slingshot_transport_drops_total", ("trs_rsp_nack",), BOTH),
+    (
+        "pct_req_tct_tmout_drops",
+        "gotthard_slingshot_transport_drops_total",
+        ("req_tct_timeout",),
+        BOTH,
+    ),
+    ("ixe_rx_pkt_drop_pct", "gotthard_slingshot_rx_drops_total", ("pct",), BOTH),
+    ("ixe_rx_pkt_drop_rmu_norsp", "gotthard_slingshot_rx_drops_total", ("rmu_norsp",), BOTH),
+    ("ixe_rx_pkt_drop_rmu_wrsp", "gotthard_slingshot_rx_drops_total", ("rmu_wrsp",), BOTH),
+    ("ixe_rx_pkt_drop_ixe_parser", "gotthard_slingshot_rx_drops_total", ("parser",), BOTH),
+    ("hni_sts_tx_ok_octets", "gotthard_slingshot_bytes_total", ("tx",), BOTH),
+    ("hni_sts_rx_ok_octets", "gotthard_slingshot_bytes_total", ("rx",), BOTH),
+    *_indexed(
+        "hni_pkts_sent_by_tc_{}", "gotthard_slingshot_packets_total", ("tx",), range(8), BOTH
+    ),
+    *_indexed(
+        "hni_pkts_recv_by_tc_{}", "gotthard_slingshot_packets_total", ("rx",), range(8), BOTH
+    ),
+    ("atu_pcie_err_poisoned", "gotthard_slingshot_pcie_errors_total", ("atu_poisoned",), BOTH),
     (
         "atu_pcie_unsuccess_cmpl",
-        "slingshot_pcie_errors_total",
+        "gotthard_slingshot_pcie_errors_total",
         ("atu_unsuccessful_completion",),
         BOTH,
     ),
-    ("ixe_dmawr_pcie_err_poisoned", "slingshot_pcie_errors_total", ("dmawr_poisoned",), BOTH),
+    (
+        "ixe_dmawr_pcie_err_poisoned",
+        "gotthard_slingshot_pcie_errors_total",
+        ("dmawr_poisoned",),
+        BOTH,
+    ),
     (
         "ixe_dmawr_pcie_unsuccess_cmpl",
-        "slingshot_pcie_errors_total",
+        "gotthard_slingshot_pcie_errors_total",
         ("dmawr_unsuccessful_completion",),
         BOTH,
     ),
     *(
-        (f"{block}_mem_{kind}_err_cntr", "slingshot_memory_errors_total", (block, label), BOTH)
+        (
+            f"{block}_mem_{kind}_err_cntr",
+            "gotthard_slingshot_memory_errors_total",
+            (block, label),
+            BOTH,
+        )
         for block in ("atu", "cq", "ee", "ixe", "lpe", "mst", "oxe", "pct", "rmu")
         for kind, label in (("cor", "corrected"), ("ucor", "uncorrected"))
     ),
-    ("hni_cor_ecc_err_cntr", "slingshot_memory_errors_total", ("hni", "corrected"), BOTH),
-    ("hni_ucor_ecc_err_cntr", "slingshot_memory_errors_total", ("hni", "uncorrected"), BOTH),
+    ("hni_cor_ecc_err_cntr", "gotthard_slingshot_memory_errors_total", ("hni", "corrected"), BOTH),
+    (
+        "hni_ucor_ecc_err_cntr",
+        "gotthard_slingshot_memory_errors_total",
+        ("hni", "uncorrected"),
+        BOTH,
+    ),
 )
 
 #: ``properties`` files read as counters: (file, metric, label values).
 PROPERTY_COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("pcie_corr_err", "slingshot_pcie_errors_total", ("correctable",)),
-    ("pcie_uncorr_err", "slingshot_pcie_errors_total", ("uncorrectable",)),
+    ("pcie_corr_err", "gotthard_slingshot_pcie_errors_total", ("correctable",)),
+    ("pcie_uncorr_err", "gotthard_slingshot_pcie_errors_total", ("uncorrectable",)),
 )
 
 #: telemetry file -> generations that have it: what the sysfs source reads.
@@ -270,7 +310,7 @@ def render(snapshot: SlingshotSnapshot, rule: HealthRule | None = None) -> list[
     now = snapshot.now
     nics = snapshot.nics
     info = gauge(
-        "slingshot_info",
+        "gotthard_slingshot_info",
         "Slingshot NIC identity; always 1. Source: class/net/<interface>/device/cxi/<device>, "
         "properties/nid (decimal here), properties/cassini_version, uc/qspi_blob_version.",
         "device",
@@ -280,13 +320,13 @@ def render(snapshot: SlingshotSnapshot, rule: HealthRule | None = None) -> list[
         "firmware",
     )
     link_up = gauge(
-        "slingshot_link_up",
+        "gotthard_slingshot_link_up",
         "1 if the port link is up, else 0. Source: port/link (Cassini-1), port/0/link/state "
         "(Cassini-2), else properties/link.",
         "device",
     )
     link_info = gauge(
-        "slingshot_link_info",
+        "gotthard_slingshot_link_info",
         "Port link state and speed mode as labels; always 1. Source: port/link, port/speed "
         "(Cassini-1), port/0/link/state, port/0/link/speed (Cassini-2).",
         "device",
@@ -294,27 +334,27 @@ def render(snapshot: SlingshotSnapshot, rule: HealthRule | None = None) -> list[
         "mode",
     )
     healthy = gauge(
-        "slingshot_link_healthy",
+        "gotthard_slingshot_link_healthy",
         f"1 if the link is up with fewer than {rule.max_restarts_1h} restarts in the last hour "
         f"and fewer than {rule.max_restarts_10h} in the last 10 hours (cxi_healthcheck "
         "link_flap_check), else 0. Source: port link state, link_restarts/time_0..9.",
         "device",
     )
     speed = gauge(
-        "slingshot_link_speed_bits_per_second",
+        "gotthard_slingshot_link_speed_bits_per_second",
         "Negotiated link speed, bits per second. Source: properties/speed (Mb/s), else the "
         "port speed mode.",
         "device",
     )
     recent = gauge(
-        "slingshot_link_restarts_recent",
+        "gotthard_slingshot_link_restarts_recent",
         "Link auto-restarts within the window before the poll; count. "
         "Source: link_restarts/time_0..9 (epoch seconds, 0 = unused slot).",
         "device",
         "window",
     )
     last = gauge(
-        "slingshot_link_restart_last_timestamp_seconds",
+        "gotthard_slingshot_link_restart_last_timestamp_seconds",
         "Unix time of the most recent link auto-restart, seconds; absent when none is "
         "recorded. Source: link_restarts/time_0..9.",
         "device",
@@ -376,7 +416,7 @@ def render(snapshot: SlingshotSnapshot, rule: HealthRule | None = None) -> list[
         families.append(family)
 
     extra = gauge(
-        "slingshot_counter",
+        "gotthard_slingshot_counter",
         "Telemetry items selected with --slingshot.extra-counters, raw value as read "
         "(counters wrap at 2^56; use rate()). Source: telemetry/<counter>.",
         "device",

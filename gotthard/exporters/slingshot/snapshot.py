@@ -16,7 +16,7 @@ COUNTER_MODULUS = 1 << 56
 
 @dataclass(frozen=True, slots=True)
 class NicIdentity:
-    """Who the NIC is: ``slingshot_info`` and the ``device`` label."""
+    """Who the NIC is: ``gotthard_slingshot_info`` and the ``device`` label."""
 
     #: ``cxi0``: the name under ``class/cxi``.
     device: str

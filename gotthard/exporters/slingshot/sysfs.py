@@ -204,7 +204,7 @@ class SysfsSource:
 
     *telemetry* maps each allow-listed telemetry item to the Cassini generations that
     have it; *extra* selects further items (anchored match) read for
-    ``slingshot_counter``; *property_counters* names ``properties`` files read as
+    ``gotthard_slingshot_counter``; *property_counters* names ``properties`` files read as
     counters. *clock* is "now" for the snapshot (restart windows).
     """
 

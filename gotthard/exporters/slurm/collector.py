@@ -68,7 +68,8 @@ def make_backend(config: SlurmExporterConfig) -> SlurmBackend:
     missing = cli.missing()
     if missing:
         log.warning(
-            "Slurm commands not found in %s: %s; slurm_up will be 0 until they are installed",
+            "Slurm commands not found in %s: %s; gotthard_slurm_up will be 0 until they are "
+            "installed",
             config.bin_dir or "PATH",
             ", ".join(missing),
         )
@@ -95,7 +96,7 @@ class SlurmCollector:
         try:
             snapshot = self.backend.poll(self.options)
         except SlurmUnavailable as err:
-            # A down controller is data (slurm_up 0), not a collector failure.
+            # A down controller is data (gotthard_slurm_up 0), not a collector failure.
             log.warning("Slurm controller unavailable via %s: %s", self.backend.name, err)
             return SlurmSnapshot(up=False, errors=1, backend=self.backend.name)
         for mismatch in partition_total_mismatches(snapshot):

@@ -1,7 +1,7 @@
 """Pure function from a :class:`SlurmSnapshot` to Prometheus metric families.
 
 Label sets are bounded by default: state, partition, account and pending reason.
-``per_user`` adds ``user`` to the job families; ``slurm_job_info`` (one series per
+``per_user`` adds ``user`` to the job families; ``gotthard_slurm_job_info`` (one series per
 running job, the join key for GPU and Lustre metrics) can be switched off.
 """
 
@@ -25,33 +25,37 @@ from gotthard.slurm.snapshot import (
 
 # --- the families, in output order ---------------------------------------------------
 
-UP = desc("slurm_up", "1 if the Slurm controller answered the last poll.")
-INFO = desc("slurm_info", "Slurm release and exporter backend; always 1.", "version", "backend")
+UP = desc("gotthard_slurm_up", "1 if the Slurm controller answered the last poll.")
+INFO = desc(
+    "gotthard_slurm_info", "Slurm release and exporter backend; always 1.", "version", "backend"
+)
 _JOB_LABELS = ("state", "partition", "account")
 #: ``--slurm.per-user`` adds ``user`` to the job families.
 _PER_USER = ("user",)
-JOBS = desc("slurm_jobs", "Jobs by state, partition and account.", *_JOB_LABELS, optional=_PER_USER)
+JOBS = desc(
+    "gotthard_slurm_jobs", "Jobs by state, partition and account.", *_JOB_LABELS, optional=_PER_USER
+)
 JOBS_PENDING = desc(
-    "slurm_jobs_pending",
+    "gotthard_slurm_jobs_pending",
     "Pending jobs by partition and Slurm's pending reason.",
     "partition",
     "reason",
     optional=_PER_USER,
 )
 JOB_CPUS = desc(
-    "slurm_job_cpus",
+    "gotthard_slurm_job_cpus",
     "CPUs held (running) or requested (pending) by jobs.",
     *_JOB_LABELS,
     optional=_PER_USER,
 )
 JOB_GPUS = desc(
-    "slurm_job_gpus",
+    "gotthard_slurm_job_gpus",
     "GPUs held (running) or requested (pending) by jobs.",
     *_JOB_LABELS,
     optional=_PER_USER,
 )
 JOB_INFO = desc(
-    "slurm_job_info",
+    "gotthard_slurm_job_info",
     "One series per running job; join key for GPU and Lustre metrics. Always 1.",
     "job_id",
     "user",
@@ -59,51 +63,59 @@ JOB_INFO = desc(
     "partition",
 )
 NODES = desc(
-    "slurm_nodes",
+    "gotthard_slurm_nodes",
     "Nodes by partition and state; each node counted once per partition in one state "
     "(drained, draining, down, fail, maint, reserved, idle, mixed, allocated, ...).",
     "state",
     "partition",
 )
 NODE_FLAGS = desc(
-    "slurm_node_flags",
+    "gotthard_slurm_node_flags",
     "Nodes carrying a state flag (drain, not_responding, maint, reserved, ...) by partition.",
     "flag",
     "partition",
 )
 NODE_INFO = desc(
-    "slurm_node_info",
+    "gotthard_slurm_node_info",
     "One series per node with its full state (base+flags) and reason; always 1.",
     "node",
     "state",
     "reason",
 )
 _NODE_STATE = ("node", "state")
-NODE_CPUS = desc("slurm_node_cpus", "Node CPUs by state (alloc, idle, other, total).", *_NODE_STATE)
-NODE_MEMORY = desc("slurm_node_memory_bytes", "Node memory by state (alloc, total).", *_NODE_STATE)
-NODE_GPUS = desc("slurm_node_gpus", "Node GPUs (GRES) by state (alloc, total).", *_NODE_STATE)
+NODE_CPUS = desc(
+    "gotthard_slurm_node_cpus", "Node CPUs by state (alloc, idle, other, total).", *_NODE_STATE
+)
+NODE_MEMORY = desc(
+    "gotthard_slurm_node_memory_bytes", "Node memory by state (alloc, total).", *_NODE_STATE
+)
+NODE_GPUS = desc(
+    "gotthard_slurm_node_gpus", "Node GPUs (GRES) by state (alloc, total).", *_NODE_STATE
+)
 NODE_LOAD = desc(
-    "slurm_node_cpu_load",
+    "gotthard_slurm_node_cpu_load",
     "CPU load average of the node as slurmd last reported it (1 is one busy CPU).",
     "node",
 )
 _PARTITION_STATE = ("partition", "state")
 PARTITION_CPUS = desc(
-    "slurm_partition_cpus",
+    "gotthard_slurm_partition_cpus",
     "Partition CPUs by state (alloc, idle, other, total).",
     *_PARTITION_STATE,
 )
 PARTITION_GPUS = desc(
-    "slurm_partition_gpus", "Partition GPUs by state (alloc, idle, total).", *_PARTITION_STATE
+    "gotthard_slurm_partition_gpus",
+    "Partition GPUs by state (alloc, idle, total).",
+    *_PARTITION_STATE,
 )
 PARTITION_MEMORY = desc(
-    "slurm_partition_memory_bytes",
+    "gotthard_slurm_partition_memory_bytes",
     "Partition memory by state (alloc, idle, total).",
     *_PARTITION_STATE,
 )
-PARTITION_NODES = desc("slurm_partition_nodes", "Nodes in the partition.", "partition")
+PARTITION_NODES = desc("gotthard_slurm_partition_nodes", "Nodes in the partition.", "partition")
 PARTITION_INFO = desc(
-    "slurm_partition_info",
+    "gotthard_slurm_partition_info",
     "Partition availability and default flag; always 1.",
     "partition",
     "state",
@@ -112,66 +124,81 @@ PARTITION_INFO = desc(
 #: Attribute of the scheduler statistics -> its one-value sdiag family; a value the
 #: source does not report (None) is no series rather than a false 0.
 SCHEDULER: dict[str, Desc] = {
-    "server_threads": desc("slurm_scheduler_threads", "slurmctld server threads."),
-    "agent_queue_size": desc("slurm_scheduler_agent_queue_size", "slurmctld agent queue size."),
+    "server_threads": desc("gotthard_slurm_scheduler_threads", "slurmctld server threads."),
+    "agent_queue_size": desc(
+        "gotthard_slurm_scheduler_agent_queue_size", "slurmctld agent queue size."
+    ),
     "dbd_agent_queue_size": desc(
-        "slurm_scheduler_dbd_agent_queue_size", "Messages queued for slurmdbd."
+        "gotthard_slurm_scheduler_dbd_agent_queue_size", "Messages queued for slurmdbd."
     ),
     "queue_length": desc(
-        "slurm_scheduler_queue_length", "Jobs the main scheduler looked at in its last cycle."
+        "gotthard_slurm_scheduler_queue_length",
+        "Jobs the main scheduler looked at in its last cycle.",
     ),
     "cycle_last_seconds": desc(
-        "slurm_scheduler_cycle_last_seconds", "Duration of the last main scheduling cycle."
+        "gotthard_slurm_scheduler_cycle_last_seconds", "Duration of the last main scheduling cycle."
     ),
     "cycle_max_seconds": desc(
-        "slurm_scheduler_cycle_max_seconds",
+        "gotthard_slurm_scheduler_cycle_max_seconds",
         "Longest main scheduling cycle since the statistics were reset.",
     ),
     "cycle_mean_seconds": desc(
-        "slurm_scheduler_cycle_mean_seconds",
+        "gotthard_slurm_scheduler_cycle_mean_seconds",
         "Mean main scheduling cycle since the statistics were reset.",
     ),
     "backfill_cycle_last_seconds": desc(
-        "slurm_scheduler_backfill_cycle_last_seconds", "Duration of the last backfill cycle."
+        "gotthard_slurm_scheduler_backfill_cycle_last_seconds",
+        "Duration of the last backfill cycle.",
     ),
     "backfill_cycle_mean_seconds": desc(
-        "slurm_scheduler_backfill_cycle_mean_seconds",
+        "gotthard_slurm_scheduler_backfill_cycle_mean_seconds",
         "Mean backfill cycle since the statistics were reset.",
     ),
     "backfill_depth_mean": desc(
-        "slurm_scheduler_backfill_depth_mean",
+        "gotthard_slurm_scheduler_backfill_depth_mean",
         "Mean number of jobs the backfill scheduler considered per cycle.",
     ),
     "backfill_queue_length": desc(
-        "slurm_scheduler_backfill_queue_length", "Jobs in the backfill queue in its last cycle."
+        "gotthard_slurm_scheduler_backfill_queue_length",
+        "Jobs in the backfill queue in its last cycle.",
     ),
     "backfilled_jobs_total": desc(
-        "slurm_scheduler_backfilled_jobs_total",
+        "gotthard_slurm_scheduler_backfilled_jobs_total",
         "Jobs started by the backfill scheduler since slurmctld started.",
     ),
 }
 SCHEDULER_JOBS = desc(
-    "slurm_scheduler_jobs_total",
+    "gotthard_slurm_scheduler_jobs_total",
     "Jobs slurmctld counted since its statistics were reset, by event.",
     "event",
 )
-RPC_CALLS = desc("slurm_rpc_calls_total", "RPCs slurmctld served, by message type.", "type")
+RPC_CALLS = desc(
+    "gotthard_slurm_rpc_calls_total", "RPCs slurmctld served, by message type.", "type"
+)
 RPC_SECONDS = desc(
-    "slurm_rpc_duration_seconds_total",
+    "gotthard_slurm_rpc_duration_seconds_total",
     "Time slurmctld spent serving RPCs, by message type.",
     "type",
 )
 #: Only with ``--slurm.per-user``.
-RPC_USER_CALLS = desc("slurm_rpc_user_calls_total", "RPCs slurmctld served, by user.", "user")
+RPC_USER_CALLS = desc(
+    "gotthard_slurm_rpc_user_calls_total", "RPCs slurmctld served, by user.", "user"
+)
 RPC_USER_SECONDS = desc(
-    "slurm_rpc_user_duration_seconds_total", "Time slurmctld spent on RPCs, by user.", "user"
+    "gotthard_slurm_rpc_user_duration_seconds_total",
+    "Time slurmctld spent on RPCs, by user.",
+    "user",
 )
 PROBE_SUCCESS = desc(
-    "slurm_probe_success", "1 if the synthetic user-path probe succeeded (ping, submit).", "op"
+    "gotthard_slurm_probe_success",
+    "1 if the synthetic user-path probe succeeded (ping, submit).",
+    "op",
 )
-PROBE_DURATION = desc("slurm_probe_duration_seconds", "Duration of the synthetic probe.", "op")
+PROBE_DURATION = desc(
+    "gotthard_slurm_probe_duration_seconds", "Duration of the synthetic probe.", "op"
+)
 CONTROLLER_UP = desc(
-    "slurm_controller_up",
+    "gotthard_slurm_controller_up",
     "1 if the slurmctld answered the ping probe; role is primary or backup, index its "
     "position in SlurmctldHost.",
     "controller",
@@ -179,21 +206,23 @@ CONTROLLER_UP = desc(
     "index",
 )
 DBD_UP = desc(
-    "slurm_dbd_up",
+    "gotthard_slurm_dbd_up",
     "1 if the slurmdbd answered sacctmgr ping (Slurm 24.11+); role is primary or backup. "
     "Absent where the ping cannot run.",
     "dbd",
     "role",
 )
 RESERVATION_INFO = desc(
-    "slurm_reservation_info",
+    "gotthard_slurm_reservation_info",
     "One series per advance reservation: state (active, inactive), partition, flags. Always 1.",
     "reservation",
     "state",
     "partition",
     "flags",
 )
-RESERVATION_NODES = desc("slurm_reservation_nodes", "Nodes in the reservation.", "reservation")
+RESERVATION_NODES = desc(
+    "gotthard_slurm_reservation_nodes", "Nodes in the reservation.", "reservation"
+)
 #: The fair-share tree (``--slurm.fairshare``): one series per association, an account's
 #: with ``user=""``. Named in the ``gotthard_slurm_`` namespace from the start.
 _SHARE_LABELS = ("account", "user")
@@ -259,7 +288,7 @@ def _jobs(snapshot: SlurmSnapshot, options: PollOptions) -> list[MetricFamily]:
                 pkey = (*pkey, group.user)
             pending_totals[pkey] += group.count
     # Known partitions report every job state, at 0 when empty: an idle cluster still has
-    # slurm_jobs series, and a panel shows 0 rather than "No data".
+    # gotthard_slurm_jobs series, and a panel shows 0 rather than "No data".
     seen = {(group.state, group.partition) for group in snapshot.job_groups}
     no_account = ("", "") if options.per_user else ("",)
     for partition in partition_names(snapshot.nodes, snapshot.partitions):

@@ -47,27 +47,29 @@ NVLINK_ERRORS = per_second("gpu_nvlink_errors_per_second", 1.0, "NVLink errors/s
 PCIE_REPLAYS = per_second("gpu_pcie_replays_per_second", 1.0, "PCIe replays/s on one GPU")
 
 #: Utilisation of every GPU a job holds, one series per (GPU, job).
-_GPU_JOBS = f"{GPU_JOB_INFO} * on ({GPU_KEY}) group_left () gpu_utilization_ratio"
-JOB_UTILIZATION = "site_cluster_job_id:gpu_utilization_ratio:avg"
-CLUSTER_UTILIZATION = "site_cluster:gpu_utilization_ratio:avg"
+_GPU_JOBS = f"{GPU_JOB_INFO} * on ({GPU_KEY}) group_left () gotthard_gpu_utilization_ratio"
+JOB_UTILIZATION = "site_cluster_job_id:gotthard_gpu_utilization_ratio:avg"
+CLUSTER_UTILIZATION = "site_cluster:gotthard_gpu_utilization_ratio:avg"
 RECORDING_RULES = (
     RecordingRule(
         COMPONENT,
-        "site_cluster_job_id:gpu_utilization_ratio:sum",
+        "site_cluster_job_id:gotthard_gpu_utilization_ratio:sum",
         f"sum by (site, cluster, job_id) (\n  {_GPU_JOBS}\n)",
     ),
     RecordingRule(
         COMPONENT,
-        "site_cluster_job_id:gpu_utilization_ratio:count",
+        "site_cluster_job_id:gotthard_gpu_utilization_ratio:count",
         f"count by (site, cluster, job_id) (\n  {_GPU_JOBS}\n)",
     ),
     RecordingRule(
         COMPONENT,
         JOB_UTILIZATION,
-        "site_cluster_job_id:gpu_utilization_ratio:sum"
-        "\n/\nsite_cluster_job_id:gpu_utilization_ratio:count",
+        "site_cluster_job_id:gotthard_gpu_utilization_ratio:sum"
+        "\n/\nsite_cluster_job_id:gotthard_gpu_utilization_ratio:count",
     ),
-    RecordingRule(COMPONENT, CLUSTER_UTILIZATION, f"avg by ({SC}) (gpu_utilization_ratio)"),
+    RecordingRule(
+        COMPONENT, CLUSTER_UTILIZATION, f"avg by ({SC}) (gotthard_gpu_utilization_ratio)"
+    ),
 )
 
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
@@ -77,7 +79,9 @@ _SLOT = "site, cluster, instance, gpu"
 #: A whole GPU (not a MIG instance) of the alert's series.
 _WHOLE = '{gpu_instance=""}'
 #: PromQL that returns the GPU of the alert only while it reports healthy.
-_GPU_HEALTHY = 'gpu_health{gpu_instance="", instance="$labels.instance", uuid="$labels.uuid"} == 1'
+_GPU_HEALTHY = (
+    'gotthard_gpu_health{gpu_instance="", instance="$labels.instance", uuid="$labels.uuid"} == 1'
+)
 #: The GPU alerts that fire on a node in maintenance too: an idle allocation is the job's.
 _ALSO_IN_MAINTENANCE = frozenset({"GPUIdleWhileAllocated"})
 
@@ -95,7 +99,7 @@ def _throttling(reason: str, ratio: float, for_: str, severity: Severity) -> Ale
     minutes = for_.removesuffix("m")
     return _alert(
         name=f"GPU{reason.capitalize()}Throttling",
-        expr=f'rate(gpu_throttle_seconds_total{{reason="{reason}"}}[5m]) > {num(ratio)}',
+        expr=f'rate(gotthard_gpu_throttle_seconds_total{{reason="{reason}"}}[5m]) > {num(ratio)}',
         for_=for_,
         severity=severity,
         summary=summary,
@@ -131,17 +135,18 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     return (
         _alert(
             name="GPULost",
-            # NVML's word only: gpu_lost 1 (GPU_IS_LOST, or listed by this exporter and gone
-            # from NVML's device list since). Its last reading within the lookback: a lost
+            # NVML's word only: gotthard_gpu_lost 1 (GPU_IS_LOST, or listed by this exporter and
+            # gone from NVML's device list since). Its last reading within the lookback: a lost
             # GPU whose series stop (exporter restart, node reboot) stays lost until it reads
-            # gpu_lost 0, or until its slot does (a new board, or a GPU lost before its
+            # gotthard_gpu_lost 0, or until its slot does (a new board, or a GPU lost before its
             # exporter started, without a UUID: "unknown") while no GPU there reads lost.
             # Missing data alone (a restart, a scrape gap, a target down) never fires it.
             expr=(
                 "label_replace(\n"
-                f'  last_over_time(gpu_lost[{lookback}]) == 1, "uuid", "unknown", "uuid", ""\n)'
+                f"  last_over_time(gotthard_gpu_lost[{lookback}]) == 1,"
+                ' "uuid", "unknown", "uuid", ""\n)'
                 f"\nunless on ({_SLOT})\n"
-                f"(gpu_lost == 0 unless on ({_SLOT}) gpu_lost == 1)"
+                f"(gotthard_gpu_lost == 0 unless on ({_SLOT}) gotthard_gpu_lost == 1)"
             ),
             for_="1m",
             severity="critical",
@@ -149,8 +154,8 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             description=GPU + " is lost: NVML answers GPU_IS_LOST or no longer lists it; "
             "jobs on it hang or fail.",
             expr_summary=(
-                f"last `gpu_lost` reading (within {lookback}) is 1: NVML's GPU_IS_LOST, or the "
-                "GPU left NVML's device list while the exporter ran"
+                f"last `gotthard_gpu_lost` reading (within {lookback}) is 1: NVML's GPU_IS_LOST, "
+                "or the GPU left NVML's device list while the exporter ran"
             ),
             repair_query=_GPU_HEALTHY,
         ),
@@ -159,9 +164,10 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # Slurm's GRES count against the GPUs NVML lists on the node: catches a GPU
             # missing since the exporter started (GPULost needs to have seen it)
             expr=(
-                'max by (site, cluster, node) (slurm_node_gpus{state="total"})\n>\n'
+                'max by (site, cluster, node) (gotthard_slurm_node_gpus{state="total"})\n>\n'
                 "count by (site, cluster, node) (\n"
-                f'  label_replace(gpu_health{_WHOLE}, "node", "$1", "instance", "{NODE_REGEX}")'
+                f"  label_replace(gotthard_gpu_health{_WHOLE},"
+                f' "node", "$1", "instance", "{NODE_REGEX}")'
                 "\n)"
             ),
             for_="10m",
@@ -178,7 +184,8 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # new by the XID's own timestamp, taken by the exporter when the event came: an
             # old XID stays old through any scrape or Prometheus gap, and a restarted
             # exporter has seen no XID yet
-            expr=f'time() - gpu_xid_last_timestamp_seconds{{xid=~"{_XIDS}"}} < {num(xid_window)}',
+            expr=f"time() - gotthard_gpu_xid_last_timestamp_seconds"
+            f'{{xid=~"{_XIDS}"}} < {num(xid_window)}',
             for_="0s",
             severity="critical",
             summary="A GPU reported a fatal XID error.",
@@ -188,13 +195,13 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             ),
             expr_summary=(
                 f"XID {', '.join(map(str, PAGING_XIDS))} seen by the exporter within the last "
-                f"{duration(xid_window)} (`gpu_xid_last_timestamp_seconds`)"
+                f"{duration(xid_window)} (`gotthard_gpu_xid_last_timestamp_seconds`)"
             ),
         ),
         on_condition(
             _alert,
             "GPURowRemapPending",
-            'gpu_remapped_rows{state="pending"} > 0',
+            'gotthard_gpu_remapped_rows{state="pending"} > 0',
             "15m",
             "warning",
             "A GPU has a memory row remap pending a reset.",
@@ -204,15 +211,20 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _rate(
             "GPUNVLinkErrors",
-            "sum without (link, type) (rate(gpu_nvlink_errors_total[5m]))",
+            "sum without (link, type) (rate(gotthard_gpu_nvlink_errors_total[5m]))",
             t[NVLINK_ERRORS],
             "NVLink errors",
         ),
-        _rate("GPUPCIeReplays", "rate(gpu_pcie_replay_total[5m])", t[PCIE_REPLAYS], "PCIe replays"),
+        _rate(
+            "GPUPCIeReplays",
+            "rate(gotthard_gpu_pcie_replays_total[5m])",
+            t[PCIE_REPLAYS],
+            "PCIe replays",
+        ),
         on_condition(
             _alert,
             "GPUUnhealthy",
-            "gpu_health == 0",
+            "gotthard_gpu_health == 0",
             "5m",
             "warning",
             "A GPU is marked unhealthy.",
@@ -222,7 +234,7 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _alert(
             name="GPUUncorrectableECCErrors",
-            expr='increase(gpu_ecc_errors_total{type="uncorrected"}[10m]) > 0',
+            expr='increase(gotthard_gpu_ecc_errors_total{type="uncorrected"}[10m]) > 0',
             for_="0s",
             severity="warning",
             summary="A GPU has uncorrectable ECC memory errors.",
@@ -237,8 +249,8 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # the last reading within the lookback: a failed GPU whose series stop stays
             # failed until its slot reads no failure (the GPU reset, or a new board)
             expr=(
-                f'last_over_time(gpu_remapped_rows{{state="failure"}}[{lookback}]) > 0'
-                f'\nunless on ({_SLOT})\ngpu_remapped_rows{{state="failure"}} == 0'
+                f'last_over_time(gotthard_gpu_remapped_rows{{state="failure"}}[{lookback}]) > 0'
+                f'\nunless on ({_SLOT})\ngotthard_gpu_remapped_rows{{state="failure"}} == 0'
             ),
             for_="0s",
             severity="critical",
@@ -246,7 +258,8 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             description=GPU
             + " could not remap a failing memory row; it must be taken out of service.",
             expr_summary=(
-                f'last `gpu_remapped_rows{{state="failure"}}` reading (within {lookback}) > 0, '
+                f'last `gotthard_gpu_remapped_rows{{state="failure"}}` reading (within {lookback})'
+                " > 0, "
                 "until the GPU reads no failure"
             ),
         ),
@@ -256,7 +269,7 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             name="GPUIdleWhileAllocated",
             expr=(
                 f"{GPU_JOB_INFO}\n* on ({GPU_KEY}) group_left ()\n"
-                f"(avg_over_time(gpu_utilization_ratio[15m]) < {num(idle)})"
+                f"(avg_over_time(gotthard_gpu_utilization_ratio[15m]) < {num(idle)})"
             ),
             for_="45m",
             severity="warning",
@@ -268,7 +281,8 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 "utilisation for an hour."
             ),
             expr_summary=(
-                f"GPU with a job (`gpu_job_info`) under {pct(idle)} utilisation (15-minute average)"
+                f"GPU with a job (`gotthard_gpu_job_info`) under {pct(idle)} utilisation "
+                "(15-minute average)"
             ),
             # the job's user's to act on: the efficiency receiver, never a page or ticket
             audience="users",

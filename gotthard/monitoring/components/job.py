@@ -102,16 +102,18 @@ Fold = Literal["average", "peak", "total"]
 #: A whole GPU (not a MIG instance) of a GPU metric.
 _WHOLE_GPU = 'gpu_instance=""'
 #: The metadata operations of Lustre's job stats: those counted on an MDT.
+#: The GPU exporter's (GPU, job) attribution series.
+_GPU_JOB_INFO = "gotthard_gpu_job_info"
 _MDT = 'component="mdt"'
 
 
 def _job_gpus(scope: Scope) -> str:
     """One series per whole GPU the job has a process on, valued 1."""
-    return f"max by ({GPU_KEY}) ({scope.sel('gpu_job_info', scope.job)})"
+    return f"max by ({GPU_KEY}) ({scope.sel('gotthard_gpu_job_info', scope.job)})"
 
 
 def _per_gpu(scope: Scope, metric: str) -> str:
-    """*metric* of each whole GPU of the job (``gpu_job_info`` as the many side is not
+    """*metric* of each whole GPU of the job (``gotthard_gpu_job_info`` as the many side is not
     needed: ``max by`` reduces it to one series per GPU first)."""
     return f"{_job_gpus(scope)}\n* on ({GPU_KEY}) group_left ()\n{scope.sel(metric, _WHOLE_GPU)}"
 
@@ -119,7 +121,9 @@ def _per_gpu(scope: Scope, metric: str) -> str:
 def _job_nodes(scope: Scope) -> str:
     """One series per node (``node``: the host of the exporter's ``instance``) holding a
     GPU of the job."""
-    info = f'label_replace({scope.sel("gpu_job_info", scope.job)}, "node", "$1", "instance", '
+    info = (
+        f'label_replace({scope.sel("gotthard_gpu_job_info", scope.job)}, "node", "$1", "instance", '
+    )
     return f'max by (site, cluster, node) ({info}"{NODE_REGEX}"))'
 
 
@@ -184,10 +188,16 @@ MEASURES: tuple[Measure, ...] = (
         "gpu",
         "average",
         "ratio",
-        "gpu_utilization_ratio",
+        "gotthard_gpu_utilization_ratio",
     ),
     Measure(
-        "sm_active", "SM active", "percentunit", "gpu", "average", "ratio", "gpu_sm_active_ratio"
+        "sm_active",
+        "SM active",
+        "percentunit",
+        "gpu",
+        "average",
+        "ratio",
+        "gotthard_gpu_sm_active_ratio",
     ),
     Measure(
         "tensor_active",
@@ -196,7 +206,7 @@ MEASURES: tuple[Measure, ...] = (
         "gpu",
         "average",
         "ratio",
-        "gpu_tensor_active_ratio",
+        "gotthard_gpu_tensor_active_ratio",
     ),
     Measure(
         "dram_active",
@@ -205,7 +215,7 @@ MEASURES: tuple[Measure, ...] = (
         "gpu",
         "average",
         "ratio",
-        "gpu_dram_active_ratio",
+        "gotthard_gpu_dram_active_ratio",
     ),
     Measure(
         "memory_used",
@@ -214,9 +224,9 @@ MEASURES: tuple[Measure, ...] = (
         "gpu",
         "peak",
         "bytes",
-        "gpu_memory_used_bytes",
+        "gotthard_gpu_memory_used_bytes",
     ),
-    Measure("power", "GPU power", "watt", "gpu", "total", "joules", "gpu_power_watts"),
+    Measure("power", "GPU power", "watt", "gpu", "total", "joules", "gotthard_gpu_power_watts"),
     Measure(
         "lustre_read",
         "Lustre read",
@@ -224,7 +234,7 @@ MEASURES: tuple[Measure, ...] = (
         "job",
         "total",
         "bytes",
-        "lustre_job_read_bytes_total",
+        "gotthard_lustre_job_read_bytes_total",
     ),
     Measure(
         "lustre_write",
@@ -233,7 +243,7 @@ MEASURES: tuple[Measure, ...] = (
         "job",
         "total",
         "bytes",
-        "lustre_job_write_bytes_total",
+        "gotthard_lustre_job_write_bytes_total",
     ),
     Measure(
         "lustre_metadata",
@@ -242,7 +252,7 @@ MEASURES: tuple[Measure, ...] = (
         "job",
         "total",
         "operations",
-        "lustre_job_operations_total",
+        "gotthard_lustre_job_operations_total",
     ),
     Measure(
         "slingshot_bytes",
@@ -251,7 +261,7 @@ MEASURES: tuple[Measure, ...] = (
         "job",
         "total",
         "bytes",
-        "slingshot_octets_total",
+        "gotthard_slingshot_bytes_total",
         by="direction",
     ),
 )
@@ -263,7 +273,7 @@ def seen(scope: Scope, lookback: int) -> str:
     return (
         f"count by (site, cluster) (last_over_time({scope.sel(SLURM_JOB_INFO, scope.job)}"
         f"[{lookback}s]))\n"
-        f"or count by (site, cluster) (last_over_time({scope.sel('gpu_job_info', scope.job)}"
+        f"or count by (site, cluster) (last_over_time({scope.sel(_GPU_JOB_INFO, scope.job)}"
         f"[{lookback}s]))"
     )
 
@@ -272,7 +282,7 @@ def first_last(scope: Scope, lookback: int, step: int) -> tuple[str, str]:
     """The Unix times of the job's first and last samples within *lookback* (looked at
     every *step* seconds): its run, where Slurm no longer knows it. ``timestamp()`` of a
     selector is its sample's own time, so neither is rounded to the step."""
-    slurm, gpu = scope.sel(SLURM_JOB_INFO, scope.job), scope.sel("gpu_job_info", scope.job)
+    slurm, gpu = scope.sel(SLURM_JOB_INFO, scope.job), scope.sel("gotthard_gpu_job_info", scope.job)
     stamps = f"timestamp({slurm}) or timestamp({gpu})"
     window = f"[{lookback}s:{step}s]"
     return f"min_over_time(min({stamps}){window})", f"max_over_time(max({stamps}){window})"
@@ -282,7 +292,7 @@ def jobs_with_gpus(scope: Scope, lookback: int) -> str:
     """Every job with a GPU process within *lookback* seconds, with the ``user`` and
     ``account`` of its Slurm series where the Slurm exporter listed it."""
     window = f"[{lookback}s]"
-    gpus = f"group by (site, cluster, job_id) (last_over_time({scope.sel('gpu_job_info')}{window}))"
+    gpus = f"group by (site, cluster, job_id) (last_over_time({scope.sel(_GPU_JOB_INFO)}{window}))"
     owners = (
         "group by (site, cluster, job_id, user, account) "
         f"(last_over_time({scope.sel(SLURM_JOB_INFO)}{window}))"

@@ -2,8 +2,8 @@
 LNet.
 
 Severity follows the blast radius: a server (a node whose exporter reports
-``lustre_node_role`` ``oss``, ``mds`` or ``mgs``) serves every client of its file system,
-a client only its own jobs. Health and recovery judge the last reading within
+``gotthard_lustre_node_role_info`` ``oss``, ``mds`` or ``mgs``) serves every client of its file
+system, a client only its own jobs. Health and recovery judge the last reading within
 ``lustre_state_lookback_seconds``: a broken server whose exporter stops answering (a
 hung node, a reboot loop) keeps its alert until it reads healthy again.
 """
@@ -83,30 +83,30 @@ TARGET_UNREACHABLE = ratio(
 )
 LNET_DROPS_PER_SECOND = per_second("lustre_lnet_drops_per_second", 1.0, "LNet drops/s on one node")
 
-CAPACITY = "site_cluster_fs_target:lustre_ost_capacity_bytes:max"
-AVAILABLE = "site_cluster_fs_target:lustre_ost_available_bytes:max"
-OST_FILL = "site_cluster_fs_target:lustre_ost_fill:ratio"
-MDT_CAPACITY = "site_cluster_fs_target:lustre_mdt_capacity_bytes:max"
-MDT_AVAILABLE = "site_cluster_fs_target:lustre_mdt_available_bytes:max"
-MDT_FILL = "site_cluster_fs_target:lustre_mdt_fill:ratio"
-FS_FILL = "site_cluster_fs:lustre_ost_fill:ratio"
-FILL_SPREAD = "site_cluster_fs:lustre_ost_fill:spread"
-MDT_OPERATIONS = "site_cluster_fs_target_operation:lustre_mdt_operations:rate5m"
-FS_MDT_OPERATIONS = "site_cluster_fs:lustre_mdt_operations:rate5m"
-MDT_LATENCY = "site_cluster_fs_target:lustre_mdt_operation_latency_seconds:mean5m"
-EVICTIONS = "site_cluster_fs_target:lustre_evictions:increase10m"
-LNET_DROPS = "site_cluster_instance:lustre_lnet_drops:rate5m"
-INODES_USED = "site_cluster_fs_target:lustre_target_files_used:ratio"
+CAPACITY = "site_cluster_fs_target:gotthard_lustre_ost_capacity_bytes:max"
+AVAILABLE = "site_cluster_fs_target:gotthard_lustre_ost_available_bytes:max"
+OST_FILL = "site_cluster_fs_target:gotthard_lustre_ost_fill:ratio"
+MDT_CAPACITY = "site_cluster_fs_target:gotthard_lustre_mdt_capacity_bytes:max"
+MDT_AVAILABLE = "site_cluster_fs_target:gotthard_lustre_mdt_available_bytes:max"
+MDT_FILL = "site_cluster_fs_target:gotthard_lustre_mdt_fill:ratio"
+FS_FILL = "site_cluster_fs:gotthard_lustre_ost_fill:ratio"
+FILL_SPREAD = "site_cluster_fs:gotthard_lustre_ost_fill:spread"
+MDT_OPERATIONS = "site_cluster_fs_target_operation:gotthard_lustre_mdt_operations:rate5m"
+FS_MDT_OPERATIONS = "site_cluster_fs:gotthard_lustre_mdt_operations:rate5m"
+MDT_LATENCY = "site_cluster_fs_target:gotthard_lustre_mdt_operation_latency_seconds:mean5m"
+EVICTIONS = "site_cluster_fs_target:gotthard_lustre_evictions:increase10m"
+LNET_DROPS = "site_cluster_instance:gotthard_lustre_lnet_drops:rate5m"
+INODES_USED = "site_cluster_fs_target:gotthard_lustre_target_files_used:ratio"
 #: Per-job IO over every target of a file system (job_stats, ``--lustre.job-stats``): what
 #: the per-job panels read, one series per job and file system instead of one per job
 #: and target (a 24 h panel over the raw series takes seconds at Alps size, docs/scale.md).
-JOB_READ = "site_cluster_fs_job_id:lustre_job_read_bytes:rate5m"
-JOB_WRITE = "site_cluster_fs_job_id:lustre_job_write_bytes:rate5m"
-JOB_MDT_OPERATIONS = "site_cluster_fs_job_id:lustre_job_mdt_operations:rate5m"
-_MDT_RATE = 'rate(lustre_operations_total{component="mdt"}[5m])'
+JOB_READ = "site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:rate5m"
+JOB_WRITE = "site_cluster_fs_job_id:gotthard_lustre_job_write_bytes:rate5m"
+JOB_MDT_OPERATIONS = "site_cluster_fs_job_id:gotthard_lustre_job_mdt_operations:rate5m"
+_MDT_RATE = 'rate(gotthard_lustre_operations_total{component="mdt"}[5m])'
 #: a client's import of a target that has no connection to the target's server
-_DISCONNECTED = "lustre_target_import_connected == 0"
-#: ``lustre_node_role`` values of a node that serves a file system
+_DISCONNECTED = "gotthard_lustre_target_import_connected == 0"
+#: ``gotthard_lustre_node_role_info`` values of a node that serves a file system
 SERVER_ROLES = 'role=~"oss|mds|mgs"'
 
 
@@ -131,14 +131,16 @@ def _job_rate(record: str, counter: str) -> RecordingRule:
 
 
 RECORDING_RULES = (
-    _job_rate(JOB_READ, "lustre_job_read_bytes_total"),
-    _job_rate(JOB_WRITE, "lustre_job_write_bytes_total"),
-    _job_rate(JOB_MDT_OPERATIONS, 'lustre_job_operations_total{target=~".*-MDT[0-9a-fA-F]+"}'),
-    _target_max(CAPACITY, "lustre_target_capacity_bytes"),
-    _target_max(AVAILABLE, "lustre_target_available_bytes"),
+    _job_rate(JOB_READ, "gotthard_lustre_job_read_bytes_total"),
+    _job_rate(JOB_WRITE, "gotthard_lustre_job_write_bytes_total"),
+    _job_rate(
+        JOB_MDT_OPERATIONS, 'gotthard_lustre_job_operations_total{target=~".*-MDT[0-9a-fA-F]+"}'
+    ),
+    _target_max(CAPACITY, "gotthard_lustre_target_capacity_bytes"),
+    _target_max(AVAILABLE, "gotthard_lustre_target_available_bytes"),
     _fill(OST_FILL, AVAILABLE, CAPACITY),
-    _target_max(MDT_CAPACITY, "lustre_target_capacity_bytes", "mdt|mdc"),
-    _target_max(MDT_AVAILABLE, "lustre_target_available_bytes", "mdt|mdc"),
+    _target_max(MDT_CAPACITY, "gotthard_lustre_target_capacity_bytes", "mdt|mdc"),
+    _target_max(MDT_AVAILABLE, "gotthard_lustre_target_available_bytes", "mdt|mdc"),
     _fill(MDT_FILL, MDT_AVAILABLE, MDT_CAPACITY),
     RecordingRule(
         COMPONENT,
@@ -157,40 +159,42 @@ RECORDING_RULES = (
     RecordingRule(COMPONENT, FS_MDT_OPERATIONS, f"sum by (site, cluster, fs) ({_MDT_RATE})"),
     RecordingRule(
         COMPONENT,
-        "site_cluster_fs_target:lustre_mdt_operation_latency_seconds:rate5m",
+        "site_cluster_fs_target:gotthard_lustre_mdt_operation_latency_seconds:rate5m",
         "sum by (site, cluster, fs, target) "
-        '(rate(lustre_operation_latency_seconds_total{component="mdt"}[5m]))',
+        '(rate(gotthard_lustre_operation_latency_seconds_total{component="mdt"}[5m]))',
     ),
     RecordingRule(
         COMPONENT,
-        "site_cluster_fs_target:lustre_mdt_timed_operations:rate5m",
+        "site_cluster_fs_target:gotthard_lustre_mdt_timed_operations:rate5m",
         "sum by (site, cluster, fs, target) (\n"
         f"  {_MDT_RATE}\n"
-        '  and lustre_operation_latency_seconds_total{component="mdt"}\n)',
+        '  and gotthard_lustre_operation_latency_seconds_total{component="mdt"}\n)',
     ),
     RecordingRule(
         COMPONENT,
         MDT_LATENCY,
-        "site_cluster_fs_target:lustre_mdt_operation_latency_seconds:rate5m"
-        "\n/\n(site_cluster_fs_target:lustre_mdt_timed_operations:rate5m > 0)",
+        "site_cluster_fs_target:gotthard_lustre_mdt_operation_latency_seconds:rate5m"
+        "\n/\n(site_cluster_fs_target:gotthard_lustre_mdt_timed_operations:rate5m > 0)",
     ),
     RecordingRule(
         COMPONENT,
         EVICTIONS,
-        "sum by (site, cluster, fs, target) (increase(lustre_target_evictions_total[10m]))",
+        "sum by (site, cluster, fs, target) "
+        "(increase(gotthard_lustre_target_evictions_total[10m]))",
     ),
     # Inodes of a target (objects on an OST, files on an MDT), as its server or any
     # client reports them.
     RecordingRule(
         COMPONENT,
         INODES_USED,
-        '1 - (\n  max by (site, cluster, fs, target) (lustre_target_files{state="free"})'
-        '\n  /\n  (max by (site, cluster, fs, target) (lustre_target_files{state="total"}) > 0)\n)',
+        '1 - (\n  max by (site, cluster, fs, target) (gotthard_lustre_target_files{state="free"})'
+        "\n  /\n  (max by (site, cluster, fs, target)"
+        ' (gotthard_lustre_target_files{state="total"}) > 0)\n)',
     ),
     RecordingRule(
         COMPONENT,
         LNET_DROPS,
-        "sum by (site, cluster, instance) (rate(lustre_lnet_drop_count_total[5m]))",
+        "sum by (site, cluster, instance) (rate(gotthard_lustre_lnet_drop_messages_total[5m]))",
     ),
 )
 
@@ -229,9 +233,9 @@ def _health(lookback: str, servers: bool) -> str:
     """Nodes whose last health_check reading is not healthy: servers, or clients only."""
     join = "and" if servers else "unless"
     return (
-        _last('lustre_health_check{state!="healthy"}', lookback)
+        _last('gotthard_lustre_health_state{state!="healthy"}', lookback)
         + f" == 1\n{join} on (site, cluster, instance)\n"
-        + _last(f"lustre_node_role{{{SERVER_ROLES}}}", lookback)
+        + _last(f"gotthard_lustre_node_role_info{{{SERVER_ROLES}}}", lookback)
     )
 
 
@@ -365,18 +369,18 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             f"A Lustre target has used more than {pct(t[INODE_FILL])} of its inodes.",
             TARGET + " has used {{ $value | humanizePercentage }} of its inodes; file creation "
             "fails with ENOSPC when they run out.",
-            f"used inodes (`lustre_target_files`) > {pct(t[INODE_FILL])}",
+            f"used inodes (`gotthard_lustre_target_files`) > {pct(t[INODE_FILL])}",
         ),
         _alert(
             name="LustreTargetInactive",
-            expr="count by (site, cluster, fs, target) (lustre_target_active == 0)",
+            expr="count by (site, cluster, fs, target) (gotthard_lustre_target_active == 0)",
             for_="10m",
             severity="warning",
             summary="A Lustre OST or MDT is deactivated.",
             description=TARGET
             + " is deactivated on {{ $value | humanize }} nodes: files on it cannot be "
             "read or written there.",
-            expr_summary="a target with `lustre_target_active == 0` on any node",
+            expr_summary="a target with `gotthard_lustre_target_active == 0` on any node",
         ),
         _above(
             "LustreOSTImbalance",
@@ -409,9 +413,11 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # the last reading: a server that stops answering mid-recovery keeps the
             # alert; a target that completed recovery on its failover partner does not
             expr=(
-                _last('lustre_target_recovery_status{status=~"recovering|waiting"}', lookback)
+                _last(
+                    'gotthard_lustre_target_recovery_status{status=~"recovering|waiting"}', lookback
+                )
                 + " == 1\nunless on (site, cluster, fs, target)\n"
-                + 'lustre_target_recovery_status{status="complete"} == 1'
+                + 'gotthard_lustre_target_recovery_status{status="complete"} == 1'
             ),
             for_=stuck,
             severity="critical",
@@ -448,13 +454,13 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             + " has had no connection to the server of {{ $value | humanize }} Lustre "
             "targets for 10 minutes.",
             expr_summary="a client's imports not connected to their server "
-            "(`lustre_target_import_connected == 0`)",
+            "(`gotthard_lustre_target_import_connected == 0`)",
         ),
         _alert(
             name="LustreTargetUnreachable",
             expr=(
                 f"count by (site, cluster, fs, target) ({_DISCONNECTED})\n/\n"
-                "count by (site, cluster, fs, target) (lustre_target_import_connected)\n"
+                "count by (site, cluster, fs, target) (gotthard_lustre_target_import_connected)\n"
                 f"> {num(t[TARGET_UNREACHABLE])}"
             ),
             for_="10m",

@@ -30,13 +30,13 @@ LINK_LOOKBACK = seconds(
 )
 SPT_TIMEOUTS = per_second("slingshot_spt_timeouts_per_second", 1.0, "SPT timeouts/s on one NIC")
 
-FEC_RATE = "site_cluster_instance_device_type:slingshot_fec_codewords:rate5m"
-CODEWORD_RATIO = "site_cluster_instance_device_type:slingshot_fec_codewords:ratio_rate5m"
-BER = "site_cluster_instance_device_type:slingshot_fec_ber:ratio_rate5m"
-TIMEOUTS = "site_cluster_instance_device_type:slingshot_timeouts:rate5m"
+FEC_RATE = "site_cluster_instance_device_type:gotthard_slingshot_fec_codewords:rate5m"
+CODEWORD_RATIO = "site_cluster_instance_device_type:gotthard_slingshot_fec_codewords:ratio_rate5m"
+BER = "site_cluster_instance_device_type:gotthard_slingshot_fec_ber:ratio_rate5m"
+TIMEOUTS = "site_cluster_instance_device_type:gotthard_slingshot_timeouts:rate5m"
 #: The same rates per cluster and type: what the global view federates (not per NIC).
-CLUSTER_FEC_RATE = "site_cluster_type:slingshot_fec_codewords:rate5m"
-CLUSTER_TIMEOUTS = "site_cluster_type:slingshot_timeouts:rate5m"
+CLUSTER_FEC_RATE = "site_cluster_type:gotthard_slingshot_fec_codewords:rate5m"
+CLUSTER_TIMEOUTS = "site_cluster_type:gotthard_slingshot_timeouts:rate5m"
 _ERRORS = f'{FEC_RATE}{{type=~"corrected|uncorrected"}}'
 _PER_TYPE = "\n/ ignoring (type) group_left ()\n"
 
@@ -51,7 +51,7 @@ def _sum_rate(record: str, counter: str) -> RecordingRule:
 
 
 RECORDING_RULES = (
-    _sum_rate(FEC_RATE, "slingshot_fec_codewords_total"),
+    _sum_rate(FEC_RATE, "gotthard_slingshot_fec_codewords_total"),
     RecordingRule(
         COMPONENT,
         CODEWORD_RATIO,
@@ -59,7 +59,7 @@ RECORDING_RULES = (
     ),
     RecordingRule(
         COMPONENT,
-        "site_cluster_type:slingshot_fec_codewords:ratio_rate5m",
+        "site_cluster_type:gotthard_slingshot_fec_codewords:ratio_rate5m",
         f"sum by (site, cluster, type) ({_ERRORS}){_PER_TYPE}"
         f"(sum by (site, cluster) ({FEC_RATE}) > 0)",
     ),
@@ -67,9 +67,10 @@ RECORDING_RULES = (
         COMPONENT,
         BER,
         f"{_ERRORS}{_PER_TYPE}"
-        "(max by (site, cluster, instance, device) (slingshot_link_speed_bits_per_second) > 0)",
+        "(max by (site, cluster, instance, device)"
+        " (gotthard_slingshot_link_speed_bits_per_second) > 0)",
     ),
-    _sum_rate(TIMEOUTS, "slingshot_timeouts_total"),
+    _sum_rate(TIMEOUTS, "gotthard_slingshot_timeouts_total"),
     RecordingRule(COMPONENT, CLUSTER_FEC_RATE, f"sum by (site, cluster, type) ({FEC_RATE})"),
     RecordingRule(COMPONENT, CLUSTER_TIMEOUTS, f"sum by (site, cluster, type) ({TIMEOUTS})"),
 )
@@ -92,21 +93,22 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             name="SlingshotLinkDown",
             # the last reading within the lookback: a down link whose series go stale (the
             # exporter restarts, the node reboots) stays down until it reads up again
-            expr=f"last_over_time(slingshot_link_up[{lookback}]) == 0",
+            expr=f"last_over_time(gotthard_slingshot_link_up[{lookback}]) == 0",
             for_="5m",
             severity="warning",
             summary="A Slingshot NIC link is down.",
             description="The link of " + LINK + " has been down for 5 minutes.",
-            expr_summary=f"last `slingshot_link_up` reading (within {lookback}) is 0",
+            expr_summary=f"last `gotthard_slingshot_link_up` reading (within {lookback}) is 0",
             repair_query=(
-                'slingshot_link_up{instance="$labels.instance", device="$labels.device"} == 1'
+                'gotthard_slingshot_link_up{instance="$labels.instance",'
+                ' device="$labels.device"} == 1'
             ),
         ),
         _alert(
             name="SlingshotLinkFlapping",
             expr=(
-                f'slingshot_link_restarts_recent{{window="1h"}} >= {flaps_1h}'
-                f'\nor\nslingshot_link_restarts_recent{{window="10h"}} >= {flaps_10h}'
+                f'gotthard_slingshot_link_restarts_recent{{window="1h"}} >= {flaps_1h}'
+                f'\nor\ngotthard_slingshot_link_restarts_recent{{window="10h"}} >= {flaps_10h}'
             ),
             for_="0s",
             severity="warning",

@@ -53,32 +53,33 @@ NOT_RESPONDING_FOR = lasting(
 COMPLETING_FOR = lasting("slurm_completing_stuck_for", 1800, "how long a node may stay COMPLETING")
 
 #: Recorded series the alerts and dashboards read.
-UNAVAILABLE = "site_cluster_partition:slurm_nodes_unavailable:ratio"
-PENDING_RESOURCES = "site_cluster_partition:slurm_jobs_pending_resources:sum"
-NODE_CPUS_ALLOC = "site_cluster:slurm_node_cpus_alloc:ratio"
-PARTITION_CPUS_ALLOC = "site_cluster_partition:slurm_partition_cpus_alloc:ratio"
-PARTITION_GPUS_ALLOC = "site_cluster_partition:slurm_partition_gpus_alloc:ratio"
-NODES_BY_STATE = "site_cluster_partition_state:slurm_nodes:sum"
-NODE_GPUS_ALLOC = "site_cluster:slurm_node_gpus_alloc:ratio"
-FAILED = "site_cluster_partition:slurm_nodes_failed:sum"
-FAILED_RATIO = "site_cluster_partition:slurm_nodes_failed:ratio"
-IDLE_CPUS = "site_cluster_partition:slurm_partition_cpus_idle:ratio"
+UNAVAILABLE = "site_cluster_partition:gotthard_slurm_nodes_unavailable:ratio"
+PENDING_RESOURCES = "site_cluster_partition:gotthard_slurm_jobs_pending_resources:sum"
+NODE_CPUS_ALLOC = "site_cluster:gotthard_slurm_node_cpus_alloc:ratio"
+PARTITION_CPUS_ALLOC = "site_cluster_partition:gotthard_slurm_partition_cpus_alloc:ratio"
+PARTITION_GPUS_ALLOC = "site_cluster_partition:gotthard_slurm_partition_gpus_alloc:ratio"
+NODES_BY_STATE = "site_cluster_partition_state:gotthard_slurm_nodes:sum"
+NODE_GPUS_ALLOC = "site_cluster:gotthard_slurm_node_gpus_alloc:ratio"
+FAILED = "site_cluster_partition:gotthard_slurm_nodes_failed:sum"
+FAILED_RATIO = "site_cluster_partition:gotthard_slurm_nodes_failed:ratio"
+IDLE_CPUS = "site_cluster_partition:gotthard_slurm_partition_cpus_idle:ratio"
 #: Only partitions with GPUs have a series.
-IDLE_GPUS = "site_cluster_partition:slurm_partition_gpus_idle:ratio"
-MAINTENANCE_DRAINS = "site_cluster:slurm_nodes_maintenance_drained:count"
+IDLE_GPUS = "site_cluster_partition:gotthard_slurm_partition_gpus_idle:ratio"
+MAINTENANCE_DRAINS = "site_cluster:gotthard_slurm_nodes_maintenance_drained:count"
 #: One series (1) per node out of service on purpose: see :data:`_MAINTENANCE_NODE`.
-MAINTENANCE_NODES = "site_cluster_node:slurm_node_maintenance:group"
+MAINTENANCE_NODES = "site_cluster_node:gotthard_slurm_node_maintenance:group"
 
 #: Nodes drained (or draining) with a reason Gotthard did not write: an operator's drain
 #: (the drain reason Gotthard's runbook webhook writes starts with DRAIN_REASON_PREFIX).
 _OPERATOR_DRAIN = (
-    f'slurm_node_info{{state=~"{full_state_pattern(flags=("drain",))}", '
+    f'gotthard_slurm_node_info{{state=~"{full_state_pattern(flags=("drain",))}", '
     f'reason!~"{DRAIN_REASON_PREFIX}.*"}}'
 )
 #: A node in maintenance: an operator's drain, or Slurm's MAINT flag (a maintenance
 #: reservation). Such a node pages for nothing that its maintenance explains.
 _MAINTENANCE_NODE = (
-    f'{_OPERATOR_DRAIN}\n  or\n  slurm_node_info{{state=~"{full_state_pattern(flags=("maint",))}"}}'
+    f"{_OPERATOR_DRAIN}\n  or\n  gotthard_slurm_node_info"
+    f'{{state=~"{full_state_pattern(flags=("maint",))}"}}'
 )
 
 
@@ -125,7 +126,7 @@ def _allocated(name: str, metric: str, labels: str) -> RecordingRule:
 
 
 _PARTITION = "site, cluster, partition"
-_PARTITION_NODES = "site_cluster_partition:slurm_nodes:sum"
+_PARTITION_NODES = "site_cluster_partition:gotthard_slurm_nodes:sum"
 
 
 def _nodes_in(states: tuple[str, ...], total: str, share: str) -> tuple[RecordingRule, ...]:
@@ -136,8 +137,8 @@ def _nodes_in(states: tuple[str, ...], total: str, share: str) -> tuple[Recordin
             COMPONENT,
             total,
             f"sum by ({_PARTITION}) "
-            f'(slurm_nodes{{state=~"{regex_any(states)}"}})'
-            f"\nor\n0 * sum by ({_PARTITION}) (slurm_nodes)",
+            f'(gotthard_slurm_nodes{{state=~"{regex_any(states)}"}})'
+            f"\nor\n0 * sum by ({_PARTITION}) (gotthard_slurm_nodes)",
         ),
         RecordingRule(COMPONENT, share, f"{total}\n/\n({_PARTITION_NODES} > 0)"),
     )
@@ -147,14 +148,16 @@ RECORDING_RULES = (
     RecordingRule(
         COMPONENT,
         NODES_BY_STATE,
-        "sum by (site, cluster, partition, state) (slurm_nodes)",
+        "sum by (site, cluster, partition, state) (gotthard_slurm_nodes)",
     ),
-    RecordingRule(COMPONENT, _PARTITION_NODES, "sum by (site, cluster, partition) (slurm_nodes)"),
-    # node states that make a node unavailable to the scheduler (slurm_nodes{state}), as
+    RecordingRule(
+        COMPONENT, _PARTITION_NODES, "sum by (site, cluster, partition) (gotthard_slurm_nodes)"
+    ),
+    # node states that make a node unavailable to the scheduler (gotthard_slurm_nodes{state}), as
     # the exporter's backends, the runbook webhook and the sandbox judge them
     *_nodes_in(
         UNAVAILABLE_EFFECTIVE_STATES,
-        "site_cluster_partition:slurm_nodes_unavailable:sum",
+        "site_cluster_partition:gotthard_slurm_nodes_unavailable:sum",
         UNAVAILABLE,
     ),
     # failed nodes page; drains do not: an operator's (or Slurm's own) drain is
@@ -169,8 +172,8 @@ RECORDING_RULES = (
             f'\n/\n(sum by (site, cluster, partition) ({metric}{{state="total"}}) > 0)',
         )
         for record, metric in (
-            (IDLE_CPUS, "slurm_partition_cpus"),
-            (IDLE_GPUS, "slurm_partition_gpus"),
+            (IDLE_CPUS, "gotthard_slurm_partition_cpus"),
+            (IDLE_GPUS, "gotthard_slurm_partition_gpus"),
         )
     ),
     # Nodes drained (or draining) with a reason Gotthard did not write: maintenance.
@@ -180,14 +183,14 @@ RECORDING_RULES = (
     RecordingRule(
         COMPONENT, MAINTENANCE_NODES, f"group by (site, cluster, node) (\n  {_MAINTENANCE_NODE}\n)"
     ),
-    _allocated(PARTITION_CPUS_ALLOC, "slurm_partition_cpus", _PARTITION),
-    _allocated(PARTITION_GPUS_ALLOC, "slurm_partition_gpus", _PARTITION),
-    _allocated(NODE_CPUS_ALLOC, "slurm_node_cpus", SC),
-    _allocated(NODE_GPUS_ALLOC, "slurm_node_gpus", SC),
+    _allocated(PARTITION_CPUS_ALLOC, "gotthard_slurm_partition_cpus", _PARTITION),
+    _allocated(PARTITION_GPUS_ALLOC, "gotthard_slurm_partition_gpus", _PARTITION),
+    _allocated(NODE_CPUS_ALLOC, "gotthard_slurm_node_cpus", SC),
+    _allocated(NODE_GPUS_ALLOC, "gotthard_slurm_node_gpus", SC),
     RecordingRule(
         COMPONENT,
         PENDING_RESOURCES,
-        'sum by (site, cluster, partition) (slurm_jobs_pending{reason="Resources"})',
+        'sum by (site, cluster, partition) (gotthard_slurm_jobs_pending{reason="Resources"})',
     ),
 )
 
@@ -202,7 +205,7 @@ def _node_flag(
     node in maintenance when *maintenance_explains* the flag."""
     # one series per node whatever its base state, so that ``for`` survives a change
     # from idle+FLAG to down+FLAG
-    expr = f'count by (site, cluster, node) (slurm_node_info{{state=~".*{flag}.*"}})'
+    expr = f'count by (site, cluster, node) (gotthard_slurm_node_info{{state=~".*{flag}.*"}})'
     expr_summary = f"a node with Slurm flag `{flag}` for {for_}"
     if maintenance_explains:
         expr += f"\nunless on (site, cluster, node)\n{MAINTENANCE_NODES}"
@@ -236,9 +239,9 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             name="SlurmControllerDown",
             # slurmctld does not answer the exporter's polls, which a backup controller
             # answers once it has taken over: for longer than SlurmctldTimeout plus the
-            # takeover. No slurm_up at all (the exporter or its host gone) says nothing
+            # takeover. No gotthard_slurm_up at all (the exporter or its host gone) says nothing
             # about slurmctld: GotthardExporterDown reports it.
-            expr="slurm_up == 0",
+            expr="gotthard_slurm_up == 0",
             for_=down_for,
             severity="critical",
             summary="The Slurm controller does not answer.",
@@ -249,18 +252,19 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 "submitted or scheduled."
             ),
             expr_summary=(
-                f"`slurm_up == 0` for {down_for}: longer than `SlurmctldTimeout` (120 s by "
-                "default) plus the backup's takeover; an exporter that reports nothing is "
-                "`GotthardExporterDown`'s"
+                f"`gotthard_slurm_up == 0` for {down_for}: longer than `SlurmctldTimeout` "
+                "(120 s by default) plus the backup's takeover; an exporter that reports "
+                "nothing is `GotthardExporterDown`'s"
             ),
         ),
         _alert(
             name="SlurmControllerOnBackup",
             # The same exporter's ping sees the primary down and a backup up: Slurm failed
-            # over and still serves, so slurm_up stays 1 and SlurmControllerDown is quiet.
+            # over and still serves, so gotthard_slurm_up stays 1 and SlurmControllerDown is quiet.
             # With every controller down there is no backup at 1 (SlurmControllerDown).
-            expr='slurm_controller_up{role="primary"} == 0\nand on (site, cluster, instance)\n'
-            'slurm_controller_up{role="backup"} == 1',
+            expr='gotthard_slurm_controller_up{role="primary"} == 0\n'
+            "and on (site, cluster, instance)\n"
+            'gotthard_slurm_controller_up{role="backup"} == 1',
             for_="2m",
             severity="warning",
             summary="Slurm runs on its backup controller: the primary is down.",
@@ -271,7 +275,7 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 "backup and fails completely if that one fails too."
             ),
             expr_summary=(
-                '`slurm_controller_up{role="primary"} == 0` while a backup of the same '
+                '`gotthard_slurm_controller_up{role="primary"} == 0` while a backup of the same '
                 "exporter reads 1"
             ),
         ),
@@ -279,8 +283,9 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             name="SlurmBackupControllerDown",
             # the mirror image: the primary serves and a backup does not answer, so the
             # next failure of the primary is an outage
-            expr='slurm_controller_up{role="backup"} == 0\nand on (site, cluster, instance)\n'
-            'slurm_controller_up{role="primary"} == 1',
+            expr='gotthard_slurm_controller_up{role="backup"} == 0\n'
+            "and on (site, cluster, instance)\n"
+            'gotthard_slurm_controller_up{role="primary"} == 1',
             for_=backup_for,
             severity="warning",
             summary="A backup Slurm controller is down while the primary runs.",
@@ -291,15 +296,16 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 "no failover if the primary fails."
             ),
             expr_summary=(
-                '`slurm_controller_up{role="backup"} == 0` while the primary of the same '
+                '`gotthard_slurm_controller_up{role="backup"} == 0` while the primary of the same '
                 f"exporter reads 1, for {backup_for}"
             ),
         ),
         _alert(
             name="SlurmDBDDown",
             # sacctmgr ping (Slurm 24.11+): every slurmdbd the exporter pinged says DOWN.
-            # No slurm_dbd_up (an older Slurm, no slurmdbd, another backend) is no evidence.
-            expr="max by (site, cluster, instance) (slurm_dbd_up) == 0",
+            # No gotthard_slurm_dbd_up (an older Slurm, no slurmdbd, another backend) is no
+            # evidence.
+            expr="max by (site, cluster, instance) (gotthard_slurm_dbd_up) == 0",
             for_=dbd_for,
             severity="critical",
             summary="slurmdbd, Slurm's accounting daemon, does not answer.",
@@ -310,13 +316,14 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
                 "slurmctld queues accounting records until they overflow."
             ),
             expr_summary=(
-                f"every slurmdbd answers DOWN to `sacctmgr ping` (`slurm_dbd_up`) for {dbd_for}"
+                "every slurmdbd answers DOWN to `sacctmgr ping` (`gotthard_slurm_dbd_up`) "
+                f"for {dbd_for}"
             ),
         ),
         on_condition(
             _alert,
             "SlurmSubmitProbeFailing",
-            'slurm_probe_success{op="submit"} == 0',
+            'gotthard_slurm_probe_success{op="submit"} == 0',
             "10m",
             "critical",
             "Users cannot submit Slurm jobs.",
@@ -326,7 +333,7 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _above(
             "SlurmDBDBacklog",
-            "slurm_scheduler_dbd_agent_queue_size",
+            "gotthard_slurm_scheduler_dbd_agent_queue_size",
             t[DBD_QUEUE],
             "15m",
             "warning",
@@ -394,13 +401,13 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _above(
             "SlurmSchedulerCycleSlow",
-            "avg_over_time(slurm_scheduler_cycle_last_seconds[10m])",
+            "avg_over_time(gotthard_slurm_scheduler_cycle_last_seconds[10m])",
             cycle,
             "15m",
             "warning",
             "The Slurm main scheduler cycle is slow.",
             "The main scheduling cycle of {{ $labels.site }}/{{ $labels.cluster }} took "
             "{{ $value | humanizeDuration }} on average over the last 10 minutes.",
-            f"10-minute average of `slurm_scheduler_cycle_last_seconds` > {num(cycle)} s",
+            f"10-minute average of `gotthard_slurm_scheduler_cycle_last_seconds` > {num(cycle)} s",
         ),
     )

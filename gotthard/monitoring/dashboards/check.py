@@ -30,7 +30,7 @@ ALLOWED_EMPTY: dict[tuple[str, str, str], str] = {
         "ALERTS has series only while an alert is pending or firing; a healthy site has none"
     ),
     ("gotthard-gpu-fleet", "XID errors", "A"): (
-        "gpu_xid_errors_total gets a series only after a GPU reported an XID"
+        "gotthard_gpu_xid_errors_total gets a series only after a GPU reported an XID"
     ),
     ("gotthard-security-compliance", "Failed kube-bench checks", "A"): (
         "a compliant cluster has no failed, unwaived CIS check"

@@ -66,7 +66,7 @@ def scrape_after_xid(fake_nvml, gpu: GpuCollector, index: int, xid: int) -> tupl
     the scrape and the fake's event number."""
     event = fake_nvml.add_event(index, xid)
     deadline = time.monotonic() + 5
-    while value(found := scrape(gpu), "gpu_last_xid", gpu=str(index)) != xid:
+    while value(found := scrape(gpu), "gotthard_gpu_last_xid", gpu=str(index)) != xid:
         assert time.monotonic() < deadline, f"XID {xid} never counted"
         time.sleep(0.05)
     return found, event
@@ -96,49 +96,54 @@ def test_h200_node_reports_every_metric_in_base_units(fake_nvml, tmp_path: Path)
     gpu = collector(tmp_path)
     first = scrape(gpu)
     # GPM needs two samples: absent on the first poll, present on the second
-    assert "gpu_sm_active_ratio" not in first
+    assert "gotthard_gpu_sm_active_ratio" not in first
     found = scrape(gpu)
 
-    assert len(found["gpu_info"]) == 8
-    labels, _ = found["gpu_info"][0]
+    assert len(found["gotthard_gpu_info"]) == 8
+    labels, _ = found["gotthard_gpu_info"][0]
     assert labels["name"] == "NVIDIA H200"
     assert labels["driver_version"] == "570.133.20"
     assert labels["cuda_version"] == "12.8"
     assert labels["pci_bus_id"].startswith("00000000:")
-    uuid3 = next(lab["uuid"] for lab, _ in found["gpu_info"] if lab["gpu"] == "3")
-    assert value(found, "gpu_utilization_ratio", gpu="3", uuid=uuid3) == pytest.approx(0.87)
-    assert value(found, "gpu_memory_utilization_ratio", gpu="3") == pytest.approx(0.43)
-    assert value(found, "gpu_memory_used_bytes", gpu="3") == 4 * 1024**3
-    assert value(found, "gpu_memory_total_bytes", gpu="3") == 143771 * 1024**2
-    assert value(found, "gpu_memory_reserved_bytes", gpu="3") == 540 * 1024**2
-    assert value(found, "gpu_power_watts", gpu="3") == pytest.approx(403.0)
-    assert value(found, "gpu_power_limit_watts", gpu="3") == pytest.approx(700.0)
-    assert value(found, "gpu_energy_joules_total", gpu="3") == pytest.approx(5_000_000.003)
-    assert value(found, "gpu_temperature_celsius", gpu="3", sensor="gpu") == 43
-    assert value(found, "gpu_temperature_celsius", gpu="3", sensor="memory") == 48
-    assert value(found, "gpu_clock_hertz", gpu="3", clock="sm") == 1980e6
-    assert value(found, "gpu_clock_hertz", gpu="3", clock="memory") == 3201e6
-    assert value(found, "gpu_clocks_event_reasons", gpu="5", reason="sw_power_cap") == 1
-    assert value(found, "gpu_clocks_event_reasons", gpu="5", reason="hw_thermal_slowdown") == 1
-    assert value(found, "gpu_clocks_event_reasons", gpu="5", reason="gpu_idle") == 0
-    assert len([s for s in found["gpu_clocks_event_reasons"] if s[0]["gpu"] == "5"]) == 9
-    assert value(found, "gpu_throttle_seconds_total", gpu="5", reason="power") == 2.5
-    assert value(found, "gpu_ecc_errors_total", gpu="6", type="corrected") == 17
-    assert value(found, "gpu_remapped_rows", gpu="6", state="correctable") == 3
-    assert value(found, "gpu_remapped_rows", gpu="6", state="pending") == 1
-    assert value(found, "gpu_pcie_replay_total", gpu="6") == 0
-    assert value(found, "gpu_pcie_bytes_total", gpu="2", direction="rx") == 20_002
-    assert value(found, "gpu_nvlink_bytes_total", gpu="1", link="17", direction="tx") == (
+    uuid3 = next(lab["uuid"] for lab, _ in found["gotthard_gpu_info"] if lab["gpu"] == "3")
+    assert value(found, "gotthard_gpu_utilization_ratio", gpu="3", uuid=uuid3) == pytest.approx(
+        0.87
+    )
+    assert value(found, "gotthard_gpu_memory_utilization_ratio", gpu="3") == pytest.approx(0.43)
+    assert value(found, "gotthard_gpu_memory_used_bytes", gpu="3") == 4 * 1024**3
+    assert value(found, "gotthard_gpu_memory_total_bytes", gpu="3") == 143771 * 1024**2
+    assert value(found, "gotthard_gpu_memory_reserved_bytes", gpu="3") == 540 * 1024**2
+    assert value(found, "gotthard_gpu_power_watts", gpu="3") == pytest.approx(403.0)
+    assert value(found, "gotthard_gpu_power_limit_watts", gpu="3") == pytest.approx(700.0)
+    assert value(found, "gotthard_gpu_energy_joules_total", gpu="3") == pytest.approx(5_000_000.003)
+    assert value(found, "gotthard_gpu_temperature_celsius", gpu="3", sensor="gpu") == 43
+    assert value(found, "gotthard_gpu_temperature_celsius", gpu="3", sensor="memory") == 48
+    assert value(found, "gotthard_gpu_clock_hertz", gpu="3", clock="sm") == 1980e6
+    assert value(found, "gotthard_gpu_clock_hertz", gpu="3", clock="memory") == 3201e6
+    assert value(found, "gotthard_gpu_clocks_event_reasons", gpu="5", reason="sw_power_cap") == 1
+    assert (
+        value(found, "gotthard_gpu_clocks_event_reasons", gpu="5", reason="hw_thermal_slowdown")
+        == 1
+    )
+    assert value(found, "gotthard_gpu_clocks_event_reasons", gpu="5", reason="gpu_idle") == 0
+    assert len([s for s in found["gotthard_gpu_clocks_event_reasons"] if s[0]["gpu"] == "5"]) == 9
+    assert value(found, "gotthard_gpu_throttle_seconds_total", gpu="5", reason="power") == 2.5
+    assert value(found, "gotthard_gpu_ecc_errors_total", gpu="6", type="corrected") == 17
+    assert value(found, "gotthard_gpu_remapped_rows", gpu="6", state="correctable") == 3
+    assert value(found, "gotthard_gpu_remapped_rows", gpu="6", state="pending") == 1
+    assert value(found, "gotthard_gpu_pcie_replays_total", gpu="6") == 0
+    assert value(found, "gotthard_gpu_pcie_bytes_total", gpu="2", direction="rx") == 20_002
+    assert value(found, "gotthard_gpu_nvlink_bytes_total", gpu="1", link="17", direction="tx") == (
         (1000 + 17) * 1024
     )
-    assert value(found, "gpu_nvlink_errors_total", gpu="1", link="3", type="rcv") == 1
-    assert len([s for s in found["gpu_nvlink_bytes_total"] if s[0]["gpu"] == "0"]) == 36
-    assert value(found, "gpu_sm_active_ratio", gpu="3") == pytest.approx(0.75)
-    assert value(found, "gpu_sm_occupancy_ratio", gpu="3") == pytest.approx(0.40)
-    assert value(found, "gpu_tensor_active_ratio", gpu="3") == pytest.approx(0.5225)
-    assert value(found, "gpu_dram_active_ratio", gpu="3") == pytest.approx(0.31)
-    assert all(v == 1 for _, v in found["gpu_health"])
-    assert value(found, "gpu_last_xid", gpu="0") == 0
+    assert value(found, "gotthard_gpu_nvlink_errors_total", gpu="1", link="3", type="rcv") == 1
+    assert len([s for s in found["gotthard_gpu_nvlink_bytes_total"] if s[0]["gpu"] == "0"]) == 36
+    assert value(found, "gotthard_gpu_sm_active_ratio", gpu="3") == pytest.approx(0.75)
+    assert value(found, "gotthard_gpu_sm_occupancy_ratio", gpu="3") == pytest.approx(0.40)
+    assert value(found, "gotthard_gpu_tensor_active_ratio", gpu="3") == pytest.approx(0.5225)
+    assert value(found, "gotthard_gpu_dram_active_ratio", gpu="3") == pytest.approx(0.31)
+    assert all(v == 1 for _, v in found["gotthard_gpu_health"])
+    assert value(found, "gotthard_gpu_last_xid", gpu="0") == 0
     gpu.close()
 
 
@@ -162,12 +167,19 @@ def test_mig_instances_carry_gpu_instance(fake_nvml, tmp_path: Path) -> None:
     gpu = collector(tmp_path)
     gpu.poll()
     found = scrape(gpu)
-    instances = {labels["gpu_instance"] for labels, _ in found["gpu_memory_total_bytes"]}
+    instances = {labels["gpu_instance"] for labels, _ in found["gotthard_gpu_memory_total_bytes"]}
     assert instances == {"", "1", "5", "13"}
-    assert value(found, "gpu_memory_total_bytes", gpu="0", gpu_instance="5") == 20 * 1024**3
+    assert (
+        value(found, "gotthard_gpu_memory_total_bytes", gpu="0", gpu_instance="5") == 20 * 1024**3
+    )
     # whole-GPU utilisation is NotSupported under MIG: absent, not 0
-    assert "gpu_utilization_ratio" not in found
-    assert {labels["gpu_instance"] for labels, _ in found["gpu_health"]} == {"", "1", "5", "13"}
+    assert "gotthard_gpu_utilization_ratio" not in found
+    assert {labels["gpu_instance"] for labels, _ in found["gotthard_gpu_health"]} == {
+        "",
+        "1",
+        "5",
+        "13",
+    }
     gpu.close()
 
 
@@ -175,19 +187,19 @@ def test_a_gpu_falling_off_the_bus_between_scrapes(fake_nvml, tmp_path: Path) ->
     fake_nvml.write(fakenvml.h200_node(8))
     gpu = collector(tmp_path)
     before = scrape(gpu)
-    assert value(before, "gpu_health", gpu="3") == 1
+    assert value(before, "gotthard_gpu_health", gpu="3") == 1
     fake_nvml.update({"3.lost": 1})
     after = scrape(gpu)
-    assert value(after, "gpu_health", gpu="3") == 0
-    assert value(after, "gpu_utilization_ratio", gpu="3") is None
+    assert value(after, "gotthard_gpu_health", gpu="3") == 0
+    assert value(after, "gotthard_gpu_utilization_ratio", gpu="3") is None
     for other in ("0", "2", "4", "7"):
-        assert value(after, "gpu_health", gpu=other) == 1
-        assert value(after, "gpu_utilization_ratio", gpu=other) is not None
-    assert len(after["gpu_info"]) == 8  # still listed, so dashboards show it as lost
+        assert value(after, "gotthard_gpu_health", gpu=other) == 1
+        assert value(after, "gotthard_gpu_utilization_ratio", gpu=other) is not None
+    assert len(after["gotthard_gpu_info"]) == 8  # still listed, so dashboards show it as lost
     # the explicit lost signal: 1 for the lost GPU, 0 for every GPU that reads
-    assert value(before, "gpu_lost", gpu="3") == 0
-    assert value(after, "gpu_lost", gpu="3") == 1
-    assert [v for labels, v in after["gpu_lost"] if labels["gpu"] != "3"] == [0] * 7
+    assert value(before, "gotthard_gpu_lost", gpu="3") == 0
+    assert value(after, "gotthard_gpu_lost", gpu="3") == 1
+    assert [v for labels, v in after["gotthard_gpu_lost"] if labels["gpu"] != "3"] == [0] * 7
     gpu.close()
 
 
@@ -199,13 +211,15 @@ def test_a_lost_gpu_keeps_its_xid_79_with_the_time_it_was_seen(fake_nvml, tmp_pa
     # the GPU falls off the bus after its XID 79 (the real driver delivers an event once)
     fake_nvml.update({f"event.{event}": None, "2.lost": 1})
     found = scrape(gpu)
-    assert value(found, "gpu_lost", gpu="2") == 1
-    assert value(found, "gpu_xid_errors_total", gpu="2", xid="79") == 1
-    assert value(found, "gpu_last_xid", gpu="2") == 79
-    seen = value(found, "gpu_xid_last_timestamp_seconds", gpu="2", xid="79")
+    assert value(found, "gotthard_gpu_lost", gpu="2") == 1
+    assert value(found, "gotthard_gpu_xid_errors_total", gpu="2", xid="79") == 1
+    assert value(found, "gotthard_gpu_last_xid", gpu="2") == 79
+    seen = value(found, "gotthard_gpu_xid_last_timestamp_seconds", gpu="2", xid="79")
     assert seen is not None and before <= seen <= time.time()
     # other GPUs have seen no XID: no timestamp series at all
-    assert {labels["gpu"] for labels, _ in found["gpu_xid_last_timestamp_seconds"]} == {"2"}
+    assert {labels["gpu"] for labels, _ in found["gotthard_gpu_xid_last_timestamp_seconds"]} == {
+        "2"
+    }
     # NVML is enumerated again while a GPU is lost; the lost GPU (no UUID readable now)
     # stays the one GPU it was, with its XIDs
     gpu.source.rediscover_every = 1
@@ -213,10 +227,10 @@ def test_a_lost_gpu_keeps_its_xid_79_with_the_time_it_was_seen(fake_nvml, tmp_pa
     for _ in range(3):
         found = scrape(gpu)
     assert fake_nvml.lib.init_calls() > inits
-    assert [(labels["uuid"], v) for labels, v in found["gpu_lost"] if labels["gpu"] == "2"] == [
-        (value_labels(found, "gpu_info", gpu="2")["uuid"], 1)
-    ]
-    assert value(found, "gpu_xid_last_timestamp_seconds", gpu="2", xid="79") == seen
+    assert [
+        (labels["uuid"], v) for labels, v in found["gotthard_gpu_lost"] if labels["gpu"] == "2"
+    ] == [(value_labels(found, "gotthard_gpu_info", gpu="2")["uuid"], 1)]
+    assert value(found, "gotthard_gpu_xid_last_timestamp_seconds", gpu="2", xid="79") == seen
     gpu.close()
 
 
@@ -225,17 +239,17 @@ def test_a_gpu_gone_from_the_device_list_is_lost_until_listed_again(
 ) -> None:
     gpu = h200_collector(fake_nvml, tmp_path, 4)
     gpu.source.rediscover_every = 1  # enumerate again at every poll while one is missing
-    uuid = value_labels(scrape(gpu), "gpu_lost", gpu="3")["uuid"]
+    uuid = value_labels(scrape(gpu), "gotthard_gpu_lost", gpu="3")["uuid"]
     fake_nvml.update({"count": 3})  # the driver stopped listing GPU 3
     found = scrape(gpu)
-    assert value(found, "gpu_lost", gpu="3", uuid=uuid) == 1
-    assert value(found, "gpu_health", gpu="3", uuid=uuid) == 0
-    assert value(found, "gpu_memory_total_bytes", gpu="3") is None
-    assert [value(found, "gpu_lost", gpu=i) for i in "012"] == [0, 0, 0]
+    assert value(found, "gotthard_gpu_lost", gpu="3", uuid=uuid) == 1
+    assert value(found, "gotthard_gpu_health", gpu="3", uuid=uuid) == 0
+    assert value(found, "gotthard_gpu_memory_total_bytes", gpu="3") is None
+    assert [value(found, "gotthard_gpu_lost", gpu=i) for i in "012"] == [0, 0, 0]
     fake_nvml.update({"count": 4})
     found = scrape(gpu)
-    assert value(found, "gpu_lost", gpu="3", uuid=uuid) == 0
-    assert value(found, "gpu_health", gpu="3", uuid=uuid) == 1
+    assert value(found, "gotthard_gpu_lost", gpu="3", uuid=uuid) == 0
+    assert value(found, "gotthard_gpu_health", gpu="3", uuid=uuid) == 1
     gpu.close()
 
 
@@ -247,10 +261,10 @@ def test_a_restarted_exporter_reports_lost_only_what_nvml_says_is_lost(
     gpu = collector(tmp_path)
     found = scrape(gpu)
     # a fresh exporter never listed GPU 3: no evidence, no series, nothing lost
-    assert value(found, "gpu_lost", gpu="3") is None
+    assert value(found, "gotthard_gpu_lost", gpu="3") is None
     # NVML still says GPU 1 is lost (its UUID unreadable too): lost again
-    assert value(found, "gpu_lost", gpu="1") == 1
-    assert [value(found, "gpu_lost", gpu=i) for i in "02"] == [0, 0]
+    assert value(found, "gotthard_gpu_lost", gpu="1") == 1
+    assert [value(found, "gotthard_gpu_lost", gpu=i) for i in "02"] == [0, 0]
     gpu.close()
 
 
@@ -269,17 +283,17 @@ def test_not_supported_everywhere_leaves_metrics_absent_and_logs_once(
     assert snapshot.errors == 0
     assert first_logs and not again
     for absent in (
-        "gpu_ecc_errors_total",
-        "gpu_remapped_rows",
-        "gpu_throttle_seconds_total",
-        "gpu_sm_active_ratio",
-        "gpu_xid_errors_total",
-        "gpu_last_xid",
-        "gpu_nvlink_errors_total",
+        "gotthard_gpu_ecc_errors_total",
+        "gotthard_gpu_remapped_rows",
+        "gotthard_gpu_throttle_seconds_total",
+        "gotthard_gpu_sm_active_ratio",
+        "gotthard_gpu_xid_errors_total",
+        "gotthard_gpu_last_xid",
+        "gotthard_gpu_nvlink_errors_total",
     ):
         assert absent not in found, absent
-    assert value(found, "gpu_health", gpu="0") == 1
-    assert value(found, "gpu_utilization_ratio", gpu="0") is not None
+    assert value(found, "gotthard_gpu_health", gpu="0") == 1
+    assert value(found, "gotthard_gpu_utilization_ratio", gpu="0") is not None
     gpu.close()
 
 
@@ -289,14 +303,14 @@ def test_xid_79_is_counted_in_the_background_and_marks_the_gpu_unhealthy(
     gpu = h200_collector(fake_nvml, tmp_path, 4)
     gpu.poll()
     found, _ = scrape_after_xid(fake_nvml, gpu, 2, 79)
-    assert value(found, "gpu_xid_errors_total", gpu="2", xid="79") == 1
-    assert value(found, "gpu_health", gpu="2") == 0
+    assert value(found, "gotthard_gpu_xid_errors_total", gpu="2", xid="79") == 1
+    assert value(found, "gotthard_gpu_health", gpu="2") == 0
     # a later, harmless XID (13: graphics engine exception) does not hide the fatal one
     found, _ = scrape_after_xid(fake_nvml, gpu, 2, 13)
-    assert value(found, "gpu_health", gpu="2") == 0
-    assert value(found, "gpu_xid_errors_total", gpu="2", xid="13") == 1
-    assert value(found, "gpu_health", gpu="1") == 1
-    assert value(found, "gpu_last_xid", gpu="1") == 0
+    assert value(found, "gotthard_gpu_health", gpu="2") == 0
+    assert value(found, "gotthard_gpu_xid_errors_total", gpu="2", xid="13") == 1
+    assert value(found, "gotthard_gpu_health", gpu="1") == 1
+    assert value(found, "gotthard_gpu_last_xid", gpu="1") == 0
     gpu.close()
 
 
@@ -333,12 +347,12 @@ def test_processes_are_attributed_to_slurm_jobs_and_pods(fake_nvml, tmp_path: Pa
     fake_nvml.write(lines)
     gpu = collector(tmp_path)
     found = scrape(gpu)
-    jobs = sorted((labels["gpu"], labels["job_id"]) for labels, _ in found["gpu_job_info"])
+    jobs = sorted((labels["gpu"], labels["job_id"]) for labels, _ in found["gotthard_gpu_job_info"])
     assert jobs == [("0", "1234"), ("1", "5678")]
-    ((pod, _),) = found["gpu_pod_info"]
+    ((pod, _),) = found["gotthard_gpu_pod_info"]
     assert (pod["gpu"], pod["pod_uid"], pod["namespace"]) == ("2", POD_UID, "")
     # no GPU metric is multiplied per job: one utilisation series per GPU
-    assert len(found["gpu_utilization_ratio"]) == 4
+    assert len(found["gotthard_gpu_utilization_ratio"]) == 4
     gpu.close()
 
 
@@ -368,7 +382,7 @@ def test_pod_names_come_from_the_kubelet_pod_resources_api(fake_nvml, tmp_path: 
         gpu.close()
     pods = sorted(
         (labels["gpu"], labels["pod_uid"], labels["namespace"], labels["pod"], labels["container"])
-        for labels, _ in found["gpu_pod_info"]
+        for labels, _ in found["gotthard_gpu_pod_info"]
     )
     assert pods == [
         ("0", POD_UID, "ml", "train-7", "trainer"),
@@ -396,7 +410,7 @@ def test_exporter_once_loads_the_library_through_ld_library_path(
     result = gotthard(*GPU_ONCE, env=env)
     assert result.returncode == 0, result.stderr
     assert 'gotthard_collector_up{collector="gpu"} 1' in result.stdout
-    assert result.stdout.count("gpu_info{") == 8
+    assert result.stdout.count("gotthard_gpu_info{") == 8
     promtool_check_metrics(result.stdout)
 
 

@@ -142,31 +142,39 @@ def whole_gpu(labels: dict[str, str]) -> bool:
 
 
 NOTHING: Effect = both()
-GPM = ("gpu_sm_active_ratio", "gpu_sm_occupancy_ratio", "gpu_tensor_active_ratio")
-GPM += ("gpu_dram_active_ratio",)
-MEMORY = ("gpu_memory_used_bytes", "gpu_memory_total_bytes", "gpu_memory_reserved_bytes")
-XIDS = ("gpu_last_xid", "gpu_xid_errors_total")
+GPM = (
+    "gotthard_gpu_sm_active_ratio",
+    "gotthard_gpu_sm_occupancy_ratio",
+    "gotthard_gpu_tensor_active_ratio",
+)
+GPM += ("gotthard_gpu_dram_active_ratio",)
+MEMORY = (
+    "gotthard_gpu_memory_used_bytes",
+    "gotthard_gpu_memory_total_bytes",
+    "gotthard_gpu_memory_reserved_bytes",
+)
+XIDS = ("gotthard_gpu_last_xid", "gotthard_gpu_xid_errors_total")
 ALL_GPU_FAMILIES = (
-    "gpu_info",
-    "gpu_health",
+    "gotthard_gpu_info",
+    "gotthard_gpu_health",
     *MEMORY,
     *GPM,
     *XIDS,
-    "gpu_utilization_ratio",
-    "gpu_memory_utilization_ratio",
-    "gpu_power_watts",
-    "gpu_power_limit_watts",
-    "gpu_energy_joules_total",
-    "gpu_temperature_celsius",
-    "gpu_clock_hertz",
-    "gpu_clocks_event_reasons",
-    "gpu_throttle_seconds_total",
-    "gpu_ecc_errors_total",
-    "gpu_remapped_rows",
-    "gpu_pcie_replay_total",
-    "gpu_pcie_bytes_total",
-    "gpu_nvlink_bytes_total",
-    "gpu_nvlink_errors_total",
+    "gotthard_gpu_utilization_ratio",
+    "gotthard_gpu_memory_utilization_ratio",
+    "gotthard_gpu_power_watts",
+    "gotthard_gpu_power_limit_watts",
+    "gotthard_gpu_energy_joules_total",
+    "gotthard_gpu_temperature_celsius",
+    "gotthard_gpu_clock_hertz",
+    "gotthard_gpu_clocks_event_reasons",
+    "gotthard_gpu_throttle_seconds_total",
+    "gotthard_gpu_ecc_errors_total",
+    "gotthard_gpu_remapped_rows",
+    "gotthard_gpu_pcie_replays_total",
+    "gotthard_gpu_pcie_bytes_total",
+    "gotthard_gpu_nvlink_bytes_total",
+    "gotthard_gpu_nvlink_errors_total",
 )
 MIG_INSTANCES = drop(*ALL_GPU_FAMILIES, where=is_mig)
 
@@ -174,32 +182,34 @@ MIG_INSTANCES = drop(*ALL_GPU_FAMILIES, where=is_mig)
 EFFECTS: dict[str, Effect] = {
     "nvmlErrorString": NOTHING,  # pynvml words the error "NVML Error with code N"
     "nvmlShutdown": NOTHING,
-    "nvmlSystemGetDriverVersion": blank("driver_version", "gpu_info"),
-    "nvmlSystemGetCudaDriverVersion": blank("cuda_version", "gpu_info"),
+    "nvmlSystemGetDriverVersion": blank("driver_version", "gotthard_gpu_info"),
+    "nvmlSystemGetCudaDriverVersion": blank("cuda_version", "gotthard_gpu_info"),
     "nvmlDeviceGetUUID": blank("uuid"),
-    "nvmlDeviceGetName": blank("name", "gpu_info"),
-    "nvmlDeviceGetPciInfo_v3": blank("pci_bus_id", "gpu_info"),
+    "nvmlDeviceGetName": blank("name", "gotthard_gpu_info"),
+    "nvmlDeviceGetPciInfo_v3": blank("pci_bus_id", "gotthard_gpu_info"),
     "nvmlDeviceGetFieldValues": drop(
-        "gpu_pcie_bytes_total",
-        "gpu_nvlink_bytes_total",
-        "gpu_nvlink_errors_total",
-        "gpu_temperature_celsius",
+        "gotthard_gpu_pcie_bytes_total",
+        "gotthard_gpu_nvlink_bytes_total",
+        "gotthard_gpu_nvlink_errors_total",
+        "gotthard_gpu_temperature_celsius",
         where=lambda labels: labels.get("sensor", "memory") == "memory",
     ),
-    "nvmlDeviceGetUtilizationRates": drop("gpu_utilization_ratio", "gpu_memory_utilization_ratio"),
+    "nvmlDeviceGetUtilizationRates": drop(
+        "gotthard_gpu_utilization_ratio", "gotthard_gpu_memory_utilization_ratio"
+    ),
     "nvmlDeviceGetMemoryInfo": NOTHING,  # the collector asks for version 2
     "nvmlDeviceGetMemoryInfo_v2": drop(*MEMORY),
-    "nvmlDeviceGetPowerUsage": drop("gpu_power_watts"),
-    "nvmlDeviceGetEnforcedPowerLimit": drop("gpu_power_limit_watts"),
-    "nvmlDeviceGetTotalEnergyConsumption": drop("gpu_energy_joules_total"),
+    "nvmlDeviceGetPowerUsage": drop("gotthard_gpu_power_watts"),
+    "nvmlDeviceGetEnforcedPowerLimit": drop("gotthard_gpu_power_limit_watts"),
+    "nvmlDeviceGetTotalEnergyConsumption": drop("gotthard_gpu_energy_joules_total"),
     "nvmlDeviceGetTemperatureV": NOTHING,  # falls back to nvmlDeviceGetTemperature
     "nvmlDeviceGetTemperature": NOTHING,  # only the fallback
-    "nvmlDeviceGetClockInfo": drop("gpu_clock_hertz"),
-    "nvmlDeviceGetCurrentClocksEventReasons": drop("gpu_clocks_event_reasons"),
-    "nvmlDeviceGetViolationStatus": drop("gpu_throttle_seconds_total"),
-    "nvmlDeviceGetTotalEccErrors": drop("gpu_ecc_errors_total"),
-    "nvmlDeviceGetRemappedRows": drop("gpu_remapped_rows"),
-    "nvmlDeviceGetPcieReplayCounter": drop("gpu_pcie_replay_total"),
+    "nvmlDeviceGetClockInfo": drop("gotthard_gpu_clock_hertz"),
+    "nvmlDeviceGetCurrentClocksEventReasons": drop("gotthard_gpu_clocks_event_reasons"),
+    "nvmlDeviceGetViolationStatus": drop("gotthard_gpu_throttle_seconds_total"),
+    "nvmlDeviceGetTotalEccErrors": drop("gotthard_gpu_ecc_errors_total"),
+    "nvmlDeviceGetRemappedRows": drop("gotthard_gpu_remapped_rows"),
+    "nvmlDeviceGetPcieReplayCounter": drop("gotthard_gpu_pcie_replays_total"),
     "nvmlDeviceGetComputeRunningProcesses_v3": NOTHING,  # no processes in this fixture
     "nvmlDeviceGetMigMode": MIG_INSTANCES,
     "nvmlDeviceGetMaxMigDeviceCount": MIG_INSTANCES,
@@ -262,13 +272,13 @@ def gpu_collector(tmp_path: Path, **source: int) -> GpuCollector:
 
 
 def parse(text: str) -> tuple[Series, float | None]:
-    """The gpu_* series (empty labels dropped) and ``gotthard_collector_up{gpu}``."""
+    """The gotthard_gpu_* series (empty labels dropped) and ``gotthard_collector_up{gpu}``."""
     series, up = set(), None
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name == "gotthard_collector_up" and sample.labels["collector"] == "gpu":
                 up = sample.value
-            elif sample.name.startswith("gpu_"):
+            elif sample.name.startswith("gotthard_gpu_"):
                 labels = frozenset((k, v) for k, v in sample.labels.items() if v)
                 series.add((sample.name, labels))
     return frozenset(series), up
@@ -328,8 +338,9 @@ def test_the_full_library_shows_every_family_and_resolves_only_known_symbols(
 ) -> None:
     series, up = full_output
     assert up == 1
-    # every family appears, so a symbol's loss is visible (gpu_xid_errors_total needs an XID)
-    assert {name for name, _ in series} >= set(ALL_GPU_FAMILIES) - {"gpu_xid_errors_total"}
+    # every family appears, so a symbol's loss is visible (gotthard_gpu_xid_errors_total needs
+    # an XID)
+    assert {name for name, _ in series} >= set(ALL_GPU_FAMILIES) - {"gotthard_gpu_xid_errors_total"}
     assert any(is_mig(_labels(labels)) for name, labels in series if name in GPM)
     # what pynvml looked up while the collector ran is all in the derived list
     with node(tmp_path), loaded(fake_nvml_lib):
@@ -384,8 +395,8 @@ def test_exporter_on_a_driver_without_the_versioned_pci_call_reports_its_gpus(
     result = gotthard("exporter", "--once", "--collectors", "gpu", env=env)
     assert result.returncode == 0, result.stderr
     assert 'gotthard_collector_up{collector="gpu"} 1' in result.stdout
-    info = [line for line in result.stdout.splitlines() if line.startswith("gpu_info{")]
+    info = [line for line in result.stdout.splitlines() if line.startswith("gotthard_gpu_info{")]
     assert len(info) == 8 and all('uuid="GPU-' in line for line in info)
     assert not any('pci_bus_id="0' in line for line in info)
-    assert result.stdout.count("gpu_power_watts{") == 8
+    assert result.stdout.count("gotthard_gpu_power_watts{") == 8
     assert "Traceback" not in result.stderr

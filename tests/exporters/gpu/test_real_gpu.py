@@ -38,12 +38,14 @@ def test_collector_reads_every_gpu_of_the_real_driver() -> None:
     families = {f.name: f for f in text_string_to_metric_families(result.stdout)}
     up = {s.labels["collector"]: s.value for s in families["gotthard_collector_up"].samples}
     assert up["gpu"] == 1, result.stderr
-    info = families["gpu_info"].samples
+    info = families["gotthard_gpu_info"].samples
     assert info, "no GPU reported"
     for sample in info:
         assert sample.labels["uuid"].startswith(("GPU-", "MIG-"))
         assert sample.labels["driver_version"]
-    for sample in families["gpu_health"].samples:
+    for sample in families["gotthard_gpu_health"].samples:
         assert sample.value in (0, 1)
-    for sample in families.get("gpu_memory_total", families["gpu_memory_total_bytes"]).samples:
+    for sample in families.get(
+        "gpu_memory_total", families["gotthard_gpu_memory_total_bytes"]
+    ).samples:
         assert sample.value > 0

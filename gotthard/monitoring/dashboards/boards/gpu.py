@@ -25,7 +25,7 @@ DESCRIPTION = (
 )
 TAGS = ("gpu",)
 #: The dashboard's own variable, after datasource, site and cluster.
-VARIABLES = (ui.node_variable("gpu_info"),)
+VARIABLES = (ui.node_variable("gotthard_gpu_info"),)
 #: The whole GPU rather than one of its MIG instances.
 WHOLE = 'gpu_instance=""'
 
@@ -50,45 +50,49 @@ def _on_node(metric: str, *, mig: bool = False) -> str:
 
 
 def gpu_fleet(t: ThresholdValues) -> Dashboard:
-    utilisation = _per_job("avg", _on_node("gpu_utilization_ratio"))
+    utilisation = _per_job("avg", _on_node("gotthard_gpu_utilization_ratio"))
     throttling = (
         (t[gpu.THERMAL_THROTTLE], "orange"),
         (t[gpu.POWER_THROTTLE], "red"),
     )
     board = ui.Board()
     board.stats(
-        ui.stat("GPUs", "short", ui.Query(f"count({sel('gpu_info', NODE)})", "GPUs")),
+        ui.stat("GPUs", "short", ui.Query(f"count({sel('gotthard_gpu_info', NODE)})", "GPUs")),
         ui.problem_stat(
             "Unhealthy GPUs",
-            count_zero("gpu_health", NODE, WHOLE),
+            count_zero("gotthard_gpu_health", NODE, WHOLE),
             "unhealthy",
             description="Lost, row-remap failure, or a fatal XID within the health window.",
         ),
         ui.stat(
             "Mean utilisation",
             "percentunit",
-            ui.Query(f"avg({sel('gpu_utilization_ratio', NODE)})", "utilisation"),
+            ui.Query(f"avg({sel('gotthard_gpu_utilization_ratio', NODE)})", "utilisation"),
         ),
-        ui.stat("Power draw", "watt", ui.Query(f"sum({sel('gpu_power_watts', NODE)})", "power")),
+        ui.stat(
+            "Power draw", "watt", ui.Query(f"sum({sel('gotthard_gpu_power_watts', NODE)})", "power")
+        ),
     )
     board.row(
         ui.ratio_timeseries(
             "GPU utilisation by node",
-            ui.Query(agg("avg", "instance", sel("gpu_utilization_ratio", NODE)), "{{instance}}"),
+            ui.Query(
+                agg("avg", "instance", sel("gotthard_gpu_utilization_ratio", NODE)), "{{instance}}"
+            ),
         ),
         ui.ratio_timeseries(
             "SM and tensor activity",
             *_node_mean(
-                ("gpu_sm_active_ratio", "SM active"),
-                ("gpu_sm_occupancy_ratio", "SM occupancy"),
-                ("gpu_tensor_active_ratio", "tensor active"),
-                ("gpu_dram_active_ratio", "DRAM active"),
+                ("gotthard_gpu_sm_active_ratio", "SM active"),
+                ("gotthard_gpu_sm_occupancy_ratio", "SM occupancy"),
+                ("gotthard_gpu_tensor_active_ratio", "tensor active"),
+                ("gotthard_gpu_dram_active_ratio", "DRAM active"),
             ),
             description="GPM metrics (Hopper and newer), averaged over the selected GPUs.",
         ),
     )
-    power = agg("sum", "instance", sel("gpu_power_watts", NODE))
-    power_limit = agg("sum", "instance", sel("gpu_power_limit_watts", NODE))
+    power = agg("sum", "instance", sel("gotthard_gpu_power_watts", NODE))
+    power_limit = agg("sum", "instance", sel("gotthard_gpu_power_limit_watts", NODE))
     board.row(
         ui.ratio_timeseries(
             "Memory used by node",
@@ -96,8 +100,8 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
                 ratio(
                     "sum",
                     "instance",
-                    sel("gpu_memory_used_bytes", NODE, WHOLE),
-                    sel("gpu_memory_total_bytes", NODE, WHOLE),
+                    sel("gotthard_gpu_memory_used_bytes", NODE, WHOLE),
+                    sel("gotthard_gpu_memory_total_bytes", NODE, WHOLE),
                 ),
                 "{{instance}}",
             ),
@@ -112,7 +116,7 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             "Hottest GPU by node",
             "celsius",
             ui.Query(
-                agg("max", "instance, sensor", sel("gpu_temperature_celsius", NODE)),
+                agg("max", "instance, sensor", sel("gotthard_gpu_temperature_celsius", NODE)),
                 "{{instance}} {{sensor}}",
             ),
         ),
@@ -121,7 +125,10 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
         ui.timeseries(
             "Throttled time by reason",
             "percentunit",
-            ui.Query(agg("avg", "reason", rate("gpu_throttle_seconds_total", NODE)), "{{reason}}"),
+            ui.Query(
+                agg("avg", "reason", rate("gotthard_gpu_throttle_seconds_total", NODE)),
+                "{{reason}}",
+            ),
             description="Share of time the clocks were held back (NVML violation counters), "
             "averaged over the selected GPUs. Lines: the thermal (orange) and power (red) "
             "throttling alerts' thresholds, which apply to each GPU.",
@@ -131,14 +138,20 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
         ui.timeseries(
             "Clock event reasons active",
             "short",
-            ui.Query(agg("sum", "reason", sel("gpu_clocks_event_reasons", NODE)), "{{reason}}"),
+            ui.Query(
+                agg("sum", "reason", sel("gotthard_gpu_clocks_event_reasons", NODE)), "{{reason}}"
+            ),
             description="GPUs whose clocks are held down by each reason right now.",
         ),
         ui.timeseries(
             "XID errors",
             "short",
             ui.Query(
-                agg("sum", "instance, xid", rate("gpu_xid_errors_total", NODE, fn="increase")),
+                agg(
+                    "sum",
+                    "instance, xid",
+                    rate("gotthard_gpu_xid_errors_total", NODE, fn="increase"),
+                ),
                 "{{instance}} XID {{xid}}",
             ),
             description="A series appears only after a GPU reported an XID.",
@@ -149,14 +162,18 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             "ECC errors",
             "short",
             ui.Query(
-                agg("sum", "instance, type", rate("gpu_ecc_errors_total", NODE, fn="increase")),
+                agg(
+                    "sum",
+                    "instance, type",
+                    rate("gotthard_gpu_ecc_errors_total", NODE, fn="increase"),
+                ),
                 "{{instance}} {{type}}",
             ),
         ),
         ui.bargauge(
             "Remapped rows",
             "short",
-            ui.Query(agg("sum", "state", sel("gpu_remapped_rows", NODE)), "{{state}}"),
+            ui.Query(agg("sum", "state", sel("gotthard_gpu_remapped_rows", NODE)), "{{state}}"),
             description="Correctable and uncorrectable remapped rows; pending and failure "
             "count GPUs.",
             thresholds=ui.BAD_FROM_ONE,
@@ -164,36 +181,41 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
         ui.timeseries(
             "PCIe replays",
             "cps",
-            ui.Query(agg("sum", "instance", rate("gpu_pcie_replay_total", NODE)), "{{instance}}"),
+            ui.Query(
+                agg("sum", "instance", rate("gotthard_gpu_pcie_replays_total", NODE)),
+                "{{instance}}",
+            ),
         ),
     )
     board.row(
         ui.table(
             "GPU jobs",
             "none",
-            ui.Query(_per_job("count", sel("gpu_job_info", NODE)), name="GPUs", unit="short"),
+            ui.Query(
+                _per_job("count", sel("gotthard_gpu_job_info", NODE)), name="GPUs", unit="short"
+            ),
             ui.Query(utilisation, name="utilisation", unit="percentunit"),
             ui.Query(
-                _per_job("avg", _on_node("gpu_tensor_active_ratio", mig=True)),
+                _per_job("avg", _on_node("gotthard_gpu_tensor_active_ratio", mig=True)),
                 name="tensor active",
                 unit="percentunit",
             ),
             ui.Query(
-                _per_job("sum", _on_node("gpu_memory_used_bytes", mig=True)),
+                _per_job("sum", _on_node("gotthard_gpu_memory_used_bytes", mig=True)),
                 name="memory used",
                 unit="bytes",
             ),
             hide=("Time",),
             sort_by="utilisation",
             links=(ui.job_link(),),
-            description="Slurm jobs with processes on the GPUs (gpu_job_info), joined to "
-            "slurm_job_info on cluster and job_id for user, account and partition. Memory "
+            description="Slurm jobs with processes on the GPUs (gotthard_gpu_job_info), joined to "
+            "gotthard_slurm_job_info on cluster and job_id for user, account and partition. Memory "
             "of a GPU shared by several jobs is counted for each of them. A job id opens "
             "the Job dashboard.",
         )
     )
-    pods = f"{sel('gpu_pod_info', NODE)} * on({GPU_KEY}) group_left " + sel(
-        "gpu_utilization_ratio", NODE
+    pods = f"{sel('gotthard_gpu_pod_info', NODE)} * on({GPU_KEY}) group_left " + sel(
+        "gotthard_gpu_utilization_ratio", NODE
     )
     board.row(
         ui.ratio_timeseries(

@@ -23,7 +23,7 @@ VARIABLES = (
     ui.query_variable(
         "job_id",
         "Job",
-        f"label_values({sel('gpu_job_info')}, job_id)",
+        f"label_values({sel('gotthard_gpu_job_info')}, job_id)",
         multi=False,
         include_all=False,
     ),

@@ -15,7 +15,7 @@ DESCRIPTION = (
 )
 TAGS = ("lustre", "storage")
 #: The dashboard's own variable, after datasource, site and cluster.
-VARIABLES = (ui.label_variable("fs", "File system", "lustre_target_capacity_bytes"),)
+VARIABLES = (ui.label_variable("fs", "File system", "gotthard_lustre_target_capacity_bytes"),)
 
 FS = 'fs=~"$fs"'
 NOT_HEALTHY = 'state!="healthy"'
@@ -32,12 +32,14 @@ def spread_thresholds(t: ThresholdValues) -> tuple[tuple[float, str], ...]:
 
 
 def _mdt_files(state: str) -> str:
-    inner = sel("lustre_target_files", FS, rx("component", "mdt|mdc"), eq("state", state))
+    inner = sel("gotthard_lustre_target_files", FS, rx("component", "mdt|mdc"), eq("state", state))
     return agg("max", "site, cluster, fs, target", inner)
 
 
 def _operations(component: str) -> ui.Query:
-    expr = agg("sum", "operation", rate("lustre_operations_total", FS, eq("component", component)))
+    expr = agg(
+        "sum", "operation", rate("gotthard_lustre_operations_total", FS, eq("component", component))
+    )
     return ui.Query(expr, "{{operation}}")
 
 
@@ -64,17 +66,19 @@ def _per_target(
 
 
 def _lnet(direction: str, legend: str) -> ui.Query:
-    metric = f"lustre_lnet_{direction}_total"
+    metric = f"gotthard_lustre_lnet_{direction}_total"
     return ui.Query(agg("sum", "site, cluster, instance", rate(metric)), legend)
 
 
 def _serving(board: ui.Board, t: ThresholdValues) -> None:
     """Health of the servers: health_check, recovery, evictions, clients, LNet."""
-    recovering = sel("lustre_target_recovery_status", FS, rx("status", "recovering|waiting"))
+    recovering = sel(
+        "gotthard_lustre_target_recovery_status", FS, rx("status", "recovering|waiting")
+    )
     board.stats(
         ui.problem_stat(
             "Nodes not healthy",
-            agg("sum", "", sel("lustre_health_check", NOT_HEALTHY)),
+            agg("sum", "", sel("gotthard_lustre_health_state", NOT_HEALTHY)),
             "nodes",
             description="Nodes whose health_check reads NOT HEALTHY or LBUG.",
         ),
@@ -104,7 +108,11 @@ def _serving(board: ui.Board, t: ThresholdValues) -> None:
         ),
         _per_target(
             "Connected clients by target",
-            agg("max", "site, cluster, fs, target", sel("lustre_target_connected_clients", FS)),
+            agg(
+                "max",
+                "site, cluster, fs, target",
+                sel("gotthard_lustre_target_connected_clients", FS),
+            ),
             description="Exports of each server target (num_exports): clients and other servers.",
         ),
         ui.timeseries(
@@ -114,13 +122,13 @@ def _serving(board: ui.Board, t: ThresholdValues) -> None:
                 agg(
                     "max",
                     "site, cluster, fs, target",
-                    sel("lustre_target_recovery_completed_clients", FS),
+                    sel("gotthard_lustre_target_recovery_completed_clients", FS),
                 )
                 + " / "
                 + agg(
                     "max",
                     "site, cluster, fs, target",
-                    sel("lustre_target_recovery_clients", FS) + " > 0",
+                    sel("gotthard_lustre_target_recovery_clients", FS) + " > 0",
                 ),
                 "{{target}}",
             ),
@@ -241,14 +249,14 @@ def lustre_storage(t: ThresholdValues) -> Dashboard:
             _job_io(lustre.JOB_WRITE, "write"),
             sort_by="write",
             description="Lustre job_stats (job_id from jobid_var=SLURM_JOB_ID) joined to "
-            "slurm_job_info on cluster and job_id.",
+            "gotthard_slurm_job_info on cluster and job_id.",
         ),
         w=16,
     )
     board.add(
         ui.problem_stat(
             "Jobs left out of job stats",
-            f"sum({sel('lustre_job_stats_truncated')})",
+            f"sum({sel('gotthard_lustre_job_stats_truncated')})",
             "jobs dropped",
             description="Jobs dropped from the per-job series by --lustre.job-stats-limit "
             "(lowest IO first).",

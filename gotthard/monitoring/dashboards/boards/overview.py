@@ -40,10 +40,15 @@ def _area_stats(t: ThresholdValues) -> list[Stat]:
         _per_site(
             "Slurm — $site",
             "short",
-            ui.Query(f"min({sel('slurm_up')})", "controller", unit="none", mappings=(ui.UP_DOWN,)),
-            ui.Query(allocated("slurm_node_cpus", ""), "CPUs allocated", unit=PERCENT),
-            ui.Query(allocated("slurm_node_gpus", ""), "GPUs allocated", unit=PERCENT),
-            ui.Query(f"sum({sel('slurm_jobs', eq('state', 'pending'))})", "jobs pending"),
+            ui.Query(
+                f"min({sel('gotthard_slurm_up')})",
+                "controller",
+                unit="none",
+                mappings=(ui.UP_DOWN,),
+            ),
+            ui.Query(allocated("gotthard_slurm_node_cpus", ""), "CPUs allocated", unit=PERCENT),
+            ui.Query(allocated("gotthard_slurm_node_gpus", ""), "GPUs allocated", unit=PERCENT),
+            ui.Query(f"sum({sel('gotthard_slurm_jobs', eq('state', 'pending'))})", "jobs pending"),
             _bad(unavailable_nodes(), "nodes unavailable"),
             description="Controller reachability, allocation of CPUs and GPUs over all "
             "nodes, pending backlog, and nodes that cannot take work.",
@@ -51,18 +56,20 @@ def _area_stats(t: ThresholdValues) -> list[Stat]:
         _per_site(
             "GPUs — $site",
             "short",
-            ui.Query(f"avg({sel('gpu_utilization_ratio')})", "mean utilisation", unit=PERCENT),
-            ui.Query(f"count({sel('gpu_info')})", "GPUs"),
-            _bad(count_zero("gpu_health", 'gpu_instance=""'), "unhealthy"),
-            ui.Query(f"sum({sel('gpu_power_watts')})", "power", unit="watt"),
+            ui.Query(
+                f"avg({sel('gotthard_gpu_utilization_ratio')})", "mean utilisation", unit=PERCENT
+            ),
+            ui.Query(f"count({sel('gotthard_gpu_info')})", "GPUs"),
+            _bad(count_zero("gotthard_gpu_health", 'gpu_instance=""'), "unhealthy"),
+            ui.Query(f"sum({sel('gotthard_gpu_power_watts')})", "power", unit="watt"),
         ),
         _per_site(
             "Slingshot — $site",
             "short",
-            _bad(count_zero("slingshot_link_up"), "links down"),
-            _bad(count_zero("slingshot_link_healthy"), "links unhealthy"),
+            _bad(count_zero("gotthard_slingshot_link_up"), "links down"),
+            _bad(count_zero("gotthard_slingshot_link_healthy"), "links unhealthy"),
             ui.Query(
-                f"sum({sel('slingshot_link_restarts_recent', eq('window', '1h'))})",
+                f"sum({sel('gotthard_slingshot_link_restarts_recent', eq('window', '1h'))})",
                 "link restarts (1h)",
             ),
             ui.Query(f"sum({CLUSTER_UNCORRECTED_FEC})", "uncorrected FEC", unit="cps"),

@@ -16,7 +16,7 @@ DESCRIPTION = (
 )
 TAGS = ("slingshot", "network")
 #: The dashboard's own variable, after datasource, site and cluster.
-VARIABLES = (ui.node_variable("slingshot_info"),)
+VARIABLES = (ui.node_variable("gotthard_slingshot_info"),)
 #: The recorded FEC codeword rates of the selected nodes, corrected and uncorrected.
 FEC_ERRORS = sel(slingshot.FEC_RATE, NODE, rx("type", "corrected|uncorrected"))
 
@@ -38,11 +38,13 @@ def slingshot_network(t: ThresholdValues) -> Dashboard:
     flaps = ((t[slingshot.FLAPS_1H], "orange"), (t[slingshot.FLAPS_10H], "red"))
     board = ui.Board()
     board.stats(
-        ui.stat("NICs", "short", ui.Query(f"count({sel('slingshot_info', NODE)})", "NICs")),
-        ui.problem_stat("Links down", count_zero("slingshot_link_up", NODE), "down"),
+        ui.stat(
+            "NICs", "short", ui.Query(f"count({sel('gotthard_slingshot_info', NODE)})", "NICs")
+        ),
+        ui.problem_stat("Links down", count_zero("gotthard_slingshot_link_up", NODE), "down"),
         ui.problem_stat(
             "Links unhealthy",
-            count_zero("slingshot_link_healthy", NODE),
+            count_zero("gotthard_slingshot_link_healthy", NODE),
             "unhealthy",
             description="cxi_healthcheck rule: link down, or too many restarts in 1 h / 10 h.",
         ),
@@ -55,7 +57,9 @@ def slingshot_network(t: ThresholdValues) -> Dashboard:
             thresholds=((0.001, "red"),),
         ),
     )
-    restarts = agg("sum", "instance, device, window", sel("slingshot_link_restarts_recent", NODE))
+    restarts = agg(
+        "sum", "instance, device, window", sel("gotthard_slingshot_link_restarts_recent", NODE)
+    )
     board.row(
         ui.timeseries(
             "Link restarts (flaps)",
@@ -88,32 +92,44 @@ def slingshot_network(t: ThresholdValues) -> Dashboard:
             "corrected BER above the line.",
             lines=((t[slingshot.CORRECTED_BER], "red"),),
         ),
-        _rate_by("LLR replays", "slingshot_llr_replays_total", "direction", "{{direction}}"),
+        _rate_by(
+            "LLR replays", "gotthard_slingshot_llr_replays_total", "direction", "{{direction}}"
+        ),
     )
     board.row(
         _rate_by(
             "Pause frames",
-            "slingshot_pause_total",
+            "gotthard_slingshot_pause_frames_total",
             "direction, class",
             "{{direction}} class {{class}}",
         ),
-        _rate_by("Discards", "slingshot_discards_total", "class", "class {{class}}"),
-        _rate_by("Bad frames received", "slingshot_rx_bad_frames_total", "type", "{{type}}"),
+        _rate_by("Discards", "gotthard_slingshot_discards_total", "class", "class {{class}}"),
+        _rate_by(
+            "Bad frames received", "gotthard_slingshot_rx_bad_frames_total", "type", "{{type}}"
+        ),
     )
     board.row(
-        _rate_by("NACKs", "slingshot_nacks_total", "reason", "{{reason}}"),
-        _rate_by("Throughput", "slingshot_octets_total", "direction", "{{direction}}", "Bps"),
-        _rate_by("NIC PCIe errors", "slingshot_pcie_errors_total", "type", "{{type}}"),
+        _rate_by("NACKs", "gotthard_slingshot_nacks_total", "reason", "{{reason}}"),
+        _rate_by(
+            "Throughput", "gotthard_slingshot_bytes_total", "direction", "{{direction}}", "Bps"
+        ),
+        _rate_by("NIC PCIe errors", "gotthard_slingshot_pcie_errors_total", "type", "{{type}}"),
     )
     nics = "site, cluster, instance, device, interface, nid, cassini_version, firmware"
     board.row(
         ui.table(
             "NICs and links",
             "none",
-            ui.Query(agg("max", nics, sel("slingshot_info", NODE)), name="info"),
-            ui.Query(_per_link("slingshot_link_up"), name="link up", mappings=(ui.UP_DOWN,)),
-            ui.Query(_per_link("slingshot_link_healthy"), name="healthy", mappings=(ui.HEALTHY,)),
-            ui.Query(_per_link("slingshot_link_speed_bits_per_second"), name="speed", unit="bps"),
+            ui.Query(agg("max", nics, sel("gotthard_slingshot_info", NODE)), name="info"),
+            ui.Query(
+                _per_link("gotthard_slingshot_link_up"), name="link up", mappings=(ui.UP_DOWN,)
+            ),
+            ui.Query(
+                _per_link("gotthard_slingshot_link_healthy"), name="healthy", mappings=(ui.HEALTHY,)
+            ),
+            ui.Query(
+                _per_link("gotthard_slingshot_link_speed_bits_per_second"), name="speed", unit="bps"
+            ),
             hide=("Time", "Value #A"),
         )
     )

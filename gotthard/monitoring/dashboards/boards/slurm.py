@@ -13,7 +13,7 @@ from gotthard.monitoring.thresholds import ThresholdValues
 DESCRIPTION = "Jobs, partitions, nodes and the controller of each Slurm cluster."
 TAGS = ("slurm",)
 #: The dashboard's own variable, after datasource, site and cluster.
-VARIABLES = (ui.label_variable("partition", "Partition", "slurm_partition_info"),)
+VARIABLES = (ui.label_variable("partition", "Partition", "gotthard_slurm_partition_info"),)
 PARTITION = 'partition=~"$partition"'
 
 
@@ -31,13 +31,13 @@ def unavailable_nodes() -> str:
     """Nodes whose state (base+flags) says the scheduler starts no job on them (down,
     drained, failing, in maintenance, not responding, ...: slurm_state's definition);
     0 if none."""
-    nodes = sel("slurm_node_info")
+    nodes = sel("gotthard_slurm_node_info")
     unavailable = f'state=~"{slurm_state.UNAVAILABLE_FULL_STATE_PATTERN}"'
-    return zero_if_none(sel("slurm_node_info", unavailable), "", nodes)
+    return zero_if_none(sel("gotthard_slurm_node_info", unavailable), "", nodes)
 
 
 def _jobs(state: str) -> str:
-    return f"sum({sel('slurm_jobs', eq('state', state), PARTITION)})"
+    return f"sum({sel('gotthard_slurm_jobs', eq('state', state), PARTITION)})"
 
 
 def _maxima(*metrics: tuple[str, str]) -> list[ui.Query]:
@@ -60,12 +60,15 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
     board = ui.Board()
     board.stats(
         ui.stat(
-            "Controller", "none", ui.Query(sel("slurm_up"), "{{cluster}}"), mappings=(ui.UP_DOWN,)
+            "Controller",
+            "none",
+            ui.Query(sel("gotthard_slurm_up"), "{{cluster}}"),
+            mappings=(ui.UP_DOWN,),
         ),
         ui.stat(
             "Probes",
             "none",
-            ui.Query(sel("slurm_probe_success"), "{{cluster}} {{op}}"),
+            ui.Query(sel("gotthard_slurm_probe_success"), "{{cluster}} {{op}}"),
             mappings=(ui.PASS_FAIL,),
             description="scontrol ping and sbatch --test-only from the exporter.",
         ),
@@ -82,7 +85,7 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
         ui.stat(
             "Main scheduler cycle",
             "s",
-            *_maxima(("slurm_scheduler_cycle_last_seconds", "last cycle")),
+            *_maxima(("gotthard_slurm_scheduler_cycle_last_seconds", "last cycle")),
             thresholds=cycle,
         ),
     )
@@ -90,13 +93,15 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
         ui.timeseries(
             "Jobs by state",
             "short",
-            ui.Query(f"sum by (state) ({sel('slurm_jobs', PARTITION)})", "{{state}}"),
+            ui.Query(f"sum by (state) ({sel('gotthard_slurm_jobs', PARTITION)})", "{{state}}"),
             stack=True,
         ),
         ui.timeseries(
             "Pending jobs by reason",
             "short",
-            ui.Query(f"sum by (reason) ({sel('slurm_jobs_pending', PARTITION)})", "{{reason}}"),
+            ui.Query(
+                f"sum by (reason) ({sel('gotthard_slurm_jobs_pending', PARTITION)})", "{{reason}}"
+            ),
             stack=True,
         ),
     )
@@ -106,7 +111,7 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
         ui.bargauge(
             "Memory allocated by partition",
             "percentunit",
-            _allocation("slurm_partition_memory_bytes"),
+            _allocation("gotthard_slurm_partition_memory_bytes"),
             maximum=1,
             thresholds=((0.8, "orange"), (0.95, "red")),
         ),
@@ -126,7 +131,7 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
             "Nodes and reasons",
             "none",
             ui.Query(
-                f"max by (cluster, node, state, reason) ({sel('slurm_node_info')})",
+                f"max by (cluster, node, state, reason) ({sel('gotthard_slurm_node_info')})",
                 name="nodes",
             ),
             hide=("Time", "Value"),
@@ -138,11 +143,11 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
             "Scheduler cycle time",
             "s",
             *_maxima(
-                ("slurm_scheduler_cycle_last_seconds", "main last"),
-                ("slurm_scheduler_cycle_mean_seconds", "main mean"),
-                ("slurm_scheduler_cycle_max_seconds", "main max"),
-                ("slurm_scheduler_backfill_cycle_last_seconds", "backfill last"),
-                ("slurm_scheduler_backfill_cycle_mean_seconds", "backfill mean"),
+                ("gotthard_slurm_scheduler_cycle_last_seconds", "main last"),
+                ("gotthard_slurm_scheduler_cycle_mean_seconds", "main mean"),
+                ("gotthard_slurm_scheduler_cycle_max_seconds", "main max"),
+                ("gotthard_slurm_scheduler_backfill_cycle_last_seconds", "backfill last"),
+                ("gotthard_slurm_scheduler_backfill_cycle_mean_seconds", "backfill mean"),
             ),
             lines=cycle,
             description="The SlurmSchedulerCycleSlow alert compares the main cycle's "
@@ -152,17 +157,19 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
             "Scheduler queues",
             "short",
             *_maxima(
-                ("slurm_scheduler_queue_length", "main queue"),
-                ("slurm_scheduler_backfill_queue_length", "backfill queue"),
-                ("slurm_scheduler_agent_queue_size", "agent queue"),
-                ("slurm_scheduler_dbd_agent_queue_size", "dbd agent queue"),
-                ("slurm_scheduler_threads", "server threads"),
+                ("gotthard_slurm_scheduler_queue_length", "main queue"),
+                ("gotthard_slurm_scheduler_backfill_queue_length", "backfill queue"),
+                ("gotthard_slurm_scheduler_agent_queue_size", "agent queue"),
+                ("gotthard_slurm_scheduler_dbd_agent_queue_size", "dbd agent queue"),
+                ("gotthard_slurm_scheduler_threads", "server threads"),
             ),
         ),
         ui.timeseries(
             "Backfilled jobs",
             "ops",
-            ui.Query(f"sum({rate('slurm_scheduler_backfilled_jobs_total')})", "backfilled"),
+            ui.Query(
+                f"sum({rate('gotthard_slurm_scheduler_backfilled_jobs_total')})", "backfilled"
+            ),
         ),
     )
     board.row(
@@ -170,7 +177,7 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
             "Job events",
             "ops",
             ui.Query(
-                f"sum by (event) ({rate('slurm_scheduler_jobs_total')})",
+                f"sum by (event) ({rate('gotthard_slurm_scheduler_jobs_total')})",
                 "{{event}}",
             ),
             description="Jobs submitted, started, completed, canceled and failed per second, "
@@ -180,31 +187,31 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
             "Reservations",
             "none",
             ui.Query(
-                f"max by (cluster, reservation) ({sel('slurm_reservation_nodes')})"
+                f"max by (cluster, reservation) ({sel('gotthard_slurm_reservation_nodes')})"
                 " * on(cluster, reservation) group_left(state, partition, flags) "
                 "max by (cluster, reservation, state, partition, flags) "
-                f"({sel('slurm_reservation_info')})",
+                f"({sel('gotthard_slurm_reservation_info')})",
                 name="nodes",
             ),
             description="Advance reservations (maintenance windows, reserved nodes): state, "
             "partition, flags and, as the value, their node count.",
         ),
     )
-    calls = f"sum by (type) ({rate('slurm_rpc_calls_total')})"
+    calls = f"sum by (type) ({rate('gotthard_slurm_rpc_calls_total')})"
     board.row(
         ui.timeseries("RPCs by type", "reqps", ui.Query(calls, "{{type}}")),
         ui.timeseries(
             "RPC mean latency by type",
             "s",
             ui.Query(
-                f"sum by (type) ({rate('slurm_rpc_duration_seconds_total')}) / {calls}",
+                f"sum by (type) ({rate('gotthard_slurm_rpc_duration_seconds_total')}) / {calls}",
                 "{{type}}",
             ),
         ),
     )
     board.row(
         ui.gauge_timeseries(
-            "Probe duration", "s", "slurm_probe_duration_seconds", "{{cluster}} {{op}}"
+            "Probe duration", "s", "gotthard_slurm_probe_duration_seconds", "{{cluster}} {{op}}"
         ),
         ui.table(
             "Running jobs",
@@ -215,7 +222,7 @@ def slurm_cluster(t: ThresholdValues) -> Dashboard:
             ),
             hide=("Time", "Value"),
             links=(ui.job_link(),),
-            description="One row per running job (slurm_job_info); a job id opens the Job "
+            description="One row per running job (gotthard_slurm_job_info); a job id opens the Job "
             "dashboard: its GPUs, Lustre I/O and Slingshot traffic.",
         ),
     )
