@@ -101,9 +101,9 @@ DASHBOARD_SCOPE = Scope()
 Fold = Literal["average", "peak", "total"]
 #: A whole GPU (not a MIG instance) of a GPU metric.
 _WHOLE_GPU = 'gpu_instance=""'
-#: The metadata operations of Lustre's job stats: those counted on an MDT.
 #: The GPU exporter's (GPU, job) attribution series.
 _GPU_JOB_INFO = "gotthard_gpu_job_info"
+#: The metadata operations of Lustre's job stats: those counted on an MDT.
 _MDT = 'component="mdt"'
 
 
