@@ -28,8 +28,8 @@ from gotthard.deploy.roles import (
     AUDIT_METRICS,
     AUDIT_METRICS_CONFIGMAP,
     DR,
+    KUBERNETES_ROLES,
     NODE_EXPORTER,
-    ROLES,
     RUNBOOKS,
     SLURM_EXPORTER,
     Role,
@@ -52,7 +52,7 @@ POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
 MUNGE_DIR = "/run/munge"
 SLURM_CONF_DIR = "/etc/slurm"
 #: Where the webhook finds each Slurm cluster's JWT (the site file's ``slurm_jwt_file``).
-SLURM_JWT_DIR = "/var/run/secrets/gotthard-slurm"
+SLURM_JWT_DIR = credentials.SLURM_JWT_DIR
 #: Tag suffix of the image variant with slurm-client (scontrol, sinfo, squeue, sdiag).
 SLURM_IMAGE_SUFFIX = "-slurm"
 
@@ -649,9 +649,10 @@ def dashboard_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str,
 
 def credentials_listing(cfg: Config, settings: KubernetesDeploy) -> str:
     """``credentials.txt``: every Secret the pods (and the AlertmanagerConfig) read."""
-    namespace_of = {role.name: settings.namespace for role in ROLES}
+    namespace_of = {role.name: settings.namespace for role in KUBERNETES_ROLES}
     namespace_of[NODE_EXPORTER.name] = settings.node_namespace
     namespace_of[SLURM_EXPORTER.name] = slurm_namespace(settings)
+    namespace_of[RUNBOOKS.name] = slurm_namespace(settings)
     namespace_of["alertmanager"] = settings.prometheus_namespace
     token = credentials.CredentialFile(
         "runbooks.token_file",

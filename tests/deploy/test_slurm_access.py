@@ -30,11 +30,15 @@ def _mounted_files(pod: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
     out = {}
     for mount in pod["containers"][0]["volumeMounts"]:
         volume = volumes[mount["name"]]
-        for kind, name_key in (("configMap", "name"), ("secret", "secretName")):
-            if kind in volume:
-                for item in volume[kind].get("items", []):
-                    path = f"{mount['mountPath']}/{item['path']}"
-                    out[path] = (kind, volume[kind][name_key], item["key"])
+        # a plain volume, or the sources of a projected one (the credential files)
+        for source in volume.get("projected", {}).get("sources") or [volume]:
+            for kind in ("configMap", "secret"):
+                if kind in source:
+                    name = source[kind].get("name") or source[kind].get("secretName")
+                    for item in source[kind].get("items", []):
+                        path = f"{mount['mountPath']}/{item['path']}"
+                        assert path not in out, path  # one file, one mount
+                        out[path] = (kind, name, item["key"])
     return out
 
 
