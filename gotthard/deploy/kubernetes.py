@@ -22,7 +22,7 @@ from typing import Any
 from gotthard import __version__
 from gotthard.config import Config
 from gotthard.deploy import alerting, credentials, podaccess, rbac
-from gotthard.deploy.manifest import dump, dump_all
+from gotthard.deploy.manifest import RenderError, dump, dump_all
 from gotthard.deploy.roles import (
     AUDIT,
     AUDIT_METRICS,
@@ -75,8 +75,20 @@ def image(settings: KubernetesDeploy) -> str:
 
 
 def slurm_image(settings: KubernetesDeploy) -> str:
-    """The image variant with Slurm's client commands (``make image`` builds both)."""
-    return settings.slurm_image or f"{image(settings)}{SLURM_IMAGE_SUFFIX}"
+    """The image variant with Slurm's client commands (``make image`` builds both). Its
+    digest is not the main image's: with ``image_digest`` set, ``slurm_image`` must be set
+    too (a tag appended to a digest is no image reference; falling back to the tag would
+    leave the webhook unpinned)."""
+    if settings.slurm_image:
+        return settings.slurm_image
+    if settings.image_digest:
+        name = f"{settings.image_registry}/gotthard:{settings.image_tag or __version__}"
+        raise RenderError(
+            "deploy.kubernetes.slurm_image: empty, but image_digest pins the image by"
+            f" digest; set it to the {SLURM_IMAGE_SUFFIX} variant by digest, as `make image`"
+            f" prints it: {name}{SLURM_IMAGE_SUFFIX}@sha256:..."
+        )
+    return f"{image(settings)}{SLURM_IMAGE_SUFFIX}"
 
 
 def labels(cfg: Config, role: Role | None = None) -> dict[str, str]:
