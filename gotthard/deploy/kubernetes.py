@@ -23,6 +23,10 @@ from gotthard import __version__
 from gotthard.config import Config
 from gotthard.deploy import alerting, credentials, podaccess, rbac
 from gotthard.deploy.manifest import RenderError, dump, dump_all
+from gotthard.deploy.objects import CONFIG_DIR, MUNGE_DIR, SLURM_CONF_DIR, labels, selector
+from gotthard.deploy.objects import host_path as _host_path
+from gotthard.deploy.objects import meta as _meta
+from gotthard.deploy.objects import mount as _mount
 from gotthard.deploy.roles import (
     AUDIT,
     AUDIT_METRICS,
@@ -37,8 +41,7 @@ from gotthard.deploy.roles import (
 )
 from gotthard.deploy.settings import KubernetesDeploy, Toleration
 
-#: Where the site file (the ConfigMap) is mounted, and the variable naming it.
-CONFIG_DIR = "/etc/gotthard"
+#: The ConfigMap holding the site file (mounted at :data:`CONFIG_DIR`), and its key.
 CONFIG_MAP = "gotthard-site"
 SITE_FILE = "site.toml"
 #: The Secrets to create before applying, and their keys (not a manifest).
@@ -49,8 +52,6 @@ TOKEN_DIR = "/var/run/secrets/gotthard"
 #: Where Kubernetes mounts a pod's service account token.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
-MUNGE_DIR = "/run/munge"
-SLURM_CONF_DIR = "/etc/slurm"
 #: Where the webhook finds each Slurm cluster's JWT (the site file's ``slurm_jwt_file``).
 SLURM_JWT_DIR = credentials.SLURM_JWT_DIR
 #: Tag suffix of the image variant with slurm-client (scontrol, sinfo, squeue, sdiag).
@@ -91,28 +92,6 @@ def slurm_image(settings: KubernetesDeploy) -> str:
     return f"{image(settings)}{SLURM_IMAGE_SUFFIX}"
 
 
-def labels(cfg: Config, role: Role | None = None) -> dict[str, str]:
-    """Labels of every object: Gotthard's, the component, and the site model's names."""
-    out = {
-        "app.kubernetes.io/name": "gotthard",
-        "app.kubernetes.io/part-of": "gotthard",
-        "app.kubernetes.io/managed-by": "gotthard",
-        "gotthard.io/site": cfg.site,
-        "gotthard.io/cluster": cfg.cluster,
-    }
-    if role is not None:
-        out["app.kubernetes.io/component"] = role.name
-    return out
-
-
-def selector(role: Role) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "gotthard", "app.kubernetes.io/component": role.name}
-
-
-def _meta(cfg: Config, name: str, namespace: str, role: Role | None = None) -> dict[str, Any]:
-    return {"name": name, "namespace": namespace, "labels": labels(cfg, role)}
-
-
 def pod_security(settings: KubernetesDeploy) -> dict[str, Any]:
     """Pod securityContext of the restricted profile."""
     uid = settings.run_as_user
@@ -131,14 +110,6 @@ CONTAINER_SECURITY: dict[str, Any] = {
     "runAsNonRoot": True,
     "capabilities": {"drop": ["ALL"]},
 }
-
-
-def _mount(name: str, path: str, read_only: bool = True) -> dict[str, Any]:
-    return {"name": name, "mountPath": path, "readOnly": read_only}
-
-
-def _host_path(name: str, path: str) -> dict[str, Any]:
-    return {"name": name, "hostPath": {"path": path, "type": "Directory"}}
 
 
 def container(

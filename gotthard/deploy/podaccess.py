@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gotthard.config import Config
-from gotthard.deploy import kubernetes as k8s
+from gotthard.deploy import objects
 from gotthard.deploy.credentials import webhook_slurm_clusters
 from gotthard.deploy.manifest import RenderError
 from gotthard.deploy.roles import (
@@ -44,29 +44,30 @@ def webhook_slurm_access(
     host's munge socket and slurm.conf directories. A path that no volume can provide is
     a :class:`RenderError` naming the site file's key."""
     slurm = webhook_slurm_clusters(cfg)
-    confs = {name: c.slurm_conf or f"{k8s.SLURM_CONF_DIR}/slurm.conf" for name, c in slurm.items()}
+    default = f"{objects.SLURM_CONF_DIR}/slurm.conf"
+    confs = {name: c.slurm_conf or default for name, c in slurm.items()}
     for name, path in sorted(confs.items()):
         key = f"sites.{cfg.site}.clusters.{name}.slurm_conf"
         if not path.startswith("/"):
             raise RenderError(f"{key}: must be an absolute path")
-        if path.startswith(k8s.CONFIG_DIR + "/"):
+        if path.startswith(objects.CONFIG_DIR + "/"):
             raise RenderError(
                 f"{key}: {path} cannot be mounted in the {RUNBOOKS.name} pod:"
-                f" {k8s.CONFIG_DIR} holds the site file; name another directory"
+                f" {objects.CONFIG_DIR} holds the site file; name another directory"
             )
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
     if settings.slurm_auth == "munge":
         for i, directory in enumerate(_by_directory(confs)):
-            mounts.append(k8s._mount(f"slurm-conf-{i}", directory))
-            volumes.append(k8s._host_path(f"slurm-conf-{i}", directory))
-        return [*mounts, k8s._mount("munge", k8s.MUNGE_DIR)], [
+            mounts.append(objects.mount(f"slurm-conf-{i}", directory))
+            volumes.append(objects.host_path(f"slurm-conf-{i}", directory))
+        return [*mounts, objects.mount("munge", objects.MUNGE_DIR)], [
             *volumes,
-            k8s._host_path("munge", k8s.MUNGE_DIR),
+            objects.host_path("munge", objects.MUNGE_DIR),
         ]
     ref = {"name": settings.slurm_conf_configmap}
     for i, (directory, items) in enumerate(_by_directory(confs).items()):
-        mounts.append(k8s._mount(f"slurm-conf-{i}", directory))
+        mounts.append(objects.mount(f"slurm-conf-{i}", directory))
         volumes.append({"name": f"slurm-conf-{i}", "configMap": {**ref, "items": items}})
     return mounts, volumes
 
@@ -116,9 +117,9 @@ def egress_policy(
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": k8s._meta(cfg, f"{role.full_name}-egress", namespace, role),
+        "metadata": objects.meta(cfg, f"{role.full_name}-egress", namespace, role),
         "spec": {
-            "podSelector": {"matchLabels": k8s.selector(role)},
+            "podSelector": {"matchLabels": objects.selector(role)},
             "policyTypes": ["Egress"],
             "egress": rules,
         },
