@@ -46,8 +46,15 @@ def webhook_slurm_access(
     slurm = webhook_slurm_clusters(cfg)
     default = f"{objects.SLURM_CONF_DIR}/slurm.conf"
     confs = {name: c.slurm_conf or default for name, c in slurm.items()}
+    first: dict[str, str] = {}
     for name, path in sorted(confs.items()):
         key = f"sites.{cfg.site}.clusters.{name}.slurm_conf"
+        other = first.setdefault(path, name)
+        if other != name:  # one file cannot hold two ConfigMap keys
+            raise RenderError(
+                f"{key}: {path} is cluster {other}'s slurm.conf too; give each Slurm cluster"
+                f" the webhook acts on its own"
+            )
         if not path.startswith("/"):
             raise RenderError(f"{key}: must be an absolute path")
         if path.startswith(objects.CONFIG_DIR + "/"):

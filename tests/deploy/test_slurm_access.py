@@ -132,6 +132,14 @@ JWT = 'slurm_jwt_file = "/var/run/secrets/gotthard-slurm/alps"\n'
             "sites.zurich.clusters.alps.slurm_conf: /etc/gotthard/slurm.conf cannot be mounted"
             " in the runbooks pod: /etc/gotthard holds the site file",
         ),
+        # two Slurm clusters cannot share one slurm.conf path (the default, here)
+        (
+            "[[dr.drills]]",
+            '[sites.zurich.clusters.eiger]\nslurm_jwt_file = "/var/run/secrets/s/eiger"\n'
+            "[[dr.drills]]",
+            "sites.zurich.clusters.eiger.slurm_conf: /etc/slurm/slurm.conf is cluster alps's"
+            " slurm.conf too",
+        ),
         # a cluster named "token" would take the Slurm exporter's key of the Secret
         (
             "[[dr.drills]]",
