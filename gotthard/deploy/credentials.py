@@ -1,8 +1,9 @@
 """Credentials as mounts: every file the site file names that a pod reads.
 
 The site file (the ``gotthard-site`` ConfigMap) names files by path: the kubeconfigs of
-the other site's clusters and of Karmada, the Slurm REST token, the web configs (TLS and
-basic auth) and the SPIFFE SVID files. Each is provided, at exactly that path, by a
+the other site's clusters and of Karmada, the Slurm REST token, the Slurm JWT of each
+cluster the webhook drains (``slurm_jwt_file``), the web configs (TLS and basic auth) and
+the SPIFFE SVID files. Each is provided, at exactly that path, by a
 Secret the render declares as a volume of the pod whose role reads it, so a pod never
 starts without the file it needs (DR and the audit exit 2 on a missing kubeconfig).
 
@@ -26,9 +27,23 @@ from typing import Any
 
 from gotthard.config import Config
 from gotthard.deploy.manifest import RenderError
-from gotthard.deploy.roles import AUDIT, DR, NODE_EXPORTER, ROLES, RUNBOOKS, SLURM_EXPORTER, Role
+from gotthard.deploy.roles import (
+    AUDIT,
+    AUDIT_METRICS,
+    DR,
+    KUBERNETES_ROLES,
+    NODE_EXPORTER,
+    RUNBOOKS,
+    SLURM_EXPORTER,
+    Role,
+)
 from gotthard.deploy.settings import KubernetesDeploy
+from gotthard.site import ClusterConfig
 
+#: (site-file key, path, the roles that read it) of one credential file.
+_Entry = tuple[str, str, tuple[str, ...]]
+#: Where the example site file puts each Slurm cluster's JWT (``slurm_jwt_file``).
+SLURM_JWT_DIR = "/var/run/secrets/gotthard-slurm"
 #: Characters a Secret key may hold.
 _KEY_CHARS = re.compile(r"[^-._a-zA-Z0-9]")
 
@@ -69,8 +84,38 @@ def _kube_files(cfg: Config) -> list[tuple[str, str, tuple[str, ...]]]:
     return found
 
 
+def webhook_slurm_clusters(cfg: Config) -> dict[str, ClusterConfig]:
+    """The Slurm clusters the webhook of *cfg* acts on (its owned clusters that run Slurm)."""
+    site = cfg.site_config()
+    available = site.clusters or {cfg.cluster: ClusterConfig()}
+    try:
+        owned = cfg.runbooks.owned_clusters(cfg.site, list(available))
+    except ValueError as err:
+        raise RenderError(str(err)) from None
+    return {name: available[name] for name in owned if available[name].runs_slurm}
+
+
+def _slurm_jwt_files(cfg: Config, settings: KubernetesDeploy) -> list[tuple[str, str, str]]:
+    """(key, path, cluster) of the JWT file of each Slurm cluster the webhook acts on: the
+    webhook reads it before each scontrol/sinfo. With ``slurm_auth = "slurmrestd-token"``
+    the pod has no munge socket, so every such cluster must name one."""
+    found = []
+    for name, cluster in webhook_slurm_clusters(cfg).items():
+        key = f"sites.{cfg.site}.clusters.{name}.slurm_jwt_file"
+        if cluster.slurm_jwt_file:
+            found.append((key, cluster.slurm_jwt_file, name))
+        elif settings.slurm_auth == "slurmrestd-token":
+            raise RenderError(
+                f'{key}: empty, but [deploy.kubernetes] slurm_auth = "slurmrestd-token":'
+                f" the webhook's pod has no munge socket; name the JWT file, e.g."
+                f" {SLURM_JWT_DIR}/{name}"
+            )
+    return found
+
+
 def _web_configs(cfg: Config) -> list[tuple[str, str, tuple[str, ...]]]:
-    exporters = (NODE_EXPORTER.name, SLURM_EXPORTER.name)
+    # the audit's metrics are served by ``gotthard exporter`` too
+    exporters = (NODE_EXPORTER.name, SLURM_EXPORTER.name, AUDIT_METRICS.name)
     given = [
         ("exporter.web_config", cfg.exporter.web_config, exporters),
         ("runbooks.web_config", cfg.runbooks.web_config, (RUNBOOKS.name,)),
@@ -80,7 +125,7 @@ def _web_configs(cfg: Config) -> list[tuple[str, str, tuple[str, ...]]]:
 
 
 def _spiffe_files(cfg: Config) -> list[tuple[str, str, tuple[str, ...]]]:
-    every = tuple(role.name for role in ROLES)
+    every = tuple(role.name for role in KUBERNETES_ROLES)
     spiffe = cfg.spiffe
     given = [
         ("spiffe.cert_file", spiffe.cert_file),
@@ -105,16 +150,25 @@ def _item_keys(paths: Iterable[str]) -> dict[str, str]:
 
 def files(cfg: Config, settings: KubernetesDeploy) -> list[CredentialFile]:
     """Every credential file of the site file, with the Secret and key that provide it.
-    A relative path is refused (a pod has no working directory to resolve it against)."""
+    A relative path is refused (a pod has no working directory to resolve it against), and
+    so are two files under one key of one Secret."""
     rest = cfg.exporter.slurm.rest_token_file
     slurm_token = [("exporter.slurm.rest_token_file", rest, (SLURM_EXPORTER.name,))] if rest else []
+    jwt_files = _slurm_jwt_files(cfg, settings)
+    webhook_jwt = [(key, path, (RUNBOOKS.name,)) for key, path, _ in jwt_files]
     # (Secret, what it holds, its files, the key of each: "" = the file name, "*" = the
-    # whole Secret beside the file, else that key)
-    groups = (
+    # whole Secret beside the file, else that key, or the key of each path)
+    groups: tuple[tuple[str, str, list[_Entry], str | dict[str, str]], ...] = (
         (settings.kubeconfig_secret, "kubeconfig", _kube_files(cfg), ""),
         (settings.web_config_secret, "web config (with its TLS files)", _web_configs(cfg), "*"),
         (settings.svid_secret, "SPIFFE SVID file", _spiffe_files(cfg), ""),
         (settings.slurm_token_secret, "slurmrestd JWT", slurm_token, "token"),
+        (
+            settings.slurm_token_secret,
+            "the webhook's Slurm JWT (scontrol/sinfo with SLURM_JWT)",
+            webhook_jwt,
+            {path: cluster for _, path, cluster in reversed(jwt_files)},
+        ),
     )
     out: list[CredentialFile] = []
     for secret, what, entries, item_key in groups:
@@ -130,10 +184,29 @@ def files(cfg: Config, settings: KubernetesDeploy) -> list[CredentialFile]:
             if path in seen:  # one file named by several keys: mounted once
                 continue
             seen.add(path)
-            roles = tuple(r.name for r in ROLES if r.name in readers[path])
-            item = {"": keys[path], "*": ""}.get(item_key, item_key)
+            roles = tuple(r.name for r in KUBERNETES_ROLES if r.name in readers[path])
+            if isinstance(item_key, dict):
+                item = item_key[path]
+            else:
+                item = {"": keys[path], "*": ""}.get(item_key, item_key)
             out.append(CredentialFile(key, path, secret, item, roles, what))
+    _check_keys(out)
     return out
+
+
+def _check_keys(credentials: Sequence[CredentialFile]) -> None:
+    """One key of one Secret holds one file (a cluster named ``token`` would take the
+    Slurm exporter's key)."""
+    holder: dict[tuple[str, str], CredentialFile] = {}
+    for cred in credentials:
+        if not cred.item:
+            continue
+        first = holder.setdefault((cred.secret, cred.item), cred)
+        if first.path != cred.path:
+            raise RenderError(
+                f"{cred.key}: key {cred.item!r} of the Secret {cred.secret} holds"
+                f" {first.key} already; rename one"
+            )
 
 
 def _covers(directory: str, path: str) -> bool:

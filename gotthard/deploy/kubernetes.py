@@ -22,14 +22,18 @@ from typing import Any
 from gotthard import __version__
 from gotthard.config import Config
 from gotthard.deploy import alerting, credentials, podaccess, rbac
-from gotthard.deploy.manifest import dump, dump_all
+from gotthard.deploy.manifest import RenderError, dump, dump_all
+from gotthard.deploy.objects import CONFIG_DIR, MUNGE_DIR, SLURM_CONF_DIR, labels, selector
+from gotthard.deploy.objects import host_path as _host_path
+from gotthard.deploy.objects import meta as _meta
+from gotthard.deploy.objects import mount as _mount
 from gotthard.deploy.roles import (
     AUDIT,
     AUDIT_METRICS,
     AUDIT_METRICS_CONFIGMAP,
     DR,
+    KUBERNETES_ROLES,
     NODE_EXPORTER,
-    ROLES,
     RUNBOOKS,
     SLURM_EXPORTER,
     Role,
@@ -37,8 +41,7 @@ from gotthard.deploy.roles import (
 )
 from gotthard.deploy.settings import KubernetesDeploy, Toleration
 
-#: Where the site file (the ConfigMap) is mounted, and the variable naming it.
-CONFIG_DIR = "/etc/gotthard"
+#: The ConfigMap holding the site file (mounted at :data:`CONFIG_DIR`), and its key.
 CONFIG_MAP = "gotthard-site"
 SITE_FILE = "site.toml"
 #: The Secrets to create before applying, and their keys (not a manifest).
@@ -49,10 +52,8 @@ TOKEN_DIR = "/var/run/secrets/gotthard"
 #: Where Kubernetes mounts a pod's service account token.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 POD_RESOURCES_DIR = "/var/lib/kubelet/pod-resources"
-MUNGE_DIR = "/run/munge"
-SLURM_CONF_DIR = "/etc/slurm"
 #: Where the webhook finds each Slurm cluster's JWT (the site file's ``slurm_jwt_file``).
-SLURM_JWT_DIR = "/var/run/secrets/gotthard-slurm"
+SLURM_JWT_DIR = credentials.SLURM_JWT_DIR
 #: Tag suffix of the image variant with slurm-client (scontrol, sinfo, squeue, sdiag).
 SLURM_IMAGE_SUFFIX = "-slurm"
 
@@ -75,30 +76,20 @@ def image(settings: KubernetesDeploy) -> str:
 
 
 def slurm_image(settings: KubernetesDeploy) -> str:
-    """The image variant with Slurm's client commands (``make image`` builds both)."""
-    return settings.slurm_image or f"{image(settings)}{SLURM_IMAGE_SUFFIX}"
-
-
-def labels(cfg: Config, role: Role | None = None) -> dict[str, str]:
-    """Labels of every object: Gotthard's, the component, and the site model's names."""
-    out = {
-        "app.kubernetes.io/name": "gotthard",
-        "app.kubernetes.io/part-of": "gotthard",
-        "app.kubernetes.io/managed-by": "gotthard",
-        "gotthard.io/site": cfg.site,
-        "gotthard.io/cluster": cfg.cluster,
-    }
-    if role is not None:
-        out["app.kubernetes.io/component"] = role.name
-    return out
-
-
-def selector(role: Role) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "gotthard", "app.kubernetes.io/component": role.name}
-
-
-def _meta(cfg: Config, name: str, namespace: str, role: Role | None = None) -> dict[str, Any]:
-    return {"name": name, "namespace": namespace, "labels": labels(cfg, role)}
+    """The image variant with Slurm's client commands (``make image`` builds both). Its
+    digest is not the main image's: with ``image_digest`` set, ``slurm_image`` must be set
+    too (a tag appended to a digest is no image reference; falling back to the tag would
+    leave the webhook unpinned)."""
+    if settings.slurm_image:
+        return settings.slurm_image
+    if settings.image_digest:
+        name = f"{settings.image_registry}/gotthard:{settings.image_tag or __version__}"
+        raise RenderError(
+            "deploy.kubernetes.slurm_image: empty, but image_digest pins the image by"
+            f" digest; set it to the {SLURM_IMAGE_SUFFIX} variant by digest, as `make image`"
+            f" prints it: {name}{SLURM_IMAGE_SUFFIX}@sha256:..."
+        )
+    return f"{image(settings)}{SLURM_IMAGE_SUFFIX}"
 
 
 def pod_security(settings: KubernetesDeploy) -> dict[str, Any]:
@@ -119,14 +110,6 @@ CONTAINER_SECURITY: dict[str, Any] = {
     "runAsNonRoot": True,
     "capabilities": {"drop": ["ALL"]},
 }
-
-
-def _mount(name: str, path: str, read_only: bool = True) -> dict[str, Any]:
-    return {"name": name, "mountPath": path, "readOnly": read_only}
-
-
-def _host_path(name: str, path: str) -> dict[str, Any]:
-    return {"name": name, "hostPath": {"path": path, "type": "Directory"}}
 
 
 def container(
@@ -649,9 +632,10 @@ def dashboard_objects(cfg: Config, settings: KubernetesDeploy) -> list[dict[str,
 
 def credentials_listing(cfg: Config, settings: KubernetesDeploy) -> str:
     """``credentials.txt``: every Secret the pods (and the AlertmanagerConfig) read."""
-    namespace_of = {role.name: settings.namespace for role in ROLES}
+    namespace_of = {role.name: settings.namespace for role in KUBERNETES_ROLES}
     namespace_of[NODE_EXPORTER.name] = settings.node_namespace
     namespace_of[SLURM_EXPORTER.name] = slurm_namespace(settings)
+    namespace_of[RUNBOOKS.name] = slurm_namespace(settings)
     namespace_of["alertmanager"] = settings.prometheus_namespace
     token = credentials.CredentialFile(
         "runbooks.token_file",

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gotthard.config import Config
-from gotthard.deploy import kubernetes as k8s
+from gotthard.deploy import objects
+from gotthard.deploy.credentials import webhook_slurm_clusters
 from gotthard.deploy.manifest import RenderError
 from gotthard.deploy.roles import (
     AUDIT,
@@ -20,20 +21,8 @@ from gotthard.deploy.roles import (
     Role,
 )
 from gotthard.deploy.settings import KubernetesDeploy
-from gotthard.site import ClusterConfig
 
 # --- Slurm from the webhook's pod -------------------------------------------------------------
-
-
-def webhook_slurm_clusters(cfg: Config) -> dict[str, ClusterConfig]:
-    """The Slurm clusters the webhook of *cfg* acts on (its owned clusters that run Slurm)."""
-    site = cfg.site_config()
-    available = site.clusters or {cfg.cluster: ClusterConfig()}
-    try:
-        owned = cfg.runbooks.owned_clusters(cfg.site, list(available))
-    except ValueError as err:
-        raise RenderError(str(err)) from None
-    return {name: available[name] for name in owned if available[name].runs_slurm}
 
 
 def _by_directory(files: Mapping[str, str]) -> dict[str, list[dict[str, str]]]:
@@ -50,57 +39,43 @@ def webhook_slurm_access(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(mounts, volumes) through which the webhook's scontrol and sinfo reach each Slurm
     cluster it owns: with a JWT, the cluster's ``slurm.conf`` from the ConfigMap
-    ``slurm_conf_configmap`` and its ``slurm_jwt_file`` from the Secret
-    ``slurm_token_secret`` (one key per cluster, named after it); with munge, the host's
-    munge socket and slurm.conf directories. A path that no volume can provide is a
-    :class:`RenderError` naming the site file's key."""
+    ``slurm_conf_configmap`` (one key per cluster, named after it; its ``slurm_jwt_file``
+    is a credential file, mounted with the others by :mod:`credentials`); with munge, the
+    host's munge socket and slurm.conf directories. A path that no volume can provide is
+    a :class:`RenderError` naming the site file's key."""
     slurm = webhook_slurm_clusters(cfg)
-    confs = {name: c.slurm_conf or f"{k8s.SLURM_CONF_DIR}/slurm.conf" for name, c in slurm.items()}
-    relative = sorted(name for name, path in confs.items() if not path.startswith("/"))
-    if relative:
-        raise RenderError(
-            f"sites.{cfg.site}.clusters.{relative[0]}.slurm_conf: must be an absolute path"
-        )
+    default = f"{objects.SLURM_CONF_DIR}/slurm.conf"
+    confs = {name: c.slurm_conf or default for name, c in slurm.items()}
+    first: dict[str, str] = {}
+    for name, path in sorted(confs.items()):
+        key = f"sites.{cfg.site}.clusters.{name}.slurm_conf"
+        other = first.setdefault(path, name)
+        if other != name:  # one file cannot hold two ConfigMap keys
+            raise RenderError(
+                f"{key}: {path} is cluster {other}'s slurm.conf too; give each Slurm cluster"
+                f" the webhook acts on its own"
+            )
+        if not path.startswith("/"):
+            raise RenderError(f"{key}: must be an absolute path")
+        if path.startswith(objects.CONFIG_DIR + "/"):
+            raise RenderError(
+                f"{key}: {path} cannot be mounted in the {RUNBOOKS.name} pod:"
+                f" {objects.CONFIG_DIR} holds the site file; name another directory"
+            )
     mounts: list[dict[str, Any]] = []
     volumes: list[dict[str, Any]] = []
     if settings.slurm_auth == "munge":
         for i, directory in enumerate(_by_directory(confs)):
-            mounts.append(k8s._mount(f"slurm-conf-{i}", directory))
-            volumes.append(k8s._host_path(f"slurm-conf-{i}", directory))
-        return [*mounts, k8s._mount("munge", k8s.MUNGE_DIR)], [
+            mounts.append(objects.mount(f"slurm-conf-{i}", directory))
+            volumes.append(objects.host_path(f"slurm-conf-{i}", directory))
+        return [*mounts, objects.mount("munge", objects.MUNGE_DIR)], [
             *volumes,
-            k8s._host_path("munge", k8s.MUNGE_DIR),
+            objects.host_path("munge", objects.MUNGE_DIR),
         ]
-    tokens: dict[str, str] = {}
-    for name, conf in slurm.items():
-        key = f"sites.{cfg.site}.clusters.{name}.slurm_jwt_file"
-        if not conf.slurm_jwt_file:
-            raise RenderError(
-                f'{key}: empty, but [deploy.kubernetes] slurm_auth = "slurmrestd-token":'
-                f" the webhook's pod has no munge socket; name the JWT file, e.g."
-                f" {k8s.SLURM_JWT_DIR}/{name}"
-            )
-        if not conf.slurm_jwt_file.startswith("/"):
-            raise RenderError(f"{key}: must be an absolute path")
-        tokens[name] = conf.slurm_jwt_file
-    sources = (
-        ("slurm-conf", "configMap", {"name": settings.slurm_conf_configmap}, confs),
-        ("slurm-jwt", "secret", {"secretName": settings.slurm_token_secret}, tokens),
-    )
-    for prefix, kind, ref, files in sources:
-        for i, (directory, items) in enumerate(_by_directory(files).items()):
-            mounts.append(k8s._mount(f"{prefix}-{i}", directory))
-            source: dict[str, Any] = {**ref, "items": items}
-            if kind == "secret":
-                source["defaultMode"] = 0o440
-            volumes.append({"name": f"{prefix}-{i}", kind: source})
-    taken = [m["mountPath"] for m in mounts]
-    if len(set(taken)) != len(taken):
-        raise RenderError(
-            f"sites.{cfg.site}.clusters: a slurm.conf and a slurm_jwt_file share a directory"
-            f" ({', '.join(sorted(p for p in taken if taken.count(p) > 1))}); a ConfigMap and"
-            f" a Secret cannot both be mounted there"
-        )
+    ref = {"name": settings.slurm_conf_configmap}
+    for i, (directory, items) in enumerate(_by_directory(confs).items()):
+        mounts.append(objects.mount(f"slurm-conf-{i}", directory))
+        volumes.append({"name": f"slurm-conf-{i}", "configMap": {**ref, "items": items}})
     return mounts, volumes
 
 
@@ -149,9 +124,9 @@ def egress_policy(
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
-        "metadata": k8s._meta(cfg, f"{role.full_name}-egress", namespace, role),
+        "metadata": objects.meta(cfg, f"{role.full_name}-egress", namespace, role),
         "spec": {
-            "podSelector": {"matchLabels": k8s.selector(role)},
+            "podSelector": {"matchLabels": objects.selector(role)},
             "policyTypes": ["Egress"],
             "egress": rules,
         },

@@ -79,6 +79,8 @@ AUDIT_METRICS = Role(
 )
 
 ROLES: tuple[Role, ...] = (NODE_EXPORTER, SLURM_EXPORTER, DR, RUNBOOKS, AUDIT)
+#: The roles the Kubernetes render runs a workload of: every role, and the audit's metrics.
+KUBERNETES_ROLES: tuple[Role, ...] = (*ROLES, AUDIT_METRICS)
 #: The roles Prometheus scrapes.
 SCRAPED: tuple[Role, ...] = tuple(role for role in ROLES if role.port)
 #: The roles that call the Kubernetes API (each gets RBAC).

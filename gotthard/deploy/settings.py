@@ -249,16 +249,19 @@ class KubernetesDeploy(KubernetesSiteSettings):
     #: munge socket and /etc/slurm (hostPath; both then run on ``slurm_node_selector``
     #: nodes, in the privileged namespace, with the ``-slurm`` image).
     slurm_auth: Literal["slurmrestd-token", "munge"] = "slurmrestd-token"
-    #: Secret (key ``token``) with the Slurm JWT: the Slurm exporter's for slurmrestd and,
-    #: with ``slurm_auth = "slurmrestd-token"``, the webhook's for scontrol and sinfo.
+    #: Secret with the Slurm JWTs: key ``token``, the Slurm exporter's for slurmrestd, and
+    #: one key per Slurm cluster the webhook acts on (named after it), its
+    #: ``slurm_jwt_file`` for scontrol and sinfo (``credentials.txt`` lists them).
     slurm_token_secret: DnsLabel = "gotthard-slurmrestd-token"
     # --- Slurm from pods (docs/deploy.md, "Slurm from pods") ---
     #: Image of the roles that run Slurm's client commands (the webhook, and the Slurm
     #: exporter with munge): "" = ``REGISTRY/gotthard:TAG-slurm``, the variant with
-    #: Debian's slurm-client and auth/jwt plugin that ``make image`` builds.
+    #: Debian's slurm-client and auth/jwt plugin that ``make image`` builds. Required with
+    #: ``image_digest``: the variant has its own digest.
     slurm_image: str = ""
-    #: ConfigMap (key ``slurm.conf``) with the cluster's slurm.conf, mounted in the webhook
-    #: when ``slurm_auth = "slurmrestd-token"`` (munge mounts the host's /etc/slurm).
+    #: ConfigMap with each Slurm cluster's slurm.conf (one key per cluster, named after it),
+    #: mounted in the webhook at the cluster's ``slurm_conf`` when ``slurm_auth =
+    #: "slurmrestd-token"`` (munge mounts the host's /etc/slurm).
     slurm_conf_configmap: DnsLabel = "gotthard-slurm-conf"
     #: Node labels of the nodes that run munged with the cluster's key and hold
     #: /etc/slurm: where the munge pods run (never the GPU ``node_selector``).

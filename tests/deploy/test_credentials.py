@@ -16,12 +16,15 @@ from typing import Any
 import pytest
 
 from gotthard import config as configuration
+from gotthard.deploy.roles import KUBERNETES_ROLES
 from tests.deploy.rendering import SITE, manifests, render
 from tests.support.cli import ROOT, gotthard
 
 EXAMPLE = ROOT / "docs" / "site.example.toml"
-ROLES = ("node-exporter", "slurm-exporter", "dr", "runbooks", "audit")
+ROLES = tuple(role.name for role in KUBERNETES_ROLES)
 EVERY = frozenset(ROLES)
+#: The roles that run ``gotthard exporter`` (the audit's metrics are served by one).
+EXPORTERS = frozenset({"node-exporter", "slurm-exporter", "audit-metrics"})
 #: A site file naming every kind of credential file, in several directories.
 FULL = """
 site = "zurich"
@@ -31,6 +34,11 @@ cluster = "alps"
 kubernetes_cluster = "alps-k8s"
 [sites.zurich.clusters.alps]
 slurmrestd_url = "http://slurmrestd:6820"
+slurm_conf = "/etc/slurm-alps/slurm.conf"
+slurm_jwt_file = "/var/run/secrets/gotthard-slurm/alps"
+[sites.zurich.clusters.eiger]
+slurm_conf = "/etc/slurm-eiger/slurm.conf"
+slurm_jwt_file = "/var/run/secrets/gotthard-slurm/eiger"
 [sites.zurich.clusters.alps-k8s.kubernetes]
 in_cluster = true
 [sites.zurich.clusters.alps-gpu.kubernetes]
@@ -45,6 +53,9 @@ kubeconfig = "/etc/gotthard/lugano.kubeconfig"
 context = "lugano-gpu"
 [sites.lugano.clusters.todi-extra.kubernetes]
 kubeconfig = "/etc/gotthard/kube/todi-extra/config"
+[sites.lugano.clusters.todi]
+slurm_conf = "/etc/slurm-todi/slurm.conf"
+slurm_jwt_file = "/var/run/secrets/gotthard-slurm/todi"
 
 [exporter]
 web_config = "/etc/gotthard-tls/web-config.yml"
@@ -80,7 +91,7 @@ def readers(key: str, cfg: Any) -> frozenset[str] | str:
         return frozenset(roles)
     fixed: dict[str, frozenset[str] | str] = {
         "dr.placement.karmada.kubeconfig": frozenset({"dr"}),
-        "exporter.web_config": frozenset({"node-exporter", "slurm-exporter"}),
+        "exporter.web_config": EXPORTERS,
         "exporter.slurm.rest_token_file": frozenset({"slurm-exporter"}),
         "runbooks.web_config": frozenset({"runbooks"}),
         "dr.web_config": frozenset({"dr"}),
@@ -98,8 +109,16 @@ def readers(key: str, cfg: Any) -> frozenset[str] | str:
     }
     if key in fixed:
         return fixed[key]
-    if re.fullmatch(r"sites\.[^.]+\.clusters\.[^.]+\.slurm_conf", key):
-        return "Slurm commands' (issue 24 item 3: Slurm from pods)"
+    slurm = re.fullmatch(r"sites\.([^.]+)\.clusters\.([^.]+)\.(slurm_conf|slurm_jwt_file)", key)
+    if slurm:
+        site, cluster, setting = slurm.groups()
+        if site != cfg.site:
+            return "another site's Slurm: that site's webhook reads it"
+        owned = cfg.runbooks.owned_clusters(site, list(cfg.site_model[site].clusters))
+        if cluster not in owned:
+            return "a cluster another webhook acts on"
+        # the webhook's scontrol and sinfo: SLURM_CONF, and SLURM_JWT read from the file
+        return "slurm.conf" if setting == "slurm_conf" else frozenset({"runbooks"})
     if re.fullmatch(r"dr\.(schedules|drills)\[\d+\]\..*command\[\d+\]", key):
         return "a Velero hook's command, run in the backed-up pods"
     raise AssertionError(f"{key}: a path no role is known to read; classify it here")
@@ -213,6 +232,14 @@ def check(out: Path) -> list[tuple[str, str, str, str]]:
             for role in ("runbooks",) if key.startswith("runbooks") else ("dr",):
                 assert writable(pod_spec(pods[role]), path), f"{role}: {key} = {path} not writable"
             continue
+        if roles == "slurm.conf":  # the cluster's own, from a ConfigMap the site makes
+            provided = provider(pod_spec(pods["runbooks"]), path, config_maps)
+            assert provided is not None, f"runbooks: {key} = {path} is not mounted"
+            assert provided[0] == "configMap", (key, provided)
+            for role in ROLES:
+                if role != "runbooks":
+                    assert provider(pod_spec(pods[role]), path, config_maps) is None, role
+            continue
         if roles == "flag":
             spec = pod_spec(pods["runbooks"])
             (flag,) = [a for a in spec["containers"][0]["args"] if a.startswith("--token-file=")]
@@ -244,14 +271,23 @@ def test_the_example_site_file_mounts_dr_and_audit_kubeconfigs(tmp_path: Path) -
     # without these, DR and the audit exit 2 on a missing kubeconfig
     assert {("dr", zurich), ("dr", lugano), ("audit", zurich), ("runbooks", zurich)} <= mounted
     assert ("audit", lugano) not in mounted and ("runbooks", lugano) not in mounted
-    assert {secret for _, _, secret, _ in found} == {"gotthard-kubeconfigs"}
+    # the webhook's Slurm JWT of its own site's cluster, not Lugano's
+    assert ("runbooks", "sites.zurich.clusters.alps.slurm_jwt_file") in mounted
+    assert ("runbooks", "sites.lugano.clusters.todi.slurm_jwt_file") not in mounted
+    assert {secret for _, _, secret, _ in found} == {
+        "gotthard-kubeconfigs",
+        "gotthard-slurmrestd-token",
+    }
 
 
 def test_the_deploy_test_site_file(tmp_path: Path) -> None:
     found = check(render("kubernetes", tmp_path, SITE))
-    assert {(r, k) for r, k, _, _ in found} == {
-        ("dr", "sites.lugano.clusters.lugano-k8s.kubernetes.kubeconfig")
-    }
+    assert {(r, k, s, i) for r, k, s, i in found} == {
+        ("dr", "sites.lugano.clusters.lugano-k8s.kubernetes.kubeconfig", "gotthard-kubeconfigs",
+         "lugano.kubeconfig"),
+        ("runbooks", "sites.zurich.clusters.alps.slurm_jwt_file", "gotthard-slurmrestd-token",
+         "alps"),
+    }  # fmt: skip
 
 
 def test_every_kind_of_credential_file(tmp_path: Path) -> None:
@@ -276,17 +312,34 @@ def test_every_kind_of_credential_file(tmp_path: Path) -> None:
     assert by_key["dr", "sites.zurich.clusters.alps-gpu.kubernetes.kubeconfig"][1] == (
         "etc_gotthard_kube_alps-gpu_config"
     )
+    assert (
+        by_key["audit-metrics", "exporter.web_config"]
+        == by_key["node-exporter", "exporter.web_config"]
+    )
     for role in ROLES:
         assert by_key[role, "spiffe.cert_file"] == ("gotthard-spiffe-svid", "svid.pem")
+    # the webhook's JWT of each Slurm cluster it acts on: one key per cluster in the Secret
+    # the exporter's token is in, mounted once; Lugano's is its own webhook's
+    for cluster in ("alps", "eiger"):
+        key = f"sites.zurich.clusters.{cluster}.slurm_jwt_file"
+        assert by_key["runbooks", key] == ("gotthard-slurmrestd-token", cluster)
+    assert not [k for _, k in by_key if "todi." in k]
     # one projected volume per directory; /etc/gotthard/kube/... are items of /etc/gotthard's
     objects = {(o["kind"], o["metadata"]["name"]): o for _, o in manifests(out)}
     dr = pod_spec(objects["Deployment", "gotthard-dr"])
     roots = sorted(m["mountPath"] for m in dr["containers"][0]["volumeMounts"] if m["readOnly"])
     assert roots == ["/etc/gotthard", "/etc/gotthard-tls", "/etc/karmada", "/run/spiffe"]
+    runbooks = pod_spec(objects["Deployment", "gotthard-runbooks"])
+    mounts = [m["mountPath"] for m in runbooks["containers"][0]["volumeMounts"]]
+    assert len(mounts) == len(set(mounts))
+    assert mounts.count("/var/run/secrets/gotthard-slurm") == 1
+    assert {"/etc/slurm-alps", "/etc/slurm-eiger"} <= set(mounts)
     # the node exporter's namespace gets its own copies of the Secrets it mounts
     listing = (out / "credentials.txt").read_text()
     assert "Secret gotthard-node/gotthard-web-config:" in listing
     assert "Secret gotthard-node/gotthard-kubeconfigs:" not in listing
+    assert "key eiger: the webhook's Slurm JWT" in listing
+    assert "key todi:" not in listing
 
 
 def test_the_check_catches_a_missing_mount(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from gotthard.deploy.roles import KUBERNETES_ROLES
 from tests.deploy.rendering import manifests, render
 from tests.deploy.test_kubernetes import KUBERNETES_VERSION, crd_validators
 from tests.deploy.test_site_settings import (
@@ -115,6 +116,19 @@ def test_each_overlay_builds_and_every_object_validates(kustomized: Path, site: 
         for rule in policy["spec"].get("ingress", []):
             for peer in rule.get("from", []):
                 assert "gotthard.io/site" not in str(peer.get("podSelector", {})), policy
+        # nor the egress peers (the cluster DNS pods)
+        for rule in policy["spec"].get("egress", []):
+            for peer in rule.get("to", []):
+                assert "gotthard.io/site" not in str(peer.get("podSelector", {})), policy
+    # the base brings every role's egress policy and the drills' scratch-namespace policy
+    names = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    for role in KUBERNETES_ROLES:
+        assert ("NetworkPolicy", f"{role.full_name}-egress") in names, role.name
+    scratch = "gotthard-dr-scratch-namespaces"
+    assert {
+        ("ValidatingAdmissionPolicy", scratch),
+        ("ValidatingAdmissionPolicyBinding", scratch),
+    } <= names
 
 
 @pytest.mark.parametrize("site", SITES)

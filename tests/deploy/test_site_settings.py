@@ -16,11 +16,13 @@ from tests.deploy.rendering import FIXTURES, SITE, manifests, render
 from tests.support.cli import gotthard
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
+SLURM_DIGEST = "sha256:" + "fedcba9876543210" * 4
 SITE_SETTINGS = f"""
 [deploy.kubernetes]
 image_registry = "registry.zurich.example/hpc"
 image_tag = "1.2.3"
 image_digest = "{DIGEST}"
+slurm_image = "registry.zurich.example/hpc/gotthard:1.2.3-slurm@{SLURM_DIGEST}"
 priority_class_name = "gotthard-critical"
 node_priority_class_name = "system-node-critical"
 runtime_class_name = "gvisor"
@@ -33,6 +35,9 @@ rule_labels = {{ release = "kps-zurich", role = "alert-rules" }}
 
 [deploy.kubernetes.resources.slurm-exporter]
 memory_limit = "1Gi"
+
+[deploy.kubernetes.resources.audit-metrics]
+memory_request = "32Mi"
 
 [[deploy.kubernetes.api_tolerations]]
 key = "dedicated"
@@ -98,7 +103,15 @@ def rendered(
 
 def test_the_site_sets_scheduling_image_and_resources(rendered: dict[tuple[str, str], Any]) -> None:
     workloads = [o for (kind, _), o in rendered.items() if kind in WORKLOADS]
-    assert len(workloads) == 5
+    # every role's workload, the audit's metrics Deployment included
+    assert sorted(o["metadata"]["name"] for o in workloads) == [
+        "gotthard-audit",
+        "gotthard-audit-metrics",
+        "gotthard-dr",
+        "gotthard-node-exporter",
+        "gotthard-runbooks",
+        "gotthard-slurm-exporter",
+    ]
     for obj in workloads:
         spec = pod_spec(obj)
         node = obj["kind"] == "DaemonSet"
@@ -108,7 +121,13 @@ def test_the_site_sets_scheduling_image_and_resources(rendered: dict[tuple[str, 
         assert spec["runtimeClassName"] == ("nvidia" if node else "gvisor")
         assert spec["imagePullSecrets"] == [{"name": "zurich-pull"}]
         (container,) = spec["containers"]
-        assert container["image"] == f"registry.zurich.example/hpc/gotthard:1.2.3@{DIGEST}"
+        # the webhook runs the -slurm variant, pinned by its own digest
+        tag, digest = (
+            ("1.2.3-slurm", SLURM_DIGEST)
+            if "runbooks" in obj["metadata"]["name"]
+            else ("1.2.3", DIGEST)
+        )
+        assert container["image"] == f"registry.zurich.example/hpc/gotthard:{tag}@{digest}"
         if not node:
             assert spec["tolerations"] == [
                 {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}
@@ -121,13 +140,28 @@ def test_the_site_sets_scheduling_image_and_resources(rendered: dict[tuple[str, 
     }
     dr = pod_spec(rendered["Deployment", "gotthard-dr"])["containers"][0]
     assert dr["resources"]["limits"]["memory"] == DEFAULT_RESOURCES["dr"]["memory_limit"]
+    metrics = pod_spec(rendered["Deployment", "gotthard-audit-metrics"])["containers"][0]
+    assert metrics["resources"] == {
+        "requests": {"cpu": "10m", "memory": "32Mi"},
+        "limits": {"cpu": "200m", "memory": "128Mi"},
+    }
 
 
 def test_operator_labels(rendered: dict[tuple[str, str], Any]) -> None:
-    kinds = {"ServiceMonitor": 3, "PodMonitor": 1}
-    for kind, count in kinds.items():
+    # one monitor per role that serves metrics: the node exporter's pods, and the Services
+    # of the Slurm exporter, DR, the webhook and the audit's metrics
+    kinds = {
+        "ServiceMonitor": [
+            "gotthard-audit-metrics",
+            "gotthard-dr",
+            "gotthard-runbooks",
+            "gotthard-slurm-exporter",
+        ],
+        "PodMonitor": ["gotthard-node-exporter"],
+    }
+    for kind, names in kinds.items():
         found = [o for (k, _), o in rendered.items() if k == kind]
-        assert len(found) == count
+        assert sorted(o["metadata"]["name"] for o in found) == names
         assert all(o["metadata"]["labels"]["release"] == "kps-zurich" for o in found)
     rules = [o for (k, _), o in rendered.items() if k == "PrometheusRule"]
     assert rules
@@ -196,6 +230,8 @@ def test_placeholders_left_in_are_a_warning_naming_the_key(tmp_path: Path) -> No
         ('image_digest = "sha256:abc"', "image_digest"),
         ('image_digest = "@sha256:' + "0" * 64 + '"', "image_digest"),
         ('image_tag = "1.0@sha256:' + "0" * 64 + '"', "image_tag"),
+        # the -slurm variant has a digest of its own: pinning one image is not both
+        ('image_digest = "sha256:' + "0" * 64 + '"', "slurm_image: empty, but image_digest"),
         ('resources = { dr = { memory_request = "1Gi" } }', "resources.dr"),
         ('resources = { webhook = { memory_limit = "1Gi" } }', "resources"),
         ('resources = { dr = { memory_limit = "lots" } }', "resources.dr.memory_limit"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from gotthard.deploy.kubernetes import SLURM_JWT_DIR
@@ -30,11 +31,15 @@ def _mounted_files(pod: dict[str, Any]) -> dict[str, tuple[str, str, str]]:
     out = {}
     for mount in pod["containers"][0]["volumeMounts"]:
         volume = volumes[mount["name"]]
-        for kind, name_key in (("configMap", "name"), ("secret", "secretName")):
-            if kind in volume:
-                for item in volume[kind].get("items", []):
-                    path = f"{mount['mountPath']}/{item['path']}"
-                    out[path] = (kind, volume[kind][name_key], item["key"])
+        # a plain volume, or the sources of a projected one (the credential files)
+        for source in volume.get("projected", {}).get("sources") or [volume]:
+            for kind in ("configMap", "secret"):
+                if kind in source:
+                    name = source[kind].get("name") or source[kind].get("secretName")
+                    for item in source[kind].get("items", []):
+                        path = f"{mount['mountPath']}/{item['path']}"
+                        assert path not in out, path  # one file, one mount
+                        out[path] = (kind, name, item["key"])
     return out
 
 
@@ -105,3 +110,55 @@ def test_a_slurm_cluster_without_a_jwt_file_is_refused_naming_the_key(tmp_path: 
     assert result.returncode == 2
     assert "sites.zurich.clusters.alps.slurm_jwt_file: empty" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+JWT = 'slurm_jwt_file = "/var/run/secrets/gotthard-slurm/alps"\n'
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "message"),
+    [
+        # the JWT (a Secret) cannot share the directory of a slurm.conf (a ConfigMap)
+        (
+            JWT,
+            'slurm_jwt_file = "/etc/slurm/alps.jwt"\n',
+            "sites.zurich.clusters.alps.slurm_jwt_file: /etc/slurm/alps.jwt cannot be mounted"
+            " in the runbooks pod: /etc/slurm is mounted there already",
+        ),
+        # nor can a slurm.conf lie where the site file is mounted
+        (
+            JWT,
+            JWT + 'slurm_conf = "/etc/gotthard/slurm.conf"\n',
+            "sites.zurich.clusters.alps.slurm_conf: /etc/gotthard/slurm.conf cannot be mounted"
+            " in the runbooks pod: /etc/gotthard holds the site file",
+        ),
+        # two Slurm clusters cannot share one slurm.conf path (the default, here)
+        (
+            "[[dr.drills]]",
+            '[sites.zurich.clusters.eiger]\nslurm_jwt_file = "/var/run/secrets/s/eiger"\n'
+            "[[dr.drills]]",
+            "sites.zurich.clusters.eiger.slurm_conf: /etc/slurm/slurm.conf is cluster alps's"
+            " slurm.conf too",
+        ),
+        # a cluster named "token" would take the Slurm exporter's key of the Secret
+        (
+            "[[dr.drills]]",
+            '[sites.zurich.clusters.token]\nslurm_jwt_file = "/var/run/secrets/s/token"\n'
+            '[exporter.slurm]\nrest_token_file = "/var/run/slurm-jwt/token"\n[[dr.drills]]',
+            "sites.zurich.clusters.token.slurm_jwt_file: key 'token' of the Secret"
+            " gotthard-slurmrestd-token holds exporter.slurm.rest_token_file already",
+        ),
+    ],
+)
+def test_slurm_files_no_volume_can_provide_are_exit_2_naming_the_key(
+    before: str, after: str, message: str, tmp_path: Path
+) -> None:
+    text = SITE.read_text()
+    assert before in text
+    site = tmp_path / "site.toml"
+    site.write_text(text.replace(before, after, 1))
+    result = gotthard("--config", str(site), "deploy", "render", "--target", "kubernetes",
+                      "--out", str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"gotthard deploy: {message}"), line
