@@ -419,12 +419,11 @@ def test_every_metric_a_dashboard_uses_is_known(tmp_path: Path, dashboards) -> N
 
     unknown = {}
     real = (
-        "slurm_",
-        "slingshot_",
-        "lustre_",
+        "gotthard_slurm_",
+        "gotthard_slingshot_",
+        "gotthard_lustre_",
         "gotthard_collector_",
         "gotthard_build_",
-        "gotthard_slurm_",
     )
     for name in sorted(used_metric_names(dashboards)):
         if name.startswith(real):
