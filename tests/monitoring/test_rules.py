@@ -63,6 +63,12 @@ KEY_RECORDING_RULES = (
     "site_cluster_fs:gotthard_lustre_ost_fill:spread",
     "site_cluster_fs_target_operation:gotthard_lustre_mdt_operations:rate5m",
     "site_cluster_fs_target:gotthard_lustre_mdt_operation_latency_seconds:mean5m",
+    # what the Job dashboard reads, and the global view's per-cluster Slingshot rates
+    "site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:rate5m",
+    "site_cluster_fs_job_id:gotthard_lustre_job_write_bytes:rate5m",
+    "site_cluster_fs_job_id:gotthard_lustre_job_mdt_operations:rate5m",
+    "site_cluster_type:gotthard_slingshot_fec_codewords:rate5m",
+    "site_cluster_type:gotthard_slingshot_timeouts:rate5m",
 )
 
 

@@ -5,8 +5,9 @@ epilog``; tunable in ``[monitoring.thresholds]`` like every other) and the **que
 shared by the report and the Job dashboard**, defined once here: each :class:`Measure`
 is one time series of the job (per GPU, or of the whole job), written for a
 :class:`Scope` that selects the job either by the dashboard's variables or by one job's
-values. The dashboard plots the series; the report folds each over the job's run time
-(:meth:`Measure.over`). Pure strings, no grafanalib.
+values. The dashboard plots the series (reading the recorded per-job Lustre rates); the
+report folds each over the job's run time (:meth:`Measure.over`, from the raw counters).
+Pure strings, no grafanalib.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gotthard.monitoring.components import lustre
 from gotthard.monitoring.rule_model import NODE_REGEX, AlertRule, RecordingRule
 from gotthard.monitoring.shared import GPU_KEY, SLURM_JOB_INFO
 from gotthard.monitoring.thresholds import ThresholdValues, per_second, ratio
@@ -153,9 +155,21 @@ class Measure:
     metric: str
     #: Other labels of a job-wide series (``direction``).
     by: str = ""
+    #: The recording rule of the same rate per job and file system (5-minute), where one
+    #: records it: what the dashboard reads instead of rating every job x target series.
+    recorded: str = ""
 
-    def series(self, scope: Scope, rate: str = "[$__rate_interval]") -> str:
-        """The PromQL of the series; *rate* is the range of the counters' ``rate()``."""
+    def series(self, scope: Scope, rate: str | None = None) -> str:
+        """The PromQL of the series; *rate* is the range of the counters' ``rate()``.
+
+        Without one (the dashboard), a measure with a :attr:`recorded` rule reads it, and
+        the others rate over ``$__rate_interval``. With one (the report), the raw counters
+        are rated over it: a 5-minute rate integrated over the run would lag the job's
+        last minutes (and miss most of a job of a few minutes), and a Prometheus that did
+        not evaluate the rules over the run (history loaded from blocks) has no record."""
+        if rate is None and self.recorded:
+            return f"sum by (site, cluster) ({scope.sel(self.recorded, scope.job)})"
+        rate = rate or "[$__rate_interval]"
         if self.key == "lustre_metadata":
             inner = f"rate({scope.sel(self.metric, scope.job, _MDT)}{rate})"
             return f"sum by (site, cluster) ({inner})"
@@ -235,6 +249,7 @@ MEASURES: tuple[Measure, ...] = (
         "total",
         "bytes",
         "gotthard_lustre_job_read_bytes_total",
+        recorded=lustre.JOB_READ,
     ),
     Measure(
         "lustre_write",
@@ -244,6 +259,7 @@ MEASURES: tuple[Measure, ...] = (
         "total",
         "bytes",
         "gotthard_lustre_job_write_bytes_total",
+        recorded=lustre.JOB_WRITE,
     ),
     Measure(
         "lustre_metadata",
@@ -253,6 +269,7 @@ MEASURES: tuple[Measure, ...] = (
         "total",
         "operations",
         "gotthard_lustre_job_operations_total",
+        recorded=lustre.JOB_MDT_OPERATIONS,
     ),
     Measure(
         "slingshot_bytes",
