@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from gotthard.cli_common import command_group
+
 if TYPE_CHECKING:
     from gotthard.config import Config
 
@@ -37,11 +39,9 @@ def job_id(text: str) -> str:
 
 
 def add_cli(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "job", help="job efficiency: report, epilog summary, digest by account"
+    sub = command_group(
+        subparsers, "job", help="job efficiency: report, epilog summary, digest by account"
     )
-    sub = parser.add_subparsers(dest="job_command", metavar="ACTION")
-    sub.required = True
 
     report = sub.add_parser(
         "report",
