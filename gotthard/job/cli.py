@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from gotthard.config import Config
 
 FORMATS = ("table", "json", "markdown")
+#: A Slurm job id: digits, or an array task (``123_4``).
+_JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -33,7 +35,7 @@ def duration(text: str) -> int:
 
 
 def job_id(text: str) -> str:
-    if not re.fullmatch(r"[0-9]+(_[0-9]+)?", text):
+    if not _JOB_ID.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r}: a Slurm job id (digits)")
     return text
 
@@ -174,7 +176,7 @@ def cmd_epilog(args: argparse.Namespace, cfg: Config) -> int:
     args.lookback = 86400 * 7
     started = time.monotonic()
     try:
-        if not re.fullmatch(r"[0-9]+(_[0-9]+)?", args.job_id):
+        if not _JOB_ID.fullmatch(args.job_id):
             raise ValueError("no job id: --job-id or $SLURM_JOB_ID")
         message = _epilog(args, cfg)
     except BaseException as err:  # the epilog must never fail the job
