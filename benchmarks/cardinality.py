@@ -223,21 +223,14 @@ def slurm(*, per_user: bool = False, job_info: bool = True) -> str:
 
     from gotthard.exporters.families import render_text
     from gotthard.exporters.slurm.render import render
-    from gotthard.slurm.cli import CommandOutput, assemble
+    from gotthard.slurm.cli import assemble
     from gotthard.slurm.snapshot import PollOptions
 
     root = _tmp()
     try:
         slurm_scale.generate(root, SIZES["gotthard_slurm_jobs"], SIZES["gotthard_slurm_nodes"])
-        names = {
-            "squeue": "squeue.txt",
-            "nodes": "sinfo-nodes.txt",
-            "partitions": "sinfo-partitions.txt",
-            "sdiag": "sdiag.txt",
-        }
         options = PollOptions(per_user=per_user, job_info=job_info, probe=False)
-        outputs = {key: CommandOutput((root / name).read_text()) for key, name in names.items()}
-        snapshot = assemble(outputs, options)
+        snapshot = assemble(slurm_scale.read_outputs(root), options)
         return render_text(render(snapshot, options))
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -42,6 +42,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gotthard.slurm.cli import CommandOutput
 
 STATES = (
     ["PENDING"] * 55
@@ -177,24 +181,33 @@ def generate(directory: Path, jobs: int, nodes: int, seed: int = 7, distinct: bo
     )
 
 
+#: ``assemble``'s output key -> the file :func:`generate` writes it to.
+FILES = {
+    "squeue": "squeue.txt",
+    "nodes": "sinfo-nodes.txt",
+    "partitions": "sinfo-partitions.txt",
+    "sdiag": "sdiag.txt",
+}
+
+
+def read_outputs(directory: Path) -> dict[str, CommandOutput]:
+    """The command outputs :func:`generate` wrote to *directory*, as ``assemble`` takes them."""
+    from gotthard.slurm.cli import CommandOutput
+
+    return {key: CommandOutput((directory / name).read_text()) for key, name in FILES.items()}
+
+
 def measure(directory: Path) -> dict[str, float | int]:
     """Time baseline, parse and render on the files in *directory* (this process)."""
     from gotthard.exporters.families import render_text
     from gotthard.exporters.slurm.render import render
-    from gotthard.slurm.cli import CommandOutput, assemble
+    from gotthard.slurm.cli import assemble
     from gotthard.slurm.snapshot import PollOptions
 
-    names = {
-        "squeue": "squeue.txt",
-        "nodes": "sinfo-nodes.txt",
-        "partitions": "sinfo-partitions.txt",
-        "sdiag": "sdiag.txt",
-    }
     options = PollOptions(per_user=False, job_info=True, probe=False)
 
     started = time.perf_counter()
-    outputs = {key: CommandOutput((directory / name).read_text()) for key, name in names.items()}
-    snapshot = assemble(outputs, options)
+    snapshot = assemble(read_outputs(directory), options)
     parse = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -210,12 +223,12 @@ def measure(directory: Path) -> dict[str, float | int]:
     started = time.perf_counter()
     rows = [
         [line.split("|") for line in (directory / name).read_text().splitlines()]
-        for name in names.values()
+        for name in FILES.values()
     ]
     baseline = time.perf_counter() - started
     del rows
     started = time.perf_counter()
-    for name in names.values():
+    for name in FILES.values():
         for line in (directory / name).read_text().splitlines():
             line.split("|")
     baseline_discard = time.perf_counter() - started

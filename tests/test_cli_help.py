@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from gotthard import cli, extras
-from tests.support.cli import ROOT, fail_on_crash, gotthard, run, run_in_process
+from tests.support.cli import (
+    ROOT,
+    fail_on_crash,
+    gotthard,
+    missing_extra,
+    run,
+    run_in_process,
+)
 
 #: ``gotthard ARGS`` in a child process where the import names of argv[1] (comma-separated)
 #: cannot be imported, through the real entry point.
@@ -123,10 +130,7 @@ def test_a_command_without_its_extra_exits_2_naming_it(
 ) -> None:
     done = without(modules, *argv)
     assert done.returncode == 2
-    assert done.stderr == (
-        f"gotthard: '{who}' needs the optional dependency '{module}': "
-        f"pip install 'gotthard-sre[{extra}]'\n"
-    )
+    assert done.stderr == missing_extra(who, module, extra)
     assert done.stdout == ""
 
 

@@ -30,7 +30,7 @@ import pytest
 
 from gotthard import cli, extras
 from tests.fakenvml import fakenvml
-from tests.support.cli import ROOT, gotthard, run, run_in_process
+from tests.support.cli import ROOT, gotthard, missing_extra, run, run_in_process
 from tests.support.golden import mask
 from tests.support.install import (
     TESTING,
@@ -258,10 +258,7 @@ def test_a_missing_extra_is_one_line_and_exit_2(
 ) -> None:
     assert run_in_process("dr", "status") == 2
     err = capsys.readouterr().err
-    assert err == (
-        "gotthard: 'dr' needs the optional dependency 'kubernetes': "
-        "pip install 'gotthard-sre[dr]'\n"
-    )
+    assert err == missing_extra("dr", "kubernetes", "dr")
 
 
 def test_an_unrelated_missing_module_is_not_explained_away(
@@ -367,10 +364,7 @@ def test_a_command_without_its_extra_names_it(
 ) -> None:
     result = base_gotthard(base, *argv)
     assert result.returncode == 2
-    assert result.stderr == (
-        f"gotthard: '{argv[0]}' needs the optional dependency '{module}': "
-        f"pip install 'gotthard-sre[{extra}]'\n"
-    )
+    assert result.stderr == missing_extra(argv[0], module, extra)
 
 
 @pytest.mark.network

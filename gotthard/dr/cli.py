@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any
 
+from gotthard.cli_common import command_group
 from gotthard.config import Config, add_config_option
 from gotthard.daemon import add_log_level
 from gotthard.dr.settings import DrillSpec
@@ -190,6 +191,23 @@ def _placement(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+#: ``dr placement`` action -> its help and description (one handler, :func:`_placement`).
+_PLACEMENT_ACTIONS = {
+    "plan": (
+        "print each service's placement decision and its PropagationPolicy; change nothing",
+        "Evaluate [dr.placement]: for each service, print the decision "
+        "(# SERVICE [MODE]: BEFORE -> AFTER (REASON)) and the PropagationPolicy it would "
+        "write to Karmada, without writing it.",
+    ),
+    "apply": (
+        "evaluate the placement and write the PropagationPolicies to Karmada",
+        "Evaluate [dr.placement] as the DR daemon does and write each service's "
+        "PropagationPolicy to Karmada (replaced with the resourceVersion read); print each "
+        "decision.",
+    ),
+}
+
+
 def add_cli(subparsers: Any) -> None:
     dr = subparsers.add_parser("dr", help="DR control plane: Velero backups, drills, placement")
     add_config_option(dr, "--dr-config", help=argparse.SUPPRESS)
@@ -204,10 +222,7 @@ def add_cli(subparsers: Any) -> None:
     add_log_level(p)
     p.set_defaults(handler=_daemon)
 
-    backup = sub.add_parser("backup", help="Velero backups").add_subparsers(
-        dest="dr_backup", metavar="ACTION"
-    )
-    backup.required = True
+    backup = command_group(sub, "backup", help="Velero backups")
     p = backup.add_parser("now", help="create an ad-hoc Velero Backup")
     p.add_argument("--site", default="")
     p.add_argument("--namespace", default="")
@@ -255,23 +270,9 @@ def add_cli(subparsers: Any) -> None:
     )
     p.set_defaults(handler=_status)
 
-    placement = sub.add_parser(
-        "placement", help="Zurich/Lugano placement (Karmada PropagationPolicy)"
-    ).add_subparsers(dest="dr_placement", metavar="ACTION")
-    placement.required = True
-    p = placement.add_parser(
-        "plan",
-        help="print each service's placement decision and its PropagationPolicy; change nothing",
-        description="Evaluate [dr.placement]: for each service, print the decision "
-        "(# SERVICE [MODE]: BEFORE -> AFTER (REASON)) and the PropagationPolicy it would "
-        "write to Karmada, without writing it.",
+    placement = command_group(
+        sub, "placement", help="Zurich/Lugano placement (Karmada PropagationPolicy)"
     )
-    p.set_defaults(handler=_placement, action="plan")
-    p = placement.add_parser(
-        "apply",
-        help="evaluate the placement and write the PropagationPolicies to Karmada",
-        description="Evaluate [dr.placement] as the DR daemon does and write each service's "
-        "PropagationPolicy to Karmada (replaced with the resourceVersion read); print each "
-        "decision.",
-    )
-    p.set_defaults(handler=_placement, action="apply")
+    for action, (help_text, description) in _PLACEMENT_ACTIONS.items():
+        p = placement.add_parser(action, help=help_text, description=description)
+        p.set_defaults(handler=_placement, action=action)

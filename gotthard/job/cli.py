@@ -14,10 +14,14 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from gotthard.cli_common import command_group
+
 if TYPE_CHECKING:
     from gotthard.config import Config
 
 FORMATS = ("table", "json", "markdown")
+#: A Slurm job id: digits, or an array task (``123_4``).
+_JOB_ID = re.compile(r"[0-9]+(_[0-9]+)?")
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -31,17 +35,15 @@ def duration(text: str) -> int:
 
 
 def job_id(text: str) -> str:
-    if not re.fullmatch(r"[0-9]+(_[0-9]+)?", text):
+    if not _JOB_ID.fullmatch(text):
         raise argparse.ArgumentTypeError(f"{text!r}: a Slurm job id (digits)")
     return text
 
 
 def add_cli(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "job", help="job efficiency: report, epilog summary, digest by account"
+    sub = command_group(
+        subparsers, "job", help="job efficiency: report, epilog summary, digest by account"
     )
-    sub = parser.add_subparsers(dest="job_command", metavar="ACTION")
-    sub.required = True
 
     report = sub.add_parser(
         "report",
@@ -174,7 +176,7 @@ def cmd_epilog(args: argparse.Namespace, cfg: Config) -> int:
     args.lookback = 86400 * 7
     started = time.monotonic()
     try:
-        if not re.fullmatch(r"[0-9]+(_[0-9]+)?", args.job_id):
+        if not _JOB_ID.fullmatch(args.job_id):
             raise ValueError("no job id: --job-id or $SLURM_JOB_ID")
         message = _epilog(args, cfg)
     except BaseException as err:  # the epilog must never fail the job

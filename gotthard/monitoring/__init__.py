@@ -24,7 +24,7 @@ it, function-level imports included):
 8. commands: ``gotthard dashboards`` (:mod:`~gotthard.monitoring.cli`), ``gotthard
    rules`` and ``gotthard alertmanager`` (:mod:`~gotthard.monitoring.rules_cli`,
    :mod:`~gotthard.monitoring.thresholds_cli`), with
-   :mod:`~gotthard.monitoring.cli_common`.
+   :mod:`~gotthard.monitoring.cli_common` (with :mod:`gotthard.cli_common`, shared by every area).
 
 See docs/dashboards.md and docs/alerts.md.
 """

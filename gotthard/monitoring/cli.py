@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gotthard.cli_common import command_group
 from gotthard.config import Config
 from gotthard.monitoring import deliver
 from gotthard.monitoring.cli_common import (
     add_options,
     build_command,
-    command_group,
     write_and_list,
 )
 from gotthard.monitoring.dashboards import build, lint

@@ -6,20 +6,6 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-
-def command_group(
-    subparsers: Any, name: str, *, help: str, description: str, metavar: str
-) -> argparse._SubParsersAction:
-    """Add command *name* whose own subcommands are required; return their subparsers.
-
-    ``dest`` is ``<name>_command``, so that one parser can hold several such groups.
-    """
-    parser = subparsers.add_parser(name, help=help, description=description)
-    commands = parser.add_subparsers(dest=f"{name}_command", metavar=metavar)
-    commands.required = True
-    return commands
 
 
 def build_command(

@@ -20,13 +20,13 @@ from typing import Any
 
 import yaml
 
+from gotthard.cli_common import command_group
 from gotthard.config import Config
 from gotthard.monitoring import alertmanager, deliver, rules, runbook_pages
 from gotthard.monitoring.cli_common import (
     add_options,
     add_repeatable,
     build_command,
-    command_group,
     write_and_list,
 )
 from gotthard.monitoring.documents import write_files

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from gotthard.cli_common import command_group
 from gotthard.config import Config
 from gotthard.policies import audit, bundle, constraints, gatekeeper, kube_bench, metrics, testing
 from gotthard.policies import engine as eng
@@ -197,15 +198,13 @@ def _add_kube_bench(commands: Any, name: str = "kube-bench") -> None:
 
 def add_cli(subparsers: Any) -> None:
     """Register ``policy eval|test|kube-bench``; leaves set ``func(args) -> int``."""
-    parser = subparsers.add_parser(
+    commands = command_group(
+        subparsers,
         "policy",
         help="security policies (Rego) and CIS baseline",
         description="Evaluate and test the shipped Rego policies.",
+        metavar="{eval,rules,bundle,gatekeeper,test,kube-bench}",
     )
-    commands = parser.add_subparsers(
-        dest="policy_command", metavar="{eval,rules,bundle,gatekeeper,test,kube-bench}"
-    )
-    commands.required = True
 
     ev = commands.add_parser(
         "eval", help="evaluate one JSON/YAML input; exit 0 allowed, 1 denied, 2 bad input"
@@ -295,8 +294,8 @@ def _add_audit_cluster(commands: Any) -> None:
 
 def add_audit_cli(subparsers: Any) -> None:
     """Register ``audit kube-bench`` (same handler as policy kube-bench) and ``audit cluster``."""
-    parser = subparsers.add_parser("audit", help="compliance audits")
-    commands = parser.add_subparsers(dest="audit_command", metavar="{kube-bench,cluster}")
-    commands.required = True
+    commands = command_group(
+        subparsers, "audit", help="compliance audits", metavar="{kube-bench,cluster}"
+    )
     _add_kube_bench(commands)
     _add_audit_cluster(commands)

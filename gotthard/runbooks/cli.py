@@ -7,6 +7,7 @@ import logging
 import sys
 from typing import Any
 
+from gotthard.cli_common import command_group
 from gotthard.config import Config, ConfigError, add_config_option
 from gotthard.daemon import Daemon, add_log_level, configure_logging
 from gotthard.runbooks.settings import RunbooksConfig
@@ -19,9 +20,7 @@ class RunbooksConfigError(Exception):
 
 
 def add_cli(subparsers: Any) -> None:
-    parser = subparsers.add_parser("runbooks", help="alert-driven runbooks (Alertmanager webhook)")
-    sub = parser.add_subparsers(dest="runbooks_command", metavar="ACTION")
-    sub.required = True
+    sub = command_group(subparsers, "runbooks", help="alert-driven runbooks (Alertmanager webhook)")
     serve = sub.add_parser(
         "serve",
         help="serve the runbook webhook (POST /alerts, /healthz, /metrics)",

@@ -31,6 +31,11 @@ def check_ports(ports: Mapping[str, int]) -> None:
         raise SandboxError(f"{', '.join(busy)} already in use (another sandbox or daemon running?)")
 
 
+def free_sandbox_ports() -> dict[str, int]:
+    """Process name -> a port that is free right now, for every sandbox process."""
+    return dict(zip(DEFAULT_PORTS, procs.free_ports(len(DEFAULT_PORTS)), strict=True))
+
+
 class Sandbox(SandboxLayout):
     """A single-node Slurm site under ``directory``, plus what ``gotthard deploy render
     --target local`` renders from its site file (``site.toml``): the exporter, Prometheus,
@@ -48,11 +53,10 @@ class Sandbox(SandboxLayout):
         backup_controller: bool = False,
         accounting: bool = False,
     ) -> Sandbox:
-        """A sandbox whose six ports are free right now (for tests next to a developer's)."""
-        ports = dict(zip(DEFAULT_PORTS, procs.free_ports(len(DEFAULT_PORTS)), strict=True))
+        """A sandbox whose ports are all free right now (for tests next to a developer's)."""
         return cls(
             directory,
-            ports=ports,
+            ports=free_sandbox_ports(),
             node_name=node_name,
             gpus=gpus,
             exporter_poll_interval=exporter_poll_interval,
@@ -81,10 +85,6 @@ class Sandbox(SandboxLayout):
     def records(self) -> list[ProcessRecord]:
         """The processes of ``state.json``, in start order."""
         return self._procs.load()
-
-    def before_slurmctld(self) -> None:
-        """Called by ``up`` once munged runs and slurm.conf is written, before slurmctld
-        starts (a slurmdbd it needs at its first start); nothing here."""
 
     def slurm_ready(self) -> None:
         """Called by ``up`` once the node takes jobs, before the exporter starts (whose
@@ -176,7 +176,6 @@ class Sandbox(SandboxLayout):
         if self.accounting:
             accounting.start_mariadb(self, self._procs)
             accounting.start_slurmdbd(self, self._procs)
-        self.before_slurmctld()
         slurm.start_slurm_daemon(self, self._procs, "slurmctld", [binaries["slurmctld"], "-c"])
         slurmd = [binaries["slurmd"], "-c", "-N", self.node_name]
         slurm.start_slurm_daemon(self, self._procs, "slurmd", slurmd)

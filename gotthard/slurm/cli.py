@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from gotthard import command
 from gotthard.slurm.snapshot import (
@@ -47,6 +48,8 @@ from gotthard.slurm.text import (
 )
 
 # --- running the commands ----------------------------------------------------------------
+
+T = TypeVar("T")
 
 _COMMANDS = ("squeue", "sinfo", "sdiag", "scontrol", "sbatch", "sacctmgr", "sshare")
 _PROBE_SUBMIT = ("--test-only", "--job-name=gotthard-probe", "--output=/dev/null", "--wrap=true")
@@ -184,6 +187,21 @@ class CommandOutput:
     duration: float = 0.0
 
 
+def _parse_optional(
+    outputs: Mapping[str, CommandOutput],
+    key: str,
+    parse: Callable[[str], tuple[T, int]],
+) -> tuple[T | None, int]:
+    """What *parse* makes of the optional command *key*'s output, and its malformed-line
+    count: (None, 0) when it was not run, (None, 1) when it failed."""
+    output = outputs.get(key)
+    if output is None:
+        return None, 0
+    if output.error:
+        return None, 1
+    return parse(output.stdout)
+
+
 def assemble(
     outputs: dict[str, CommandOutput],
     options: PollOptions,
@@ -211,13 +229,8 @@ def assemble(
             errors += sdiag_errors
         except (ValueError, ArithmeticError):
             errors += 1
-    reservations = None
-    listing = outputs.get("reservations")
-    if listing is not None and listing.error:
-        errors += 1
-    elif listing is not None:
-        reservations, reservation_errors = parse_reservations(listing.stdout)
-        errors += reservation_errors
+    reservations, reservation_errors = _parse_optional(outputs, "reservations", parse_reservations)
+    errors += reservation_errors
     probes = []
     controllers: tuple[Controller, ...] = ()
     ping = outputs.get("ping")
@@ -233,13 +246,8 @@ def assemble(
     dbd = outputs.get("dbd")
     # sacctmgr ping exits 1 when every slurmdbd is down, yet lists them all
     dbds = parse_dbd_ping(dbd.stdout) if dbd is not None else ()
-    shares = None
-    sshare = outputs.get("shares")
-    if sshare is not None and sshare.error:
-        errors += 1
-    elif sshare is not None:
-        shares, share_errors = parse_sshare(sshare.stdout)
-        errors += share_errors
+    shares, share_errors = _parse_optional(outputs, "shares", parse_sshare)
+    errors += share_errors
     return SlurmSnapshot(
         up=True,
         job_groups=jobs.tally.groups(),

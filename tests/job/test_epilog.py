@@ -16,7 +16,6 @@ import pytest
 from gotthard.job import slurm
 from gotthard.sandbox import Sandbox, free_ports
 from tests.job import history
-from tests.support.accounting import AccountedSandbox
 from tests.support.cli import gotthard
 from tests.support.lifecycle import running
 from tests.support.monitoring import Processes
@@ -49,7 +48,7 @@ def admin_comment(sandbox: Sandbox, job_id: str) -> str:
 
 @pytest.fixture(scope="module")
 def slurm_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    sandbox = AccountedSandbox(tmp_path_factory.mktemp("accounted"))
+    sandbox = Sandbox.with_free_ports(tmp_path_factory.mktemp("accounted"), accounting=True)
     with running(sandbox, "the Slurm sandbox with accounting", with_exporter=False,
                  with_prometheus=False):  # fmt: skip
         yield sandbox

@@ -21,10 +21,10 @@ from gotthard.deploy.roles import NODE_EXPORTER
 from gotthard.job import slurm
 from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.dashboards import check as live
-from gotthard.sandbox import free_ports
+from gotthard.sandbox import Sandbox, free_ports
+from gotthard.sandbox.core import free_sandbox_ports
 from gotthard.sandbox.processes import wait_for
 from tests.fakenvml import fakenvml
-from tests.support.accounting import AccountedSandbox
 from tests.support.cli import gotthard
 from tests.support.lifecycle import running
 from tests.support.monitoring import instant
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slurm
 TENSOR = f"gpm.{fakenvml.pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL}"
 
 
-class GpuSandbox(AccountedSandbox):
+class GpuSandbox(Sandbox):
     """The sandbox with accounting, a node exporter on the fake NVML library, and
     slurmctld's EpilogSlurmctld set to the script the local render writes."""
 
@@ -43,10 +43,7 @@ class GpuSandbox(AccountedSandbox):
         (port,) = free_ports(1)
         directory = directory.absolute()
         script = directory / "local" / "sandbox" / "gotthard-epilog-slurmctld.sh"
-        super().__init__(directory, extra=(f"EpilogSlurmctld={script}",))
-        self.epilog_log = script.with_name("epilog-slurmctld.log")
-        self.fake_env = fake_env
-        self.site_settings = {
+        settings = {
             "exporter": {
                 "path_procfs": str(procfs),
                 "gpu": {"poll_interval_seconds": 1.0, "kubelet_socket": str(procfs / "none")},
@@ -55,6 +52,15 @@ class GpuSandbox(AccountedSandbox):
                 "prometheus": {"targets": {"sandbox": {NODE_EXPORTER.name: [f"127.0.0.1:{port}"]}}}
             },
         }
+        super().__init__(
+            directory,
+            ports=free_sandbox_ports(),
+            accounting=True,
+            slurm_conf_extra=(f"EpilogSlurmctld={script}",),
+            site_settings=settings,
+        )
+        self.epilog_log = script.with_name("epilog-slurmctld.log")
+        self.fake_env = fake_env
 
     def exporter_env(self) -> dict[str, str]:
         return {**self.env, **self.fake_env}

@@ -69,6 +69,15 @@ def gotthard(
     return done
 
 
+def missing_extra(command: str, module: str, extra: str) -> str:
+    """What ``gotthard COMMAND`` writes to stderr when *module*, of the optional
+    dependencies *extra*, is not installed (and exits 2)."""
+    return (
+        f"gotthard: '{command}' needs the optional dependency '{module}': "
+        f"pip install 'gotthard-sre[{extra}]'\n"
+    )
+
+
 #: How ``gotthard.cli`` reports an error nothing expected: a bug.
 CRASH = "gotthard: internal error: "
 
