@@ -57,6 +57,9 @@ def reviews() -> Iterator[tuple[str, dict[str, Any]]]:
         yield case["name"], admission_review(obj)
         yield f"{case['name']} (UPDATE, unchanged)", admission_review(obj, "UPDATE", obj)
         yield f"{case['name']} (UPDATE, no old object)", admission_review(obj, "UPDATE")
+        unreadable = admission_review(obj, "UPDATE")
+        unreadable["request"]["oldObject"] = {"kind": "Pod", "spec": {"containers": "x"}}
+        yield f"{case['name']} (UPDATE, unreadable old object)", unreadable
         yield f"{case['name']} (DELETE)", admission_review(None, "DELETE", copy.deepcopy(obj))
 
 

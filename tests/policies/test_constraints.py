@@ -367,13 +367,41 @@ def test_update_of_an_existing_pod_is_judged_as_pod_security_admission(
     relabelled = pod(_privileged)
     relabelled["metadata"]["labels"] = {"a": "b"}
     assert evaluate(tmp_path, capsys, admission_review(relabelled, "UPDATE", bad))[0] == 0
-    # without the old object (as Gatekeeper's templates): skipped too
-    assert evaluate(tmp_path, capsys, admission_review(bad, "UPDATE"))[0] == 0
+    # without the old object: judged in full (fail closed)
+    rc, out = evaluate(tmp_path, capsys, admission_review(bad, "UPDATE"))
+    assert rc == 1 and rule_ids(out["violations"]) == ["POD-PRIV-001"]
     # an image change is significant: judged in full
     changed = pod(_privileged)
     changed["spec"]["containers"][0]["image"] = "registry.gotthard.example.org/web/app:2.0"
     rc, out = evaluate(tmp_path, capsys, admission_review(changed, "UPDATE", bad))
     assert rc == 1 and rule_ids(out["violations"]) == ["POD-PRIV-001"]
+
+
+#: Old objects an UPDATE may carry that do not say what the pod was.
+UNREADABLE_OLD: dict[str, Any] = {
+    "a string": "not an object",
+    "a list": [GOOD_POD],
+    "no spec": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ok"}},
+    "spec not an object": {"kind": "Pod", "spec": "x"},
+    "containers not a list": {"kind": "Pod", "spec": {"containers": {"name": "app"}}},
+    "metadata not an object": {**GOOD_POD, "metadata": "ok"},
+    "another kind's shape": {**GOOD_POD, "kind": "Deployment"},
+}
+
+
+@pytest.mark.parametrize("old", UNREADABLE_OLD.values(), ids=list(UNREADABLE_OLD))
+def test_update_with_an_unreadable_old_object_is_judged_in_full(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: Any
+) -> None:
+    """Fail-closed probe: an UPDATE whose oldObject cannot be read must not skip the Pod
+    Security rules (the default profile, no declared fixtures)."""
+    review = admission_review(pod(_privileged), "UPDATE")
+    review["request"]["oldObject"] = old
+    rc, out = evaluate(tmp_path, capsys, review)
+    assert rc == 1 and rule_ids(out["violations"]) == ["POD-PRIV-001"]
+    # the same pod and old object that does read: a metadata-only update, PSS skipped
+    review["request"]["oldObject"] = pod(_privileged)
+    assert evaluate(tmp_path, capsys, review)[0] == 0
 
 
 @pytest.mark.usefixtures("pss_privileged")

@@ -178,11 +178,12 @@ deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c,
 }
 
 # POD-IMG-002: no ':latest' and no untagged images (a digest pins the image): the image's
-# last path segment has no ":", or the image ends in ":latest".
+# last path segment has no ":", or the image ends in ":latest". Only a well-formed digest
+# pins: "app@latest" is untagged.
 deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": image} if {
 	some group in container_lists
 	some position, image in images_in[group]
-	not contains(image, "@")
+	not digest_pinned(image)
 	untagged_or_latest(image)
 	c := containers_in[group][position]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is untagged or :latest"])
@@ -195,12 +196,30 @@ untagged_or_latest(image) if {
 	not contains(parts[count(parts) - 1], ":")
 }
 
-# POD-IMG-003: images pinned by digest (image@sha256:...), when the site requires it.
+# POD-IMG-003: images pinned by digest, when the site requires it: the image ends in
+# "@<algorithm>:<hex digest>" with a known algorithm and its digest length (sha256: 64
+# lower-case hex digits, sha512: 128); "app@latest" or "app@sha256:abc" is not pinned.
+digest_lengths := {"sha256": 64, "sha512": 128}
+
+hex_digits := "0123456789abcdef"
+
+digest_pinned(image) if {
+	contains(image, "@")
+	parts := split(image, "@")
+	count(parts) == 2
+	not parts[0] == ""
+	pair := split(parts[1], ":")
+	count(pair) == 2
+	length := digest_lengths[pair[0]]
+	count(pair[1]) == length
+	trim_left(pair[1], hex_digits) == ""
+}
+
 deny contains {"rule": "POD-IMG-003", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": image} if {
 	site.require_image_digest == true
 	some group in container_lists
 	some position, image in images_in[group]
-	not contains(image, "@")
+	not digest_pinned(image)
 	c := containers_in[group][position]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is not pinned by digest"])
 }
