@@ -1,5 +1,8 @@
 # The pod policy's input fields as one table (package gotthard.admission.pod), built
-# from the maps of pod_input.rego: for people and the fail-closed tests; no rule reads it.
+# from the maps of pod_input.rego: for people, the fail-closed tests, and the embedded
+# engine, which compiles it into its one-pass shape check (gotthard/policies/shape.py; the
+# Rego checks in pod_shape.rego read the maps directly, and tests/policies/test_shape.py
+# shows that both find the same violations).
 package gotthard.admission.pod
 
 import rego.v1
@@ -7,8 +10,7 @@ import rego.v1
 # The fields as a table, one entry per field: {path, type, required, absent_rule}. In a path
 # "*" is any list index or object key, "$containers" any of container_lists and "$gpu" any of
 # site.gpu_resources. absent_rule: the rule that denies the field's absence from a pod that
-# is otherwise compliant (no absent_rule and not required: absence is compliant). For people
-# and for the fail-closed tests (which walk it); the checks below read the maps above.
+# is otherwise compliant (no absent_rule and not required: absence is compliant).
 input_objects := [
 	{"path": [], "types": root_types, "required": required_keys.pod},
 	{"path": ["metadata"], "types": metadata_types},
