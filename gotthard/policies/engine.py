@@ -64,6 +64,7 @@ POLICIES: dict[str, Policy] = {
                 "pod_fields.rego",
                 "pod_site.rego",
                 "pod_pss.rego",
+                "pod_tunable.rego",
             ),
             (
                 "Pod",

@@ -1,7 +1,8 @@
 # Constraints: which violations of the shipped policies count, and how.
 #
 # data.gotthard.constraints[RULE-ID] = {"enabled": bool, "mode": "enforce" | "warn",
-#   "pss": bool, "exempt": {"namespaces": [ns], "namespace_labels": [{"key", "value"}],
+#   "pss": bool, "include": {"namespaces": [ns]} (empty: every namespace),
+#   "exempt": {"namespaces": [ns], "namespace_labels": [{"key", "value"}],
 #   "images": [glob]}} is written by `gotthard` from the profile and
 # [policies] of the site file (a rule missing there is enabled and enforced). Parameters
 # are not read here: they are the site values the policies read (data.gotthard.site).

@@ -34,35 +34,43 @@ os_types := {"name": "string"}
 shared_security_types := {
 	"runAsNonRoot": "boolean",
 	"runAsUser": "integer",
+	"runAsGroup": "integer",
 	"windowsOptions": "object",
 	"seLinuxOptions": "object",
 	"seccompProfile": "object",
 	"appArmorProfile": "object",
 }
 
-pod_security_types := object.union(shared_security_types, {"sysctls": "array"})
+pod_security_types := object.union(shared_security_types, {
+	"sysctls": "array",
+	"fsGroup": "integer",
+	"supplementalGroups": "array",
+})
 
 container_security_types := object.union(shared_security_types, {
 	"privileged": "boolean",
 	"allowPrivilegeEscalation": "boolean",
 	"procMount": "string",
 	"capabilities": "object",
+	"readOnlyRootFilesystem": "boolean",
 })
 
 security_object_types := {
 	"windowsOptions": {"hostProcess": "boolean"},
 	"seLinuxOptions": {"type": "string", "user": "string", "role": "string"},
-	"seccompProfile": {"type": "string"},
-	"appArmorProfile": {"type": "string"},
+	"seccompProfile": {"type": "string", "localhostProfile": "string"},
+	"appArmorProfile": {"type": "string", "localhostProfile": "string"},
 	"capabilities": {"add": "array", "drop": "array"},
 }
 
 sysctl_types := {"name": "string"}
 
 # A volume's other keys are its source (restricted volume types read the key): objects.
-volume_types := {"name": "string", "hostPath": "object"}
+volume_types := {"name": "string", "hostPath": "object", "flexVolume": "object"}
 
 host_path_types := {"path": "string"}
+
+flex_volume_types := {"driver": "string"}
 
 container_types := {
 	"name": "string",
@@ -71,6 +79,7 @@ container_types := {
 	"securityContext": "object",
 	"resources": "object",
 	"ports": "array",
+	"volumeMounts": "array",
 	"livenessProbe": "object",
 	"readinessProbe": "object",
 	"startupProbe": "object",
@@ -81,7 +90,14 @@ resources_types := {"limits": "object", "requests": "object"}
 
 limits_types := {"cpu": "quantity", "memory": "quantity"}
 
+requests_types := limits_types
+
 port_types := {"hostPort": "integer"}
+
+volume_mount_types := {"name": "string", "readOnly": "boolean"}
+
+# Fields of type integer: whole numbers (the JSON type is number).
+integer_security_keys := {"runAsUser", "runAsGroup", "fsGroup"}
 
 # Probes and lifecycle hooks ("handlers"), and the actions whose `host` is read.
 lifecycle_types := {"postStart": "object", "preStop": "object"}
@@ -90,12 +106,16 @@ handler_types := {"httpGet": "object", "tcpSocket": "object"}
 
 action_types := {"host": "string"}
 
+# A Kubernetes quantity (cpu "500m", memory "1Gi", "1e3") or a non-negative number.
+quantity_pattern := `^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$`
+
 # Keys whose absence cannot be interpreted, by the object that must hold them.
 required_keys := {
 	"pod": ["spec"],
 	"spec": ["containers"],
 	"container": ["image"],
 	"hostPath": ["path"],
+	"flexVolume": ["driver"],
 	"seccompProfile": ["type"],
 	"appArmorProfile": ["type"],
 	"sysctl": ["name"],

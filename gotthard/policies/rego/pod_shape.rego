@@ -12,9 +12,6 @@ package gotthard.admission.pod
 
 import rego.v1
 
-# A Kubernetes quantity (cpu "500m", memory "1Gi", "1e3") or a non-negative number.
-quantity_pattern := `^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$`
-
 # The JSON type (type_name) of each field type; integer, quantity and count are checked
 # further by their own rules.
 json_type := {
@@ -100,10 +97,23 @@ malformed contains [["metadata", "annotations", key], "string"] if {
 	not is_string(value)
 }
 
-malformed contains [["spec", "securityContext", "runAsUser"], "integer"] if {
-	value := pod_security.runAsUser
+malformed contains [["spec", "securityContext", key], "integer"] if {
+	some key in integer_security_keys
+	value := pod_security[key]
 	is_number(value)
 	not value == floor(value)
+}
+
+malformed contains [["spec", "securityContext", "supplementalGroups", i], "integer"] if {
+	groups := pod_security.supplementalGroups
+	is_array(groups)
+	some i, value in groups
+	not whole_number(value)
+}
+
+whole_number(value) if {
+	is_number(value)
+	value == floor(value)
 }
 
 malformed contains [["spec", "securityContext", "sysctls", i], "object"] if {
@@ -137,6 +147,14 @@ malformed contains [["spec", "volumes", i, "hostPath", key], type] if {
 	some i, volume in volume_list
 	some key, value in volume.hostPath
 	type := host_path_types[key]
+	want := json_type[type]
+	not type_name(value) == want
+}
+
+malformed contains [["spec", "volumes", i, "flexVolume", key], type] if {
+	some i, volume in volume_list
+	some key, value in volume.flexVolume
+	type := flex_volume_types[key]
 	want := json_type[type]
 	not type_name(value) == want
 }
@@ -191,11 +209,12 @@ malformed contains [["spec", group, position, k1, k2, k3, key], type] if {
 	not type_name(value) == want
 }
 
-malformed contains [["spec", group, position, "securityContext", "runAsUser"], "integer"] if {
-	security_keys.runAsUser
+malformed contains [["spec", group, position, "securityContext", key], "integer"] if {
+	some key in integer_security_keys
+	security_keys[key]
 	some group in container_lists
 	some position, c in containers_in[group]
-	value := c.securityContext.runAsUser
+	value := c.securityContext[key]
 	is_number(value)
 	not value == floor(value)
 }
@@ -215,12 +234,13 @@ malformed contains [["spec", group, position, "securityContext", "capabilities",
 # as functions. The common forms (digits and a known suffix) are recognised with string
 # built-ins; only other strings go through the regular expression (regex.match is one of
 # the dearest built-ins on regopy).
-malformed contains [["spec", group, position, "resources", "limits", key], "quantity"] if {
+malformed contains [["spec", group, position, "resources", kind, key], "quantity"] if {
 	container_keys.resources
 	some group in container_lists
 	some position, c in containers_in[group]
+	some kind in ["limits", "requests"]
 	some key in ["cpu", "memory"]
-	value := c.resources.limits[key]
+	value := c.resources[kind][key]
 	not quantity(value)
 }
 
@@ -275,6 +295,27 @@ malformed contains [["spec", group, position, "ports", i], "object"] if {
 	not is_object(port)
 }
 
+malformed contains [["spec", group, position, "volumeMounts", i], "object"] if {
+	container_keys.volumeMounts
+	some group in container_lists
+	some position, c in containers_in[group]
+	is_array(c.volumeMounts)
+	some i, mount in c.volumeMounts
+	not is_object(mount)
+}
+
+malformed contains [["spec", group, position, "volumeMounts", i, key], type] if {
+	container_keys.volumeMounts
+	some group in container_lists
+	some position, c in containers_in[group]
+	is_array(c.volumeMounts)
+	some i, mount in c.volumeMounts
+	some key, value in mount
+	type := volume_mount_types[key]
+	want := json_type[type]
+	not type_name(value) == want
+}
+
 malformed contains [["spec", group, position, "ports", i, "hostPort"], "integer"] if {
 	container_keys.ports
 	some group in container_lists
@@ -324,6 +365,13 @@ absent contains ["spec", "volumes", i, "hostPath", key] if {
 	is_object(volume.hostPath)
 	some key in required_keys.hostPath
 	object.get(volume.hostPath, key, not_there) == not_there
+}
+
+absent contains ["spec", "volumes", i, "flexVolume", key] if {
+	some i, volume in volume_list
+	is_object(volume.flexVolume)
+	some key in required_keys.flexVolume
+	object.get(volume.flexVolume, key, not_there) == not_there
 }
 
 absent contains ["spec", "securityContext", "sysctls", i, key] if {

@@ -15,15 +15,51 @@ deny contains {"rule": "POD-PRIV-001", "message": msg, "container": object.get(c
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " is privileged"])
 }
 
-# POD-HOSTPATH-001: hostPath volumes only under allow-listed paths.
-hostpath_allowed(path) if {
-	some allowed in site.hostpath_allowlist
+# POD-HOSTPATH-001: hostPath volumes only under allow-listed paths. An entry is a path, or
+# {"path": ..., "read_only": true}: below such an entry every container mounts the volume
+# readOnly (unless a writable entry also allows the path).
+hostpath_entry_path(entry) := entry if is_string(entry)
+
+hostpath_entry_path(entry) := entry.path if {
+	is_object(entry)
+	is_string(entry.path)
+}
+
+hostpath_matches(path, entry) if {
+	allowed := hostpath_entry_path(entry)
 	path == allowed
 }
 
-hostpath_allowed(path) if {
-	some allowed in site.hostpath_allowlist
+hostpath_matches(path, entry) if {
+	allowed := hostpath_entry_path(entry)
 	startswith(path, concat("", [trim_right(allowed, "/"), "/"]))
+}
+
+hostpath_allowed(path) if {
+	some entry in site.hostpath_allowlist
+	hostpath_matches(path, entry)
+}
+
+hostpath_writable(path) if {
+	some entry in site.hostpath_allowlist
+	hostpath_matches(path, entry)
+	not entry.read_only == true
+}
+
+deny contains {"rule": "POD-HOSTPATH-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	container_keys.volumeMounts
+	some v in volume_list
+	is_object(v)
+	path := v.hostPath.path
+	is_string(path)
+	hostpath_allowed(path)
+	not hostpath_writable(path)
+	some group in container_lists
+	some c in containers_in[group]
+	some mount in c.volumeMounts
+	mount.name == v.name
+	not mount.readOnly == true
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " mounts hostPath ", path, " writable; it is allowed read-only"])
 }
 
 deny contains {"rule": "POD-HOSTPATH-001", "message": msg} if {
@@ -150,6 +186,16 @@ allowed_images := object.get(site, "allowed_images", [])
 
 allowed_image_set := {image | some image in allowed_images}
 
+# Plain string prefixes ("docker.io/org/", "openpolicyagent"), unlike the registries above,
+# which match whole path segments.
+allowed_repos := object.get(site, "allowed_repos", [])
+
+denied_repos := object.get(site, "denied_repos", [])
+
+image_denied(image) if strings.any_prefix_match(image, denied_prefixes)
+
+image_denied(image) if strings.any_prefix_match(image, denied_repos)
+
 # The images of the containers, by list and position (an image that is not a string is
 # POD-INPUT-001): each image is tested for being a string once, not in every image rule.
 images_in := {group: string_images(containers_in[group]) | some group in container_lists}
@@ -164,6 +210,7 @@ deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c,
 	some position, image in images_in[group]
 	not allowed_image_set[image]
 	not strings.any_prefix_match(image, allowed_prefixes)
+	not strings.any_prefix_match(image, allowed_repos)
 	c := containers_in[group][position]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is not from an allowed registry"])
 }
@@ -172,7 +219,7 @@ deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c,
 	some group in container_lists
 	some position, image in images_in[group]
 	not allowed_image_set[image]
-	strings.any_prefix_match(image, denied_prefixes)
+	image_denied(image)
 	c := containers_in[group][position]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is from a denied registry"])
 }
@@ -186,15 +233,26 @@ deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c,
 	not digest_pinned(image)
 	untagged_or_latest(image)
 	c := containers_in[group][position]
-	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is untagged or :latest"])
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is untagged or has a denied tag (", concat(", ", denied_tags), ")"])
 }
 
-untagged_or_latest(image) if endswith(image, ":latest")
+# The tag of an image: after the last ":" of its last path segment (before any "@").
+image_tag(image) := tag if {
+	parts := split(image, "/")
+	name := split(parts[count(parts) - 1], "@")[0]
+	contains(name, ":")
+	pieces := split(name, ":")
+	tag := pieces[count(pieces) - 1]
+}
+
+denied_tags := object.get(site, "denied_tags", ["latest"])
 
 untagged_or_latest(image) if {
-	parts := split(image, "/")
-	not contains(parts[count(parts) - 1], ":")
+	some tag in denied_tags
+	image_tag(image) == tag
 }
+
+untagged_or_latest(image) if not image_tag(image)
 
 # POD-IMG-003: images pinned by digest, when the site requires it: the image ends in
 # "@<algorithm>:<hex digest>" with a known algorithm and its digest length (sha256: 64
@@ -242,16 +300,70 @@ deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c,
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set runAsNonRoot"])
 }
 
-# POD-RES-001: cpu and memory limits on every container.
+# POD-RES-001: the limits (required_limits, default cpu and memory) and requests
+# (required_requests, default none) every container sets, and the largest limits and
+# requests (max_limits, max_requests: resource -> quantity) it may set.
+required_limits := object.get(site, "required_limits", ["cpu", "memory"])
+
+required_requests := object.get(site, "required_requests", [])
+
 deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some group in container_lists
 	some position, c in containers_in[group]
-	some r in ["cpu", "memory"]
+	some r in required_limits
 	not limit_set(c, r)
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " has no ", r, " limit"])
+}
+
+deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	some r in required_requests
+	some group in container_lists
+	some position, c in containers_in[group]
+	not request_set(c, r)
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " has no ", r, " request"])
+}
+
+deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	some kind, maxima in {"limits": object.get(site, "max_limits", {}), "requests": object.get(site, "max_requests", {})}
+	some r, maximum in maxima
+	some group in container_lists
+	some position, c in containers_in[group]
+	value := c.resources[kind][r]
+	not value == null
+	not quantity_within(value, maximum)
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " ", r, " ", kind, " ", sprintf("%v", [value]), " exceeds the maximum ", sprintf("%v", [maximum])])
 }
 
 limit_set(c, r) if {
 	value := c.resources.limits[r]
 	not value == null
+}
+
+request_set(c, r) if {
+	value := c.resources.requests[r]
+	not value == null
+}
+
+# Quantities as numbers: "500m" 0.5, "1Gi" 1073741824, "2e3" 2000 (n and u: nano, micro).
+# A value that is not a quantity is never within a maximum (fail closed).
+quantity_within(value, maximum) if quantity_number(value) <= quantity_number(maximum)
+
+quantity_number(value) := value if {
+	is_number(value)
+	value >= 0
+}
+
+quantity_number(value) := n if {
+	is_string(value)
+	regex.match(quantity_pattern, value)
+	n := quantity_string_number(value)
+}
+
+quantity_string_number(value) := units.parse(trim_suffix(value, "n")) / 1000000000 if endswith(value, "n")
+
+quantity_string_number(value) := units.parse(trim_suffix(value, "u")) / 1000000 if endswith(value, "u")
+
+quantity_string_number(value) := units.parse(value) if {
+	not endswith(value, "n")
+	not endswith(value, "u")
 }

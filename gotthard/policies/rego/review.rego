@@ -33,12 +33,26 @@ is_pod_object if kind in pod_kinds
 
 pod_shaped(o, ns) := {
 	"kind": "Pod",
-	"metadata": {
-		"name": object.get(object_or_empty(object.get(o, "metadata", {})), "name", "<unnamed>"),
-		"namespace": ns,
-	},
+	"metadata": object.union(
+		{
+			"name": object.get(object_or_empty(object.get(o, "metadata", {})), "name", "<unnamed>"),
+			"namespace": ns,
+		},
+		template_annotations(o),
+	),
 	"spec": object.get(o, spec_path(object.get(o, "kind", "")), null),
 }
+
+# The pod's own annotations (AppArmor profiles) are those of the pod template: the
+# metadata beside the pod spec (a Pod's own metadata), when it has the key.
+template_metadata_path(k) := array.concat(array.slice(spec_path(k), 0, count(spec_path(k)) - 1), ["metadata"])
+
+template_annotations(o) := {"annotations": value} if {
+	meta := object.get(o, template_metadata_path(object.get(o, "kind", "")), null)
+	is_object(meta)
+	some key, value in meta
+	key == "annotations"
+} else := {}
 
 metadata := object_or_empty(object.get(obj, "metadata", {}))
 
