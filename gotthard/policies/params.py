@@ -52,8 +52,6 @@ def _problem(name: str, value: Any) -> str | None:
             isinstance(r, Mapping) and _whole(r.get("min")) and _whole(r.get("max")) for r in ranges
         ):
             return "ranges must be a list of {min, max} whole numbers"
-        if value["rule"] == "MustRunAs" and not ranges:
-            return "MustRunAs needs ranges"
         return None
     if name in STRING_LISTS:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
