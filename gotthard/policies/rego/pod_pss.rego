@@ -104,7 +104,7 @@ apparmor_annotation_allowed(value) if {
 
 # Localhost profiles the site allows (allowed_apparmor_localhost_profiles; "*" any, "x*"
 # any name starting with x).
-apparmor_localhost_profiles := object.get(site, "allowed_apparmor_localhost_profiles", ["*"])
+apparmor_localhost_profiles := site.allowed_apparmor_localhost_profiles
 
 # Whether name is in a list of names and prefix globs ("kernel.*", "*").
 listed(name, patterns) if name in patterns
@@ -125,6 +125,7 @@ localhost_profile_denied(profile, allowed) if {
 }
 
 deny contains {"rule": "POD-PSS-B-APPARMOR-001", "message": msg} if {
+	pod_security.appArmorProfile.type == "Localhost"
 	localhost_profile_denied(pod_security.appArmorProfile, apparmor_localhost_profiles)
 	msg := concat("", ["pod ", pod_name, ": appArmorProfile localhostProfile ", sprintf("%v", [object.get(pod_security.appArmorProfile, "localhostProfile", "")]), " is not allowed"])
 }
@@ -197,11 +198,12 @@ deny contains {"rule": "POD-PSS-B-PROCMOUNT-001", "message": msg, "container": o
 # (allowed_seccomp_types) and the Localhost profiles (allowed_seccomp_localhost_profiles).
 seccomp_types := {"RuntimeDefault", "Localhost"}
 
-site_seccomp_types := {t | some t in object.get(site, "allowed_seccomp_types", ["RuntimeDefault", "Localhost"])}
+site_seccomp_types := {t | some t in site.allowed_seccomp_types}
 
-seccomp_localhost_profiles := object.get(site, "allowed_seccomp_localhost_profiles", ["*"])
+seccomp_localhost_profiles := site.allowed_seccomp_localhost_profiles
 
 deny contains {"rule": "POD-PSS-B-SECCOMP-001", "message": msg} if {
+	pod_security.seccompProfile.type == "Localhost"
 	localhost_profile_denied(pod_security.seccompProfile, seccomp_localhost_profiles)
 	msg := concat("", ["pod ", pod_name, ": seccompProfile localhostProfile ", sprintf("%v", [object.get(pod_security.seccompProfile, "localhostProfile", "")]), " is not allowed"])
 }
@@ -245,7 +247,8 @@ deny contains {"rule": "POD-PSS-B-SYSCTLS-001", "message": msg} if {
 	some sysctl in sysctls
 	name := sysctl.name
 	is_string(name)
-	listed(name, object.get(site, "forbidden_sysctls", []))
+	site.forbidden_sysctls[0]
+	listed(name, site.forbidden_sysctls)
 	msg := concat("", ["pod ", pod_name, ": sysctl ", name, " is forbidden"])
 }
 

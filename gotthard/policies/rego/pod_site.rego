@@ -188,13 +188,21 @@ allowed_image_set := {image | some image in allowed_images}
 
 # Plain string prefixes ("docker.io/org/", "openpolicyagent"), unlike the registries above,
 # which match whole path segments.
-allowed_repos := object.get(site, "allowed_repos", [])
+allowed_repos := site.allowed_repos
 
-denied_repos := object.get(site, "denied_repos", [])
+denied_repos := site.denied_repos
+
+allowed_repo(image) if {
+	allowed_repos[0]
+	strings.any_prefix_match(image, allowed_repos)
+}
 
 image_denied(image) if strings.any_prefix_match(image, denied_prefixes)
 
-image_denied(image) if strings.any_prefix_match(image, denied_repos)
+image_denied(image) if {
+	denied_repos[0]
+	strings.any_prefix_match(image, denied_repos)
+}
 
 # The images of the containers, by list and position (an image that is not a string is
 # POD-INPUT-001): each image is tested for being a string once, not in every image rule.
@@ -210,7 +218,7 @@ deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c,
 	some position, image in images_in[group]
 	not allowed_image_set[image]
 	not strings.any_prefix_match(image, allowed_prefixes)
-	not strings.any_prefix_match(image, allowed_repos)
+	not allowed_repo(image)
 	c := containers_in[group][position]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is not from an allowed registry"])
 }
@@ -245,14 +253,24 @@ image_tag(image) := tag if {
 	tag := pieces[count(pieces) - 1]
 }
 
-denied_tags := object.get(site, "denied_tags", ["latest"])
+denied_tags := site.denied_tags
 
-untagged_or_latest(image) if {
-	some tag in denied_tags
-	image_tag(image) == tag
+denied_tag_set := {tag | some tag in denied_tags}
+
+# Each image's tag, computed once per image ("" when untagged).
+image_tags := {image: tag |
+	some group in container_lists
+	some image in images_in[group]
+	tag := image_tag_or_none(image)
 }
 
-untagged_or_latest(image) if not image_tag(image)
+image_tag_or_none(image) := tag if {
+	tag := image_tag(image)
+} else := ""
+
+untagged_or_latest(image) if denied_tag_set[image_tags[image]]
+
+untagged_or_latest(image) if image_tags[image] == ""
 
 # POD-IMG-003: images pinned by digest, when the site requires it: the image ends in
 # "@<algorithm>:<hex digest>" with a known algorithm and its digest length (sha256: 64
@@ -303,9 +321,9 @@ deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c,
 # POD-RES-001: the limits (required_limits, default cpu and memory) and requests
 # (required_requests, default none) every container sets, and the largest limits and
 # requests (max_limits, max_requests: resource -> quantity) it may set.
-required_limits := object.get(site, "required_limits", ["cpu", "memory"])
+required_limits := site.required_limits
 
-required_requests := object.get(site, "required_requests", [])
+required_requests := site.required_requests
 
 deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some group in container_lists
@@ -324,7 +342,7 @@ deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c,
 }
 
 deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	some kind, maxima in {"limits": object.get(site, "max_limits", {}), "requests": object.get(site, "max_requests", {})}
+	some kind, maxima in {"limits": site.max_limits, "requests": site.max_requests}
 	some r, maximum in maxima
 	some group in container_lists
 	some position, c in containers_in[group]

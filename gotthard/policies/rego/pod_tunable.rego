@@ -9,9 +9,8 @@ import rego.v1
 # default ["*"], any driver).
 deny contains {"rule": "POD-FLEXVOL-001", "message": msg} if {
 	some index, v in volume_list
-	is_object(v)
 	driver := v.flexVolume.driver
-	not listed(driver, object.get(site, "allowed_flexvolume_drivers", ["*"]))
+	not listed(driver, site.allowed_flexvolume_drivers)
 	msg := concat("", ["pod ", pod_name, ": volume ", volume_name(v, index), " uses flexVolume driver ", sprintf("%v", [driver]), ", which is not allowed"])
 }
 
@@ -28,7 +27,8 @@ deny contains {"rule": "POD-ROFS-001", "message": msg, "container": object.get(c
 # POD-CAPS-001: capabilities every container drops (required_drop_capabilities; ALL
 # drops every one; compared case-insensitively). Default: none.
 deny contains {"rule": "POD-CAPS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
-	some required in object.get(site, "required_drop_capabilities", [])
+	site.required_drop_capabilities[0]
+	some required in site.required_drop_capabilities
 	is_string(required)
 	some group in container_lists
 	some c in containers_in[group]
@@ -71,7 +71,23 @@ effective(c, key) := c.securityContext[key] if {
 
 container_ids := {"runAsUser": "run_as_user", "runAsGroup": "run_as_group"}
 
-deny contains {"rule": "POD-IDS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+# The id checks run only when some id rule is other than RunAsAny: one deny body, so that
+# a site without id rules pays for one lookup per decision (regopy: see pod.rego).
+deny contains v if {
+	ids_active
+	some v in id_violations
+}
+
+# Whether any id rule is other than RunAsAny.
+ids_active if not site.run_as_user.rule == "RunAsAny"
+
+ids_active if not site.run_as_group.rule == "RunAsAny"
+
+ids_active if not site.supplemental_groups.rule == "RunAsAny"
+
+ids_active if not site.fs_group.rule == "RunAsAny"
+
+id_violations contains {"rule": "POD-IDS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some key, name in container_ids
 	policy := id_policy(name)
 	policy.rule in {"MustRunAs", "MayRunAs"}
@@ -81,7 +97,7 @@ deny contains {"rule": "POD-IDS-001", "message": msg, "container": object.get(c,
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " ", key, " ", problem])
 }
 
-deny contains {"rule": "POD-IDS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+id_violations contains {"rule": "POD-IDS-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	id_policy("run_as_user").rule == "MustRunAsNonRoot"
 	some group in container_lists
 	some c in containers_in[group]
@@ -117,21 +133,21 @@ non_root_user(c) if {
 	pod_security.runAsNonRoot == true
 }
 
-deny contains {"rule": "POD-IDS-001", "message": msg} if {
+id_violations contains {"rule": "POD-IDS-001", "message": msg} if {
 	policy := id_policy("fs_group")
 	policy.rule in {"MustRunAs", "MayRunAs"}
 	problem := id_problem(pod_value_or_unset("fsGroup"), policy)
 	msg := concat("", ["pod ", pod_name, ": fsGroup ", problem])
 }
 
-deny contains {"rule": "POD-IDS-001", "message": msg} if {
+id_violations contains {"rule": "POD-IDS-001", "message": msg} if {
 	policy := id_policy("supplemental_groups")
 	policy.rule == "MustRunAs"
 	count(supplemental_groups) == 0
 	msg := concat("", ["pod ", pod_name, ": supplementalGroups is not set"])
 }
 
-deny contains {"rule": "POD-IDS-001", "message": msg} if {
+id_violations contains {"rule": "POD-IDS-001", "message": msg} if {
 	policy := id_policy("supplemental_groups")
 	policy.rule in {"MustRunAs", "MayRunAs"}
 	some value in supplemental_groups
