@@ -549,7 +549,7 @@ def test_site_parameters_decide(tmp_path: Path, capsys: pytest.CaptureFixture[st
             'run_as_group = { rule = "MustRunAs", ranges = [{ min = "1" , max = 2 }] }',
             "policies.rules.POD-IDS-001.params.run_as_group",
         ),
-        ('fs_group = { rule = "MustRunAs" }', "policies.rules.POD-IDS-001.params.fs_group"),
+        ('fs_group = { rule = "MayRunAsRoot" }', "policies.rules.POD-IDS-001.params.fs_group"),
     ],
 )
 def test_malformed_site_parameters_are_exit_2(
