@@ -8,7 +8,8 @@ CLI, the OPA REST path, the OPA bundle and the Gatekeeper output share one seman
 * ``[policies.rules.ID]`` (site file) and ``policies.rules.ID`` of a ``--data`` file set a
   rule over the profile: ``enabled``, ``mode`` (enforce | warn), ``params`` (values of the
   site keys the rule declares in rules.yml ``params``; they replace those keys of
-  ``data.gotthard.site``), ``exempt_namespaces``, ``exempt_namespace_labels`` (key=value)
+  ``data.gotthard.site``), ``include_namespaces`` (the rule applies only there),
+  ``exempt_namespaces``, ``exempt_namespace_labels`` (key=value)
   and ``exempt_images`` (globs).
 * The result is ``data.gotthard.constraints`` (see constraints.rego) plus the parameters
   merged into ``data.gotthard.site``.
@@ -26,6 +27,7 @@ import yaml
 from pydantic import ValidationError
 
 from gotthard.base import format_validation_error
+from gotthard.policies import params
 from gotthard.policies.engine import PolicyError, build_data, deep_merge, load_file
 from gotthard.policies.settings import PROFILES, PoliciesConfig, RuleSettings
 from gotthard.policies.testing import load_rules
@@ -66,6 +68,7 @@ class RuleState:
     enabled: bool
     mode: str
     params: dict[str, Any] = field(default_factory=dict)
+    include_namespaces: list[str] = field(default_factory=list)
     exempt_namespaces: list[str] = field(default_factory=list)
     exempt_namespace_labels: list[str] = field(default_factory=list)
     exempt_images: list[str] = field(default_factory=list)
@@ -80,6 +83,7 @@ class RuleState:
             "enabled": self.enabled,
             "mode": self.mode,
             "params": self.params,
+            "include": {"namespaces": self.include_namespaces},
             "exempt": {
                 "namespaces": self.exempt_namespaces,
                 "namespace_labels": self.exempt_namespace_labels,
@@ -189,11 +193,15 @@ def resolve(
                 rule=rule,
                 enabled=merged.enabled is not False,
                 mode=merged.mode or "enforce",
+                include_namespaces=list(merged.include_namespaces),
                 exempt_namespaces=list(merged.exempt_namespaces),
                 exempt_namespace_labels=list(merged.exempt_namespace_labels),
                 exempt_images=list(merged.exempt_images),
             )
         )
+    params.check_site(
+        site, {name: source for (section, name), source in set_by.items() if section == "admission"}
+    )
     for state in states:
         section = site.get(state.rule.section, {})
         state.params = {name: section.get(name) for name in state.rule.params}
@@ -223,6 +231,7 @@ def constraint_doc(state: RuleState) -> dict[str, Any]:
         "enabled": state.enabled,
         "mode": state.mode,
         "pss": state.rule.pss is not None,
+        "include": {"namespaces": state.include_namespaces},
         "exempt": {
             "namespaces": state.exempt_namespaces,
             "namespace_labels": label_pairs(state.exempt_namespace_labels),
@@ -277,6 +286,9 @@ def format_rules(profile: str, states: list[RuleState]) -> str:
         )
         for name, value in state.params.items():
             lines.append(f"{'':<{width}}  param {name} = {json.dumps(value)}")
+        if state.include_namespaces:
+            only = ", ".join(state.include_namespaces)
+            lines.append(f"{'':<{width}}  only in namespaces: {only}")
         for key, values in state.as_dict()["exempt"].items():
             if values:
                 lines.append(f"{'':<{width}}  exempt {key}: {', '.join(values)}")

@@ -57,7 +57,15 @@ POLICIES: dict[str, Policy] = {
         Policy(
             "pod",
             "gotthard.admission.pod",
-            ("pod.rego", "pod_input.rego", "pod_fields.rego", "pod_site.rego", "pod_pss.rego"),
+            (
+                "pod.rego",
+                "pod_input.rego",
+                "pod_shape.rego",
+                "pod_fields.rego",
+                "pod_site.rego",
+                "pod_pss.rego",
+                "pod_tunable.rego",
+            ),
             (
                 "Pod",
                 "Deployment",
@@ -581,19 +589,36 @@ ENTRYPOINTS = frozenset(
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled(modules: tuple[tuple[str, str], ...], data_json: str) -> tuple[Any, Any]:
-    """(interpreter with the modules and data, bundle of :data:`ENTRYPOINTS`), compiled once
-    per modules and data: an engine made again for the same data in one process (a
-    long-running caller, a test suite) reuses them instead of compiling again (~0.2 s).
-    Each build uses a fresh interpreter: regopy answers a second build of one interpreter
-    with the plans of the first."""
+def _compiled(modules: tuple[tuple[str, str], ...], data_json: str) -> tuple[Any, Any, Any]:
+    """(interpreter with the modules and data, bundle of :data:`ENTRYPOINTS`, the pod
+    policy's compiled input shape), made once per modules and data: an engine made again
+    for the same data in one process (a long-running caller, a test suite) reuses them
+    instead of compiling again (~0.2 s). The bundle leaves out the Rego shape checks
+    (:data:`shape.REPLACED_MODULES`): the engine runs them compiled, in one pass over the
+    input. Each build uses a fresh interpreter: regopy answers a second build of one
+    interpreter with the plans of the first."""
     import regopy
+
+    from gotthard.policies import shape
 
     interp = regopy.Interpreter()
     for name, src in modules:
         interp.add_module(name, src)
     interp.add_data_json(data_json)
-    return interp, interp.build(None, sorted(ENTRYPOINTS))
+    builder = regopy.Interpreter()
+    for name, src in modules:
+        if name not in shape.REPLACED_MODULES:
+            builder.add_module(name, src)
+    builder.add_module(shape.EMBEDDED_MODULE_NAME, shape.EMBEDDED_MODULE)
+    builder.add_data_json(data_json)
+    bundle = builder.build(None, sorted(ENTRYPOINTS))
+    out = interp.query(f"data.{POLICIES['pod'].package}.input_fields")
+    if not out.ok() or len(out) == 0:
+        raise PolicyError("embedded engine: the pod policy's input_fields table is missing")
+    fields = json.loads(out.expressions().json())[0]
+    site = json.loads(data_json).get("gotthard", {}).get("site", {})
+    gpus = site.get("admission", {}).get("gpu_resources") if isinstance(site, Mapping) else None
+    return interp, bundle, shape.ShapeCheck(shape.compile_shape(fields, gpus))
 
 
 class EmbeddedEngine:
@@ -601,9 +626,11 @@ class EmbeddedEngine:
 
     ``Interpreter.query`` recompiles every module on every call (about 12 ms); the
     entry points in :data:`ENTRYPOINTS` are therefore compiled once with
-    ``Interpreter.build`` and evaluated with ``query_bundle_entrypoint``. Other rules
-    fall back to a plain query. What a decision costs on regopy, and how the policies are
-    written for it, is in docs/policies.md (Benchmark).
+    ``Interpreter.build`` and evaluated with ``query_bundle_entrypoint``, with the pod
+    policy's fail-closed shape checks (POD-INPUT-001) done in one compiled pass over the
+    input (:mod:`gotthard.policies.shape`) instead of in Rego. Other rules, and inputs
+    that are not objects, fall back to a plain query of the full policies. What a decision
+    costs, and how the policies are written for regopy, is in docs/policies.md (Benchmark).
     """
 
     def __init__(self, data: Mapping[str, Any] | None = None) -> None:
@@ -616,19 +643,25 @@ class EmbeddedEngine:
             ) from err
         modules = tuple(rego_modules().items())
         data_json = json.dumps({"gotthard": ready_data(data)})
-        self._interp, self._bundle = _compiled(modules, data_json)
+        self._interp, self._bundle, self._shape = _compiled(modules, data_json)
         self._entrypoints = ENTRYPOINTS
         self._bundle_interp = regopy.Interpreter()
 
     def query(self, package: str, rule: str, input_doc: Any) -> Any:
+        from gotthard.policies.shape import INPUT_KEY
+
         entrypoint = f"{package.replace('.', '/')}/{rule}"
         failed = PolicyError(f"embedded engine: evaluation of data.{package}.{rule} failed")
         try:
-            if entrypoint in self._entrypoints:
-                self._bundle_interp.set_input_term(json.dumps(input_doc))
+            text = json.dumps(input_doc)
+            value = json.loads(text) if entrypoint in self._entrypoints else None
+            if isinstance(value, dict):
+                # the input exactly as the policy reads it, with its shape violations
+                value[INPUT_KEY] = self._shape.violations(value)
+                self._bundle_interp.set_input_term(json.dumps(value))
                 out = self._bundle_interp.query_bundle_entrypoint(self._bundle, entrypoint)
             else:
-                self._interp.set_input_term(json.dumps(input_doc))
+                self._interp.set_input_term(text)
                 out = self._interp.query(f"data.{package}.{rule}")
             # Do not print/inspect a failed output: regopy can crash doing so.
             if not out.ok():

@@ -9,7 +9,8 @@ Gatekeeper provides them; the rules come from the shipped policies as libraries
 * ``mode`` -> the Constraint's ``enforcementAction`` (deny | warn);
 * ``params`` -> ``spec.parameters`` (schema from the rule's declared parameters, values
   as resolved: site values, ``--data`` and ``[policies]``);
-* ``exempt_namespaces`` -> ``match.excludedNamespaces``; ``exempt_namespace_labels`` ->
+* ``include_namespaces`` -> ``match.namespaces``; ``exempt_namespaces`` ->
+  ``match.excludedNamespaces``; ``exempt_namespace_labels`` ->
   ``match.namespaceSelector`` (``NotIn``); ``exempt_images`` -> parameter ``exemptImages``.
 """
 
@@ -192,6 +193,8 @@ def constraint(state: RuleState) -> dict[str, Any]:
     match: dict[str, Any] = {
         "kinds": [{"apiGroups": [group], "kinds": names} for group, names in groups.items()]
     }
+    if state.include_namespaces:
+        match["namespaces"] = list(state.include_namespaces)
     if state.exempt_namespaces:
         match["excludedNamespaces"] = list(state.exempt_namespaces)
     if state.exempt_namespace_labels:

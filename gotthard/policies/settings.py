@@ -24,6 +24,9 @@ class RuleSettings(Strict):
     mode: Mode | None = None
     #: Values of the site keys the rule declares in ``params`` (rules.yml).
     params: dict[str, Any] = Field(default_factory=dict)
+    #: When not empty, the rule applies only in these namespaces (Gatekeeper's
+    #: ``match.namespaces``); exemptions still apply within them.
+    include_namespaces: list[str] = Field(default_factory=list)
     exempt_namespaces: list[str] = Field(default_factory=list)
     #: ``key=value``: namespaces carrying that label (inventory or live labels).
     exempt_namespace_labels: list[str] = Field(default_factory=list)

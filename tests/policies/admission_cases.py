@@ -11,6 +11,26 @@ from gotthard.policies import constraints, testing
 from gotthard.policies import engine as eng
 from gotthard.policies.settings import PoliciesConfig
 
+
+def site_params_table() -> dict[str, Any]:
+    return testing.load_tables()["site_params.yml"]
+
+
+def _site_params_settings() -> PoliciesConfig:
+    """The parameters of site_params.yml set as ``[policies.rules.ID.params]`` (each by
+    the first rule that declares it), and a rule limited to other namespaces."""
+    declared = {}
+    for rule in constraints.catalogue().values():
+        for name in rule.params:
+            declared.setdefault(name, rule.id)
+    rules: dict[str, Any] = {}
+    for name, value in site_params_table()["data"]["site"]["admission"].items():
+        rules.setdefault(declared[name], {"params": {}})["params"][name] = value
+    rules["POD-CAPS-001"]["include_namespaces"] = ["batch"]
+    rules["POD-ROFS-001"]["include_namespaces"] = ["web", "batch"]
+    return PoliciesConfig.model_validate({"rules": rules})
+
+
 #: Constraints the equivalence is checked under, besides the default profile.
 SETTINGS = {
     "hybrid-hpc": PoliciesConfig(),
@@ -23,6 +43,7 @@ SETTINGS = {
             }
         }
     ),
+    "site-params": _site_params_settings(),
 }
 
 
@@ -48,7 +69,10 @@ def reviews() -> Iterator[tuple[str, dict[str, Any]]]:
     """(name, AdmissionReview) of every pod case ``policy eval`` can read (cases that are
     input errors, exit 2, have no verdict to compare), plus UPDATE and DELETE reviews."""
     engine = eng.EmbeddedEngine(eng.build_data(pod_table().get("data")))
-    for case in pod_table()["cases"]:
+    params = [
+        {**case, "name": f"{PARAMS_PREFIX}{case['name']}"} for case in site_params_table()["cases"]
+    ]
+    for case in [*pod_table()["cases"], *params]:
         try:
             eng.evaluate(engine, case["input"], policy="pod")
         except eng.PolicyError:
@@ -57,7 +81,21 @@ def reviews() -> Iterator[tuple[str, dict[str, Any]]]:
         yield case["name"], admission_review(obj)
         yield f"{case['name']} (UPDATE, unchanged)", admission_review(obj, "UPDATE", obj)
         yield f"{case['name']} (UPDATE, no old object)", admission_review(obj, "UPDATE")
+        unreadable = admission_review(obj, "UPDATE")
+        unreadable["request"]["oldObject"] = {"kind": "Pod", "spec": {"containers": "x"}}
+        yield f"{case['name']} (UPDATE, unreadable old object)", unreadable
         yield f"{case['name']} (DELETE)", admission_review(None, "DELETE", copy.deepcopy(obj))
+
+
+#: Names of the reviews made from site_params.yml: compared under the "site-params"
+#: settings only, and the pod table's under the others (each comparison costs a few
+#: queries, and the gatekeeper and bundle tests keep regopy's memory for a whole module).
+PARAMS_PREFIX = "params: "
+
+
+def compared(settings: str, review_name: str) -> bool:
+    """Whether the review named *review_name* is compared under *settings*."""
+    return (settings == "site-params") == review_name.startswith(PARAMS_PREFIX)
 
 
 def eval_verdict(engine: eng.Engine, review: dict[str, Any]) -> tuple[list[str], list[str]]:

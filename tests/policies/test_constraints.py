@@ -367,13 +367,41 @@ def test_update_of_an_existing_pod_is_judged_as_pod_security_admission(
     relabelled = pod(_privileged)
     relabelled["metadata"]["labels"] = {"a": "b"}
     assert evaluate(tmp_path, capsys, admission_review(relabelled, "UPDATE", bad))[0] == 0
-    # without the old object (as Gatekeeper's templates): skipped too
-    assert evaluate(tmp_path, capsys, admission_review(bad, "UPDATE"))[0] == 0
+    # without the old object: judged in full (fail closed)
+    rc, out = evaluate(tmp_path, capsys, admission_review(bad, "UPDATE"))
+    assert rc == 1 and rule_ids(out["violations"]) == ["POD-PRIV-001"]
     # an image change is significant: judged in full
     changed = pod(_privileged)
     changed["spec"]["containers"][0]["image"] = "registry.gotthard.example.org/web/app:2.0"
     rc, out = evaluate(tmp_path, capsys, admission_review(changed, "UPDATE", bad))
     assert rc == 1 and rule_ids(out["violations"]) == ["POD-PRIV-001"]
+
+
+#: Old objects an UPDATE may carry that do not say what the pod was.
+UNREADABLE_OLD: dict[str, Any] = {
+    "a string": "not an object",
+    "a list": [GOOD_POD],
+    "no spec": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ok"}},
+    "spec not an object": {"kind": "Pod", "spec": "x"},
+    "containers not a list": {"kind": "Pod", "spec": {"containers": {"name": "app"}}},
+    "metadata not an object": {**GOOD_POD, "metadata": "ok"},
+    "another kind's shape": {**GOOD_POD, "kind": "Deployment"},
+}
+
+
+@pytest.mark.parametrize("old", UNREADABLE_OLD.values(), ids=list(UNREADABLE_OLD))
+def test_update_with_an_unreadable_old_object_is_judged_in_full(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: Any
+) -> None:
+    """Fail-closed probe: an UPDATE whose oldObject cannot be read must not skip the Pod
+    Security rules (the default profile, no declared fixtures)."""
+    review = admission_review(pod(_privileged), "UPDATE")
+    review["request"]["oldObject"] = old
+    rc, out = evaluate(tmp_path, capsys, review)
+    assert rc == 1 and rule_ids(out["violations"]) == ["POD-PRIV-001"]
+    # the same pod and old object that does read: a metadata-only update, PSS skipped
+    review["request"]["oldObject"] = pod(_privileged)
+    assert evaluate(tmp_path, capsys, review)[0] == 0
 
 
 @pytest.mark.usefixtures("pss_privileged")
@@ -443,3 +471,98 @@ def test_opa_rest_path_applies_the_same_constraints(
     doc["metadata"]["namespace"] = "ml"
     rc, out = evaluate(tmp_path, capsys, doc, config, *opa)
     assert rc == 0 and rule_ids(out["warnings"]) == ["POD-IMG-002"]
+
+
+# --- site parameters (issue 25) ---------------------------------------------------------
+
+SITE_PARAMS = """
+[policies.rules.POD-IDS-001.params]
+run_as_user = { rule = "MustRunAs", ranges = [{ min = 1000, max = 1999 }] }
+[policies.rules.POD-RES-001.params]
+required_limits = ["memory"]
+max_limits = { memory = "4Gi" }
+[policies.rules.POD-ROFS-001]
+params = { require_read_only_root_filesystem = true }
+include_namespaces = ["batch"]
+"""
+
+
+def test_policy_rules_lists_the_site_parameters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write(tmp_path, "site.toml", SITE_PARAMS)
+    assert run_in_process("--config", str(config), "policy", "rules", "--format", "json") == 0
+    by_id = {r["id"]: r for r in json.loads(capsys.readouterr().out)["rules"]}
+    assert by_id["POD-IDS-001"]["params"]["run_as_user"]["rule"] == "MustRunAs"
+    assert by_id["POD-IDS-001"]["params"]["fs_group"] == {"rule": "RunAsAny", "ranges": []}
+    assert by_id["POD-RES-001"]["params"] == {
+        "required_limits": ["memory"],
+        "required_requests": [],
+        "max_limits": {"memory": "4Gi"},
+        "max_requests": {},
+    }
+    assert by_id["POD-ROFS-001"]["include"] == {"namespaces": ["batch"]}
+    for rule, names in {
+        "POD-IMG-001": ["allowed_repos", "denied_repos"],
+        "POD-IMG-002": ["denied_tags"],
+        "POD-PSS-B-SYSCTLS-001": ["allowed_sysctls", "forbidden_sysctls"],
+        "POD-PSS-B-SECCOMP-001": ["allowed_seccomp_types", "allowed_seccomp_localhost_profiles"],
+        "POD-PSS-B-APPARMOR-001": ["allowed_apparmor_localhost_profiles"],
+        "POD-FLEXVOL-001": ["allowed_flexvolume_drivers"],
+        "POD-CAPS-001": ["required_drop_capabilities"],
+        "POD-HOSTPATH-001": ["hostpath_allowlist"],
+    }.items():
+        assert set(names) <= set(by_id[rule]["params"]), rule
+    assert run_in_process("--config", str(config), "policy", "rules") == 0
+    text = capsys.readouterr().out
+    assert 'param max_limits = {"memory": "4Gi"}' in text
+    assert "only in namespaces: batch" in text
+
+
+def test_site_parameters_decide(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def user(uid: int) -> Callable[[dict[str, Any]], None]:
+        def change(doc: dict[str, Any]) -> None:
+            doc["spec"]["securityContext"]["runAsUser"] = uid
+            doc["spec"]["containers"][0]["resources"]["limits"] = {"memory": "1Gi"}
+
+        return change
+
+    assert evaluate(tmp_path, capsys, pod(user(1500)), SITE_PARAMS)[0] == 0  # no cpu limit
+    rc, out = evaluate(tmp_path, capsys, pod(user(500)), SITE_PARAMS)
+    assert rc == 1 and rule_ids(out["violations"]) == ["POD-IDS-001"]
+    big = pod(user(1500))
+    big["spec"]["containers"][0]["resources"]["limits"]["memory"] = "8Gi"
+    rc, out = evaluate(tmp_path, capsys, big, SITE_PARAMS)
+    assert rc == 1 and rule_ids(out["violations"]) == ["POD-RES-001"]
+    # POD-ROFS-001 applies only in namespace batch
+    batch = pod(user(1500))
+    batch["metadata"]["namespace"] = "batch"
+    rc, out = evaluate(tmp_path, capsys, batch, SITE_PARAMS)
+    assert rc == 1 and rule_ids(out["violations"]) == ["POD-ROFS-001"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "key"),
+    [
+        ('run_as_user = "MustRunAs"', "policies.rules.POD-IDS-001.params.run_as_user"),
+        (
+            'run_as_group = { rule = "MustRunAs", ranges = [{ min = "1" , max = 2 }] }',
+            "policies.rules.POD-IDS-001.params.run_as_group",
+        ),
+        ('fs_group = { rule = "MayRunAsRoot" }', "policies.rules.POD-IDS-001.params.fs_group"),
+    ],
+)
+def test_malformed_site_parameters_are_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], setting: str, key: str
+) -> None:
+    config = f"[policies.rules.POD-IDS-001.params]\n{setting}\n"
+    rc, out = evaluate(tmp_path, capsys, pod(), config)
+    assert rc == 2 and key in out["error"] and "Traceback" not in out["error"]
+
+
+def test_malformed_data_parameter_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write(tmp_path, "data.json", json.dumps({"site": {"admission": {"max_limits": [1]}}}))
+    rc, out = evaluate(tmp_path, capsys, pod(), "", "--data", str(data))
+    assert rc == 2 and "site.admission.max_limits" in out["error"]

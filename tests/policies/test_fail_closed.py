@@ -46,10 +46,11 @@ DATA = eng.build_data({"inventory": {"namespaces": {"default": {"gpu_quota": 8, 
 SECURITY: dict[str, Any] = {
     "runAsNonRoot": True,
     "runAsUser": 1000,
+    "runAsGroup": 1000,
     "windowsOptions": {"hostProcess": False},
     "seLinuxOptions": {"type": "container_t", "user": "", "role": ""},
-    "seccompProfile": {"type": "RuntimeDefault"},
-    "appArmorProfile": {"type": "RuntimeDefault"},
+    "seccompProfile": {"type": "RuntimeDefault", "localhostProfile": "profiles/app.json"},
+    "appArmorProfile": {"type": "RuntimeDefault", "localhostProfile": "k8s-app"},
 }
 # A probe or lifecycle hook with both actions (Kubernetes allows one; the policy reads both).
 HANDLER: dict[str, Any] = {
@@ -68,12 +69,14 @@ def _container(name: str, **extra: Any) -> dict[str, Any]:
             "allowPrivilegeEscalation": False,
             "procMount": "Default",
             "capabilities": {"add": ["NET_BIND_SERVICE"], "drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
         },
         "resources": {
             "limits": {"cpu": "500m", "memory": "1Gi", GPU: 1},
-            "requests": {GPU: 1},
+            "requests": {"cpu": "250m", "memory": "512Mi", GPU: 1},
         },
         "ports": [{"containerPort": 8080, "hostPort": 0}],
+        "volumeMounts": [{"name": "scratch", "mountPath": "/scratch", "readOnly": True}],
         "livenessProbe": copy.deepcopy(HANDLER),
         "readinessProbe": copy.deepcopy(HANDLER),
         "startupProbe": copy.deepcopy(HANDLER),
@@ -96,6 +99,8 @@ BASE_POD: dict[str, Any] = {
         "securityContext": {
             **copy.deepcopy(SECURITY),
             "sysctls": [{"name": "net.ipv4.tcp_syncookies", "value": "1"}],
+            "fsGroup": 2000,
+            "supplementalGroups": [3000],
         },
         "hostNetwork": False,
         "hostPID": False,
@@ -105,6 +110,7 @@ BASE_POD: dict[str, Any] = {
         "volumes": [
             {"name": "scratch", "hostPath": {"path": "/capstor/scratch"}},
             {"name": "tmp", "emptyDir": {}},
+            {"name": "lvm", "flexVolume": {"driver": "example/lvm"}},
         ],
         "initContainers": [_container("sidecar", restartPolicy="Always")],
         "containers": [_container("app"), _container("worker")],

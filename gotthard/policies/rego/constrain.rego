@@ -48,8 +48,15 @@ enabled(c) := value if {
 kept(v, ctx) if {
 	c := setting(v)
 	enabled(c) == true
+	not outside(v, c, ctx)
 	not exempt(v, c, ctx)
 	not skipped(c, ctx)
+}
+
+# A rule with include.namespaces applies only in those namespaces.
+outside(v, c, ctx) if {
+	count(c.include.namespaces) > 0
+	not violation_namespace(v, ctx) in c.include.namespaces
 }
 
 exempt(v, c, ctx) if {

@@ -26,8 +26,9 @@
 # regopy's sprintf also quotes strings that come from a literal or from concat a second
 # time (broken JSON output): messages are built with concat.
 #
-# Modules: pod.rego (this: the reads the rules share), pod_input.rego (the input shape and
-# POD-INPUT-001), pod_fields.rego (the shape as one table), pod_site.rego, pod_pss.rego.
+# Modules: pod.rego (this: the reads the rules share), pod_input.rego (the input shape),
+# pod_shape.rego (POD-INPUT-001; the embedded engine runs it compiled, gotthard/policies/
+# shape.py), pod_fields.rego (the shape as one table), pod_site.rego, pod_pss.rego.
 package gotthard.admission.pod
 
 import rego.v1

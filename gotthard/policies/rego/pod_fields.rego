@@ -1,5 +1,8 @@
 # The pod policy's input fields as one table (package gotthard.admission.pod), built
-# from the maps of pod_input.rego: for people and the fail-closed tests; no rule reads it.
+# from the maps of pod_input.rego: for people, the fail-closed tests, and the embedded
+# engine, which compiles it into its one-pass shape check (gotthard/policies/shape.py; the
+# Rego checks in pod_shape.rego read the maps directly, and tests/policies/test_shape.py
+# shows that both find the same violations).
 package gotthard.admission.pod
 
 import rego.v1
@@ -7,8 +10,7 @@ import rego.v1
 # The fields as a table, one entry per field: {path, type, required, absent_rule}. In a path
 # "*" is any list index or object key, "$containers" any of container_lists and "$gpu" any of
 # site.gpu_resources. absent_rule: the rule that denies the field's absence from a pod that
-# is otherwise compliant (no absent_rule and not required: absence is compliant). For people
-# and for the fail-closed tests (which walk it); the checks below read the maps above.
+# is otherwise compliant (no absent_rule and not required: absence is compliant).
 input_objects := [
 	{"path": [], "types": root_types, "required": required_keys.pod},
 	{"path": ["metadata"], "types": metadata_types},
@@ -17,10 +19,12 @@ input_objects := [
 	{"path": ["spec", "os"], "types": os_types},
 	{"path": ["spec", "securityContext"], "types": pod_security_types},
 	{"path": ["spec", "securityContext", "sysctls"], "types": {"*": "object"}},
+	{"path": ["spec", "securityContext", "supplementalGroups"], "types": {"*": "integer"}},
 	{"path": ["spec", "securityContext", "sysctls", "*"], "types": sysctl_types, "required": required_keys.sysctl},
 	{"path": ["spec", "volumes"], "types": {"*": "object"}},
 	{"path": ["spec", "volumes", "*"], "types": object.union(volume_types, {"*": "object"})},
 	{"path": ["spec", "volumes", "*", "hostPath"], "types": host_path_types, "required": required_keys.hostPath},
+	{"path": ["spec", "volumes", "*", "flexVolume"], "types": flex_volume_types, "required": required_keys.flexVolume},
 	{"path": ["spec", "$containers"], "types": {"*": "object"}},
 	{"path": ["spec", "$containers", "*"], "types": container_types, "required": required_keys.container},
 	{"path": ["spec", "$containers", "*", "securityContext"], "types": container_security_types},
@@ -28,7 +32,9 @@ input_objects := [
 	{"path": ["spec", "$containers", "*", "securityContext", "capabilities", "drop"], "types": {"*": "string"}},
 	{"path": ["spec", "$containers", "*", "resources"], "types": resources_types},
 	{"path": ["spec", "$containers", "*", "resources", "limits"], "types": object.union(limits_types, {"$gpu": "count"})},
-	{"path": ["spec", "$containers", "*", "resources", "requests"], "types": {"$gpu": "count"}},
+	{"path": ["spec", "$containers", "*", "resources", "requests"], "types": object.union(requests_types, {"$gpu": "count"})},
+	{"path": ["spec", "$containers", "*", "volumeMounts"], "types": {"*": "object"}},
+	{"path": ["spec", "$containers", "*", "volumeMounts", "*"], "types": volume_mount_types},
 	{"path": ["spec", "$containers", "*", "ports"], "types": {"*": "object"}},
 	{"path": ["spec", "$containers", "*", "ports", "*"], "types": port_types},
 	{"path": ["spec", "$containers", "*", "lifecycle"], "types": lifecycle_types},

@@ -1,5 +1,5 @@
-# The input shape of the pod policy and POD-INPUT-001 (package gotthard.admission.pod;
-# pod.rego documents the package and holds the reads the rules share).
+# The input shape of the pod policy (package gotthard.admission.pod; the checks and
+# POD-INPUT-001 are in pod_shape.rego; pod.rego documents the package).
 package gotthard.admission.pod
 
 import rego.v1
@@ -34,35 +34,43 @@ os_types := {"name": "string"}
 shared_security_types := {
 	"runAsNonRoot": "boolean",
 	"runAsUser": "integer",
+	"runAsGroup": "integer",
 	"windowsOptions": "object",
 	"seLinuxOptions": "object",
 	"seccompProfile": "object",
 	"appArmorProfile": "object",
 }
 
-pod_security_types := object.union(shared_security_types, {"sysctls": "array"})
+pod_security_types := object.union(shared_security_types, {
+	"sysctls": "array",
+	"fsGroup": "integer",
+	"supplementalGroups": "array",
+})
 
 container_security_types := object.union(shared_security_types, {
 	"privileged": "boolean",
 	"allowPrivilegeEscalation": "boolean",
 	"procMount": "string",
 	"capabilities": "object",
+	"readOnlyRootFilesystem": "boolean",
 })
 
 security_object_types := {
 	"windowsOptions": {"hostProcess": "boolean"},
 	"seLinuxOptions": {"type": "string", "user": "string", "role": "string"},
-	"seccompProfile": {"type": "string"},
-	"appArmorProfile": {"type": "string"},
+	"seccompProfile": {"type": "string", "localhostProfile": "string"},
+	"appArmorProfile": {"type": "string", "localhostProfile": "string"},
 	"capabilities": {"add": "array", "drop": "array"},
 }
 
 sysctl_types := {"name": "string"}
 
 # A volume's other keys are its source (restricted volume types read the key): objects.
-volume_types := {"name": "string", "hostPath": "object"}
+volume_types := {"name": "string", "hostPath": "object", "flexVolume": "object"}
 
 host_path_types := {"path": "string"}
+
+flex_volume_types := {"driver": "string"}
 
 container_types := {
 	"name": "string",
@@ -71,6 +79,7 @@ container_types := {
 	"securityContext": "object",
 	"resources": "object",
 	"ports": "array",
+	"volumeMounts": "array",
 	"livenessProbe": "object",
 	"readinessProbe": "object",
 	"startupProbe": "object",
@@ -81,7 +90,14 @@ resources_types := {"limits": "object", "requests": "object"}
 
 limits_types := {"cpu": "quantity", "memory": "quantity"}
 
+requests_types := limits_types
+
 port_types := {"hostPort": "integer"}
+
+volume_mount_types := {"name": "string", "readOnly": "boolean"}
+
+# Fields of type integer: whole numbers (the JSON type is number).
+integer_security_keys := {"runAsUser", "runAsGroup", "fsGroup"}
 
 # Probes and lifecycle hooks ("handlers"), and the actions whose `host` is read.
 lifecycle_types := {"postStart": "object", "preStop": "object"}
@@ -90,401 +106,17 @@ handler_types := {"httpGet": "object", "tcpSocket": "object"}
 
 action_types := {"host": "string"}
 
+# A Kubernetes quantity (cpu "500m", memory "1Gi", "1e3") or a non-negative number.
+quantity_pattern := `^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$`
+
 # Keys whose absence cannot be interpreted, by the object that must hold them.
 required_keys := {
 	"pod": ["spec"],
 	"spec": ["containers"],
 	"container": ["image"],
 	"hostPath": ["path"],
+	"flexVolume": ["driver"],
 	"seccompProfile": ["type"],
 	"appArmorProfile": ["type"],
 	"sysctl": ["name"],
-}
-
-# A Kubernetes quantity (cpu "500m", memory "1Gi", "1e3") or a non-negative number.
-quantity_pattern := `^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$`
-
-# The JSON type (type_name) of each field type; integer, quantity and count are checked
-# further by their own rules.
-json_type := {
-	"object": "object",
-	"array": "array",
-	"string": "string",
-	"boolean": "boolean",
-	"integer": "number",
-}
-
-# Fields present with a value of the wrong type (null included): [path, expected type].
-# Direct rules per level of the pod and of each container, each checking the keys an object
-# has against its key -> type map.
-malformed contains [[], "object"] if not is_object(input)
-
-malformed contains [[key], type] if {
-	some key, value in doc
-	type := root_types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-# Objects below the pod and below each container, by their path: the key -> type map of
-# each, one level per map. The rules iterate these small maps and read the input only at
-# their paths.
-pod_children := {"metadata": metadata_types, "spec": spec_types}
-
-pod_grandchildren := {"spec": {"os": os_types, "securityContext": pod_security_types}}
-
-pod_great_grandchildren := {"spec": {"securityContext": security_object_types}}
-
-handler_actions := {"httpGet": action_types, "tcpSocket": action_types}
-
-container_children := {
-	"securityContext": container_security_types,
-	"resources": resources_types,
-	"lifecycle": lifecycle_types,
-	"livenessProbe": handler_types,
-	"readinessProbe": handler_types,
-	"startupProbe": handler_types,
-}
-
-container_grandchildren := {
-	"securityContext": security_object_types,
-	"lifecycle": {"postStart": handler_types, "preStop": handler_types},
-	"livenessProbe": handler_actions,
-	"readinessProbe": handler_actions,
-	"startupProbe": handler_actions,
-}
-
-container_great_grandchildren := {"lifecycle": {"postStart": handler_actions, "preStop": handler_actions}}
-
-malformed contains [[k1, key], type] if {
-	some k1, types in pod_children
-	some key, value in doc[k1]
-	type := types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-malformed contains [[k1, k2, key], type] if {
-	some k1, children in pod_grandchildren
-	some k2, types in children
-	some key, value in doc[k1][k2]
-	type := types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-malformed contains [[k1, k2, k3, key], type] if {
-	some k1, children in pod_great_grandchildren
-	some k2, grandchildren in children
-	some k3, types in grandchildren
-	some key, value in doc[k1][k2][k3]
-	type := types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-malformed contains [["metadata", "annotations", key], "string"] if {
-	some key, value in annotations
-	not is_string(value)
-}
-
-malformed contains [["spec", "securityContext", "runAsUser"], "integer"] if {
-	value := pod_security.runAsUser
-	is_number(value)
-	not value == floor(value)
-}
-
-malformed contains [["spec", "securityContext", "sysctls", i], "object"] if {
-	some i, sysctl in sysctls
-	not is_object(sysctl)
-}
-
-malformed contains [["spec", "securityContext", "sysctls", i, key], type] if {
-	some i, sysctl in sysctls
-	some key, value in sysctl
-	type := sysctl_types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-malformed contains [["spec", "volumes", i], "object"] if {
-	some i, volume in volume_list
-	not is_object(volume)
-}
-
-# A volume's keys other than name and hostPath are its source: an object.
-malformed contains [["spec", "volumes", i, key], type] if {
-	some i, volume in volume_list
-	is_object(volume)
-	some key, value in volume
-	type := object.get(volume_types, key, "object")
-	not type_name(value) == type
-}
-
-malformed contains [["spec", "volumes", i, "hostPath", key], type] if {
-	some i, volume in volume_list
-	some key, value in volume.hostPath
-	type := host_path_types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-malformed contains [["spec", name, i], "object"] if {
-	some name in container_lists
-	is_array(spec[name])
-	some i, c in spec[name]
-	not is_object(c)
-}
-
-malformed contains [["spec", group, position, key], type] if {
-	some group in container_lists
-	some position, c in containers_in[group]
-	some key, value in c
-	type := container_types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-malformed contains [["spec", group, position, k1, key], type] if {
-	some group in container_lists
-	some position, c in containers_in[group]
-	some k1, types in container_children
-	some key, value in c[k1]
-	type := types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-malformed contains [["spec", group, position, k1, k2, key], type] if {
-	some group in container_lists
-	some position, c in containers_in[group]
-	some k1, children in container_grandchildren
-	some k2, types in children
-	some key, value in c[k1][k2]
-	type := types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-malformed contains [["spec", group, position, k1, k2, k3, key], type] if {
-	container_keys.lifecycle
-	some group in container_lists
-	some position, c in containers_in[group]
-	some k1, children in container_great_grandchildren
-	some k2, grandchildren in children
-	some k3, types in grandchildren
-	some key, value in c[k1][k2][k3]
-	type := types[key]
-	want := json_type[type]
-	not type_name(value) == want
-}
-
-malformed contains [["spec", group, position, "securityContext", "runAsUser"], "integer"] if {
-	security_keys.runAsUser
-	some group in container_lists
-	some position, c in containers_in[group]
-	value := c.securityContext.runAsUser
-	is_number(value)
-	not value == floor(value)
-}
-
-malformed contains [["spec", group, position, "securityContext", "capabilities", name, i], "string"] if {
-	security_keys.capabilities
-	some group in container_lists
-	some position, c in containers_in[group]
-	some name in ["add", "drop"]
-	list := c.securityContext.capabilities[name]
-	is_array(list)
-	some i, value in list
-	not is_string(value)
-}
-
-# cpu and memory limits are quantities, GPUs whole numbers: one rule each, with the forms
-# as functions. The common forms (digits and a known suffix) are recognised with string
-# built-ins; only other strings go through the regular expression (regex.match is one of
-# the dearest built-ins on regopy).
-malformed contains [["spec", group, position, "resources", "limits", key], "quantity"] if {
-	container_keys.resources
-	some group in container_lists
-	some position, c in containers_in[group]
-	some key in ["cpu", "memory"]
-	value := c.resources.limits[key]
-	not quantity(value)
-}
-
-quantity(value) if {
-	is_number(value)
-	value >= 0
-}
-
-quantity(value) if {
-	is_string(value)
-	quantity_text(value)
-}
-
-# (regopy evaluates every body of a function, and compiles the expression on each call:
-# the regular expression runs only when the common form does not hold.)
-quantity_text(value) if {
-	suffix := trim_left(value, digits)
-	quantity_suffixes[suffix]
-	not suffix == value
-} else := regex.match(quantity_pattern, value)
-
-malformed contains [["spec", group, position, "resources", kind, gpu], "count"] if {
-	container_keys.resources
-	some group in container_lists
-	some position, c in containers_in[group]
-	some kind in ["limits", "requests"]
-	some gpu in site.gpu_resources
-	value := c.resources[kind][gpu]
-	not gpu_count(value)
-}
-
-gpu_count(value) if {
-	is_number(value)
-	value >= 0
-	value == floor(value)
-}
-
-gpu_count(value) if {
-	is_string(value)
-	not value == ""
-	trim_left(value, digits) == ""
-}
-
-quantity_suffixes := {"", "n", "u", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}
-
-malformed contains [["spec", group, position, "ports", i], "object"] if {
-	container_keys.ports
-	some group in container_lists
-	some position, c in containers_in[group]
-	is_array(c.ports)
-	some i, port in c.ports
-	not is_object(port)
-}
-
-malformed contains [["spec", group, position, "ports", i, "hostPort"], "integer"] if {
-	container_keys.ports
-	some group in container_lists
-	some position, c in containers_in[group]
-	is_array(c.ports)
-	some i, port in c.ports
-	value := port.hostPort
-	not is_number(value)
-}
-
-malformed contains [["spec", group, position, "ports", i, "hostPort"], "integer"] if {
-	container_keys.ports
-	some group in container_lists
-	some position, c in containers_in[group]
-	is_array(c.ports)
-	some i, port in c.ports
-	value := port.hostPort
-	is_number(value)
-	not value == floor(value)
-}
-
-# A value no input can hold: object.get's default for "not there".
-not_there := {"gotthard.absent": "not there"}
-
-# Required fields whose parent object is there but the field is not.
-absent contains [key] if {
-	is_object(input)
-	some key in required_keys.pod
-	object.get(input, key, not_there) == not_there
-}
-
-absent contains ["spec", key] if {
-	is_object(input.spec)
-	some key in required_keys.spec
-	object.get(input.spec, key, not_there) == not_there
-}
-
-absent contains ["spec", group, position, key] if {
-	some group in container_lists
-	some position, c in containers_in[group]
-	some key in required_keys.container
-	object.get(c, key, not_there) == not_there
-}
-
-absent contains ["spec", "volumes", i, "hostPath", key] if {
-	some i, volume in volume_list
-	is_object(volume.hostPath)
-	some key in required_keys.hostPath
-	object.get(volume.hostPath, key, not_there) == not_there
-}
-
-absent contains ["spec", "securityContext", "sysctls", i, key] if {
-	some i, sysctl in sysctls
-	is_object(sysctl)
-	some key in required_keys.sysctl
-	object.get(sysctl, key, not_there) == not_there
-}
-
-absent contains ["spec", "securityContext", name, key] if {
-	some name in ["seccompProfile", "appArmorProfile"]
-	is_object(pod_security[name])
-	some key in required_keys[name]
-	object.get(pod_security[name], key, not_there) == not_there
-}
-
-absent contains ["spec", group, position, "securityContext", name, key] if {
-	container_keys.securityContext
-	some group in container_lists
-	some position, c in containers_in[group]
-	some name in ["seccompProfile", "appArmorProfile"]
-	is_object(c.securityContext[name])
-	some key in required_keys[name]
-	object.get(c.securityContext[name], key, not_there) == not_there
-}
-
-# Field paths for people: spec.containers[0].resources.limits[nvidia.com/gpu].
-path_text(path) := "input" if count(path) == 0
-
-path_text(path) := concat("", [text | some i in numbers.range(0, count(path) - 1); text := segment_text(i, path[i])]) if count(path) > 0
-
-plain_key := `^[A-Za-z_][A-Za-z0-9_]*$`
-
-segment_text(_, key) := sprintf("[%v]", [key]) if is_number(key)
-
-segment_text(0, key) := key if {
-	is_string(key)
-	regex.match(plain_key, key)
-}
-
-segment_text(i, key) := concat("", [".", key]) if {
-	i > 0
-	is_string(key)
-	regex.match(plain_key, key)
-}
-
-segment_text(_, key) := concat("", ["[", key, "]"]) if {
-	is_string(key)
-	not regex.match(plain_key, key)
-}
-
-# POD-INPUT-001: a field the rules read cannot be interpreted; the pod is denied.
-deny contains {"rule": "POD-INPUT-001", "message": msg} if {
-	some bad in malformed
-	msg := concat("", ["pod ", pod_name, ": ", path_text(bad[0]), " must be ", type_text[bad[1]]])
-}
-
-deny contains {"rule": "POD-INPUT-001", "message": msg} if {
-	some path in absent
-	msg := concat("", ["pod ", pod_name, ": ", path_text(path), " is required"])
-}
-
-deny contains {"rule": "POD-INPUT-001", "message": msg} if {
-	spec.containers == []
-	msg := concat("", ["pod ", pod_name, ": spec.containers is empty"])
-}
-
-type_text := {
-	"object": "an object",
-	"array": "a list",
-	"string": "a string",
-	"boolean": "true or false",
-	"integer": "a whole number",
-	"quantity": "a quantity (a number or a string such as 500m or 1Gi)",
-	"count": "a whole number (a non-negative integer or a string of digits)",
 }

@@ -92,12 +92,51 @@ deny contains {"rule": "POD-PSS-B-APPARMOR-001", "message": msg} if {
 	some key, value in annotations
 	startswith(key, apparmor_annotation)
 	not apparmor_annotation_allowed(value)
-	msg := concat("", ["pod ", pod_name, ": annotation ", key, " is not runtime/default or localhost/*"])
+	msg := concat("", ["pod ", pod_name, ": annotation ", key, " is not runtime/default or an allowed localhost/ profile"])
 }
 
 apparmor_annotation_allowed(value) if value in {"", "runtime/default"}
 
-apparmor_annotation_allowed(value) if startswith(value, "localhost/")
+apparmor_annotation_allowed(value) if {
+	startswith(value, "localhost/")
+	listed(substring(value, count("localhost/"), -1), apparmor_localhost_profiles)
+}
+
+# Localhost profiles the site allows (allowed_apparmor_localhost_profiles; "*" any, "x*"
+# any name starting with x).
+apparmor_localhost_profiles := site.allowed_apparmor_localhost_profiles
+
+# Whether name is in a list of names and prefix globs ("kernel.*", "*").
+listed(name, patterns) if name in patterns
+
+listed(name, patterns) if {
+	is_string(name)
+	some pattern in patterns
+	is_string(pattern)
+	endswith(pattern, "*")
+	startswith(name, trim_suffix(pattern, "*"))
+}
+
+# A Localhost profile object whose profile the site does not list.
+localhost_profile_denied(profile, allowed) if {
+	profile.type == "Localhost"
+	name := object.get(profile, "localhostProfile", "")
+	not listed(name, allowed)
+}
+
+deny contains {"rule": "POD-PSS-B-APPARMOR-001", "message": msg} if {
+	pod_security.appArmorProfile.type == "Localhost"
+	localhost_profile_denied(pod_security.appArmorProfile, apparmor_localhost_profiles)
+	msg := concat("", ["pod ", pod_name, ": appArmorProfile localhostProfile ", sprintf("%v", [object.get(pod_security.appArmorProfile, "localhostProfile", "")]), " is not allowed"])
+}
+
+deny contains {"rule": "POD-PSS-B-APPARMOR-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	security_keys.appArmorProfile
+	some group in container_lists
+	some c in containers_in[group]
+	localhost_profile_denied(c.securityContext.appArmorProfile, apparmor_localhost_profiles)
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " appArmorProfile localhostProfile ", sprintf("%v", [object.get(c.securityContext.appArmorProfile, "localhostProfile", "")]), " is not allowed"])
+}
 
 deny contains {"rule": "POD-PSS-B-APPARMOR-001", "message": msg} if {
 	profile := pod_security.appArmorProfile.type
@@ -155,13 +194,32 @@ deny contains {"rule": "POD-PSS-B-PROCMOUNT-001", "message": msg, "container": o
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " procMount ", proc_mount, " is not Default"])
 }
 
-# Baseline "Seccomp": no Unconfined (or other) profile.
+# Baseline "Seccomp": no Unconfined (or other) profile. The site may narrow the types
+# (allowed_seccomp_types) and the Localhost profiles (allowed_seccomp_localhost_profiles).
 seccomp_types := {"RuntimeDefault", "Localhost"}
+
+site_seccomp_types := {t | some t in site.allowed_seccomp_types}
+
+seccomp_localhost_profiles := site.allowed_seccomp_localhost_profiles
+
+deny contains {"rule": "POD-PSS-B-SECCOMP-001", "message": msg} if {
+	pod_security.seccompProfile.type == "Localhost"
+	localhost_profile_denied(pod_security.seccompProfile, seccomp_localhost_profiles)
+	msg := concat("", ["pod ", pod_name, ": seccompProfile localhostProfile ", sprintf("%v", [object.get(pod_security.seccompProfile, "localhostProfile", "")]), " is not allowed"])
+}
+
+deny contains {"rule": "POD-PSS-B-SECCOMP-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	security_keys.seccompProfile
+	some group in container_lists
+	some c in containers_in[group]
+	localhost_profile_denied(c.securityContext.seccompProfile, seccomp_localhost_profiles)
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " seccompProfile localhostProfile ", sprintf("%v", [object.get(c.securityContext.seccompProfile, "localhostProfile", "")]), " is not allowed"])
+}
 
 deny contains {"rule": "POD-PSS-B-SECCOMP-001", "message": msg} if {
 	profile := pod_security.seccompProfile.type
 	is_string(profile)
-	not seccomp_types[profile]
+	not site_seccomp_types[profile]
 	msg := concat("", ["pod ", pod_name, ": seccompProfile type ", profile, " is not allowed"])
 }
 
@@ -171,17 +229,27 @@ deny contains {"rule": "POD-PSS-B-SECCOMP-001", "message": msg, "container": obj
 	some position, c in containers_in[group]
 	profile := c.securityContext.seccompProfile.type
 	is_string(profile)
-	not seccomp_types[profile]
+	not site_seccomp_types[profile]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " seccompProfile type ", profile, " is not allowed"])
 }
 
-# Baseline "Sysctls": only the safe set (allowed_sysctls).
+# Baseline "Sysctls": only the safe set (allowed_sysctls: names and prefix globs such as
+# "net.ipv4.*" or "*"), never a forbidden one (forbidden_sysctls, the same forms).
 deny contains {"rule": "POD-PSS-B-SYSCTLS-001", "message": msg} if {
 	some sysctl in sysctls
 	name := sysctl.name
 	is_string(name)
-	not name in site.allowed_sysctls
+	not listed(name, site.allowed_sysctls)
 	msg := concat("", ["pod ", pod_name, ": sysctl ", name, " is not in the safe set"])
+}
+
+deny contains {"rule": "POD-PSS-B-SYSCTLS-001", "message": msg} if {
+	some sysctl in sysctls
+	name := sysctl.name
+	is_string(name)
+	site.forbidden_sysctls[0]
+	listed(name, site.forbidden_sysctls)
+	msg := concat("", ["pod ", pod_name, ": sysctl ", name, " is forbidden"])
 }
 
 # Baseline "Host Probes / Lifecycle Hooks": no host in httpGet or tcpSocket actions.

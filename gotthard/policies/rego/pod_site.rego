@@ -15,15 +15,51 @@ deny contains {"rule": "POD-PRIV-001", "message": msg, "container": object.get(c
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " is privileged"])
 }
 
-# POD-HOSTPATH-001: hostPath volumes only under allow-listed paths.
-hostpath_allowed(path) if {
-	some allowed in site.hostpath_allowlist
+# POD-HOSTPATH-001: hostPath volumes only under allow-listed paths. An entry is a path, or
+# {"path": ..., "read_only": true}: below such an entry every container mounts the volume
+# readOnly (unless a writable entry also allows the path).
+hostpath_entry_path(entry) := entry if is_string(entry)
+
+hostpath_entry_path(entry) := entry.path if {
+	is_object(entry)
+	is_string(entry.path)
+}
+
+hostpath_matches(path, entry) if {
+	allowed := hostpath_entry_path(entry)
 	path == allowed
 }
 
-hostpath_allowed(path) if {
-	some allowed in site.hostpath_allowlist
+hostpath_matches(path, entry) if {
+	allowed := hostpath_entry_path(entry)
 	startswith(path, concat("", [trim_right(allowed, "/"), "/"]))
+}
+
+hostpath_allowed(path) if {
+	some entry in site.hostpath_allowlist
+	hostpath_matches(path, entry)
+}
+
+hostpath_writable(path) if {
+	some entry in site.hostpath_allowlist
+	hostpath_matches(path, entry)
+	not entry.read_only == true
+}
+
+deny contains {"rule": "POD-HOSTPATH-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	container_keys.volumeMounts
+	some v in volume_list
+	is_object(v)
+	path := v.hostPath.path
+	is_string(path)
+	hostpath_allowed(path)
+	not hostpath_writable(path)
+	some group in container_lists
+	some c in containers_in[group]
+	some mount in c.volumeMounts
+	mount.name == v.name
+	not mount.readOnly == true
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " mounts hostPath ", path, " writable; it is allowed read-only"])
 }
 
 deny contains {"rule": "POD-HOSTPATH-001", "message": msg} if {
@@ -150,6 +186,24 @@ allowed_images := object.get(site, "allowed_images", [])
 
 allowed_image_set := {image | some image in allowed_images}
 
+# Plain string prefixes ("docker.io/org/", "openpolicyagent"), unlike the registries above,
+# which match whole path segments.
+allowed_repos := site.allowed_repos
+
+denied_repos := site.denied_repos
+
+allowed_repo(image) if {
+	allowed_repos[0]
+	strings.any_prefix_match(image, allowed_repos)
+}
+
+image_denied(image) if strings.any_prefix_match(image, denied_prefixes)
+
+image_denied(image) if {
+	denied_repos[0]
+	strings.any_prefix_match(image, denied_repos)
+}
+
 # The images of the containers, by list and position (an image that is not a string is
 # POD-INPUT-001): each image is tested for being a string once, not in every image rule.
 images_in := {group: string_images(containers_in[group]) | some group in container_lists}
@@ -164,6 +218,7 @@ deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c,
 	some position, image in images_in[group]
 	not allowed_image_set[image]
 	not strings.any_prefix_match(image, allowed_prefixes)
+	not allowed_repo(image)
 	c := containers_in[group][position]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is not from an allowed registry"])
 }
@@ -172,35 +227,75 @@ deny contains {"rule": "POD-IMG-001", "message": msg, "container": object.get(c,
 	some group in container_lists
 	some position, image in images_in[group]
 	not allowed_image_set[image]
-	strings.any_prefix_match(image, denied_prefixes)
+	image_denied(image)
 	c := containers_in[group][position]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is from a denied registry"])
 }
 
 # POD-IMG-002: no ':latest' and no untagged images (a digest pins the image): the image's
-# last path segment has no ":", or the image ends in ":latest".
+# last path segment has no ":", or the image ends in ":latest". Only a well-formed digest
+# pins: "app@latest" is untagged.
 deny contains {"rule": "POD-IMG-002", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": image} if {
 	some group in container_lists
 	some position, image in images_in[group]
-	not contains(image, "@")
+	not digest_pinned(image)
 	untagged_or_latest(image)
 	c := containers_in[group][position]
-	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is untagged or :latest"])
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is untagged or has a denied tag (", concat(", ", denied_tags), ")"])
 }
 
-untagged_or_latest(image) if endswith(image, ":latest")
-
-untagged_or_latest(image) if {
+# The tag of an image: after the last ":" of its last path segment (before any "@").
+image_tag(image) := tag if {
 	parts := split(image, "/")
-	not contains(parts[count(parts) - 1], ":")
+	name := split(parts[count(parts) - 1], "@")[0]
+	contains(name, ":")
+	pieces := split(name, ":")
+	tag := pieces[count(pieces) - 1]
 }
 
-# POD-IMG-003: images pinned by digest (image@sha256:...), when the site requires it.
+denied_tags := site.denied_tags
+
+denied_tag_set := {tag | some tag in denied_tags}
+
+# Each image's tag, computed once per image ("" when untagged).
+image_tags := {image: tag |
+	some group in container_lists
+	some image in images_in[group]
+	tag := image_tag_or_none(image)
+}
+
+image_tag_or_none(image) := tag if {
+	tag := image_tag(image)
+} else := ""
+
+untagged_or_latest(image) if denied_tag_set[image_tags[image]]
+
+untagged_or_latest(image) if image_tags[image] == ""
+
+# POD-IMG-003: images pinned by digest, when the site requires it: the image ends in
+# "@<algorithm>:<hex digest>" with a known algorithm and its digest length (sha256: 64
+# lower-case hex digits, sha512: 128); "app@latest" or "app@sha256:abc" is not pinned.
+digest_lengths := {"sha256": 64, "sha512": 128}
+
+hex_digits := "0123456789abcdef"
+
+digest_pinned(image) if {
+	contains(image, "@")
+	parts := split(image, "@")
+	count(parts) == 2
+	not parts[0] == ""
+	pair := split(parts[1], ":")
+	count(pair) == 2
+	length := digest_lengths[pair[0]]
+	count(pair[1]) == length
+	trim_left(pair[1], hex_digits) == ""
+}
+
 deny contains {"rule": "POD-IMG-003", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": image} if {
 	site.require_image_digest == true
 	some group in container_lists
 	some position, image in images_in[group]
-	not contains(image, "@")
+	not digest_pinned(image)
 	c := containers_in[group][position]
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " image ", image, " is not pinned by digest"])
 }
@@ -223,16 +318,70 @@ deny contains {"rule": "POD-SEC-001", "message": msg, "container": object.get(c,
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " does not set runAsNonRoot"])
 }
 
-# POD-RES-001: cpu and memory limits on every container.
+# POD-RES-001: the limits (required_limits, default cpu and memory) and requests
+# (required_requests, default none) every container sets, and the largest limits and
+# requests (max_limits, max_requests: resource -> quantity) it may set.
+required_limits := site.required_limits
+
+required_requests := site.required_requests
+
 deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
 	some group in container_lists
 	some position, c in containers_in[group]
-	some r in ["cpu", "memory"]
+	some r in required_limits
 	not limit_set(c, r)
 	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " has no ", r, " limit"])
+}
+
+deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	some r in required_requests
+	some group in container_lists
+	some position, c in containers_in[group]
+	not request_set(c, r)
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " has no ", r, " request"])
+}
+
+deny contains {"rule": "POD-RES-001", "message": msg, "container": object.get(c, "name", "<unnamed>"), "image": object.get(c, "image", "")} if {
+	some kind, maxima in {"limits": site.max_limits, "requests": site.max_requests}
+	some r, maximum in maxima
+	some group in container_lists
+	some position, c in containers_in[group]
+	value := c.resources[kind][r]
+	not value == null
+	not quantity_within(value, maximum)
+	msg := concat("", ["pod ", pod_name, ": container ", object.get(c, "name", "<unnamed>"), " ", r, " ", kind, " ", sprintf("%v", [value]), " exceeds the maximum ", sprintf("%v", [maximum])])
 }
 
 limit_set(c, r) if {
 	value := c.resources.limits[r]
 	not value == null
+}
+
+request_set(c, r) if {
+	value := c.resources.requests[r]
+	not value == null
+}
+
+# Quantities as numbers: "500m" 0.5, "1Gi" 1073741824, "2e3" 2000 (n and u: nano, micro).
+# A value that is not a quantity is never within a maximum (fail closed).
+quantity_within(value, maximum) if quantity_number(value) <= quantity_number(maximum)
+
+quantity_number(value) := value if {
+	is_number(value)
+	value >= 0
+}
+
+quantity_number(value) := n if {
+	is_string(value)
+	regex.match(quantity_pattern, value)
+	n := quantity_string_number(value)
+}
+
+quantity_string_number(value) := units.parse(trim_suffix(value, "n")) / 1000000000 if endswith(value, "n")
+
+quantity_string_number(value) := units.parse(trim_suffix(value, "u")) / 1000000 if endswith(value, "u")
+
+quantity_string_number(value) := units.parse(value) if {
+	not endswith(value, "n")
+	not endswith(value, "u")
 }

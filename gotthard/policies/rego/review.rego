@@ -33,12 +33,26 @@ is_pod_object if kind in pod_kinds
 
 pod_shaped(o, ns) := {
 	"kind": "Pod",
-	"metadata": {
-		"name": object.get(object_or_empty(object.get(o, "metadata", {})), "name", "<unnamed>"),
-		"namespace": ns,
-	},
+	"metadata": object.union(
+		{
+			"name": object.get(object_or_empty(object.get(o, "metadata", {})), "name", "<unnamed>"),
+			"namespace": ns,
+		},
+		template_annotations(o),
+	),
 	"spec": object.get(o, spec_path(object.get(o, "kind", "")), null),
 }
+
+# The pod's own annotations (AppArmor profiles) are those of the pod template: the
+# metadata beside the pod spec (a Pod's own metadata), when it has the key.
+template_metadata_path(k) := array.concat(array.slice(spec_path(k), 0, count(spec_path(k)) - 1), ["metadata"])
+
+template_annotations(o) := {"annotations": value} if {
+	meta := object.get(o, template_metadata_path(object.get(o, "kind", "")), null)
+	is_object(meta)
+	some key, value in meta
+	key == "annotations"
+} else := {}
 
 metadata := object_or_empty(object.get(obj, "metadata", {}))
 
@@ -53,7 +67,22 @@ namespace := object.get(metadata, "namespace", request_namespace)
 
 old := object.get(request, "oldObject", null)
 
-review_doc := {"operation": operation, "kind": kind, "old": pod_shaped(old, namespace)} if is_object(old)
+object_or_null(x) if is_object(x)
+
+object_or_null(null)
+
+# The old object's pod spec at the path of its own kind (as `policy eval` reads it), only
+# when it is readable: an object with a container list. An UPDATE whose old object is
+# absent or unreadable is judged in full (fail closed).
+old_spec := spec if {
+	is_object(old)
+	object_or_null(object.get(old, "metadata", null))
+	spec := object.get(old, spec_path(object.get(old, "kind", "")), null)
+	is_object(spec)
+	is_array(spec.containers)
+}
+
+review_doc := {"operation": operation, "kind": kind, "old": pod_shaped(old, namespace)} if old_spec
 
 else := {"operation": operation, "kind": kind}
 
@@ -62,8 +91,8 @@ pod := object.union(pod_shaped(obj, namespace), {"review": review_doc})
 # The constraints' view of the review (constrain.rego context).
 ctx := data.gotthard.constrain.context({"namespace": namespace}, review_doc, significant_update)
 
-# Only an UPDATE with an old object can be significant; the specs are read only then.
-significant_update := data.gotthard.constrain.images_changed(object.get(obj, spec_path(kind), null), object.get(old, spec_path(kind), null)) if {
+# Insignificant only with a readable old object and no image or container list changed.
+significant_update := data.gotthard.constrain.images_changed(object.get(obj, spec_path(kind), null), old_spec) if {
 	operation == "UPDATE"
-	is_object(old)
-} else := false
+	old_spec
+} else := true
