@@ -7,6 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
+# regopy before anything that loads libstdc++ (aiohttp's frozenlist, through the Kubernetes
+# emulator below): loaded after it, rego-cpp keeps about 0.7 MB per policy decision and
+# 1.5 MB per Gatekeeper template query, which took tests/policies/test_gatekeeper.py to
+# 15.7 GB. Gotthard's own policy commands load no C++ library before regopy.
+import regopy  # noqa: F401  (imported for its load order)
+
 from gotthard.sandbox import Sandbox
 from tests.support.lifecycle import running
 

@@ -89,7 +89,7 @@ def reviews() -> Iterator[tuple[str, dict[str, Any]]]:
 
 #: Names of the reviews made from site_params.yml: compared under the "site-params"
 #: settings only, and the pod table's under the others (each comparison costs a few
-#: queries, and the gatekeeper and bundle tests keep regopy's memory for a whole module).
+#: queries; the gatekeeper and bundle tests parametrize only those pairs).
 PARAMS_PREFIX = "params: "
 
 

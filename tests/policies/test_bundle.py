@@ -24,6 +24,13 @@ from tests.policies.conftest import GOOD_POD
 from tests.support.cli import run_in_process
 
 REVIEWS = list(reviews())
+#: (id, settings, review name, review): each review under the settings it is compared under
+CASES = [
+    (f"{settings}-{name}", settings, name, review)
+    for settings in sorted(SETTINGS)
+    for name, review in REVIEWS
+    if compared(settings, name)
+]
 ENTRYPOINTS = (
     "system/main",
     "gotthard/webhook/main",
@@ -158,15 +165,18 @@ def test_bundle_errors_are_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "cannot write" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("name", "review"), REVIEWS, ids=[name for name, _ in REVIEWS])
+@pytest.mark.parametrize(
+    ("loaded", "name", "review"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+    indirect=["loaded"],
+    scope="module",
+)
 def test_webhook_decision_equals_policy_eval(
-    request: pytest.FixtureRequest,
     loaded: tuple[OpaBundle, eng.EmbeddedEngine],
     name: str,
     review: dict[str, Any],
 ) -> None:
-    if not compared(request.node.callspec.params["loaded"], name):
-        pytest.skip("compared under other settings")
     opa, engine = loaded
     denied, warned = eval_verdict(engine, review)
     decisions = opa.query("data.test.webhook.decisions", review)

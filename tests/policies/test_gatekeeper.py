@@ -26,6 +26,13 @@ from tests.policies.conftest import GOOD_POD
 from tests.support.cli import run_in_process
 
 REVIEWS = list(reviews())
+#: (id, settings, review name, review): each review under the settings it is compared under
+CASES = [
+    (f"{settings}-{name}", settings, name, review)
+    for settings in sorted(SETTINGS)
+    for name, review in REVIEWS
+    if compared(settings, name)
+]
 
 
 class Templates:
@@ -170,15 +177,18 @@ def test_parameters_reach_the_template(
         templates.pairs["POD-IMG-001"][1]["spec"]["parameters"] = {}
 
 
-@pytest.mark.parametrize(("name", "review"), REVIEWS, ids=[name for name, _ in REVIEWS])
+@pytest.mark.parametrize(
+    ("setup", "name", "review"),
+    [case[1:] for case in CASES],
+    ids=[case[0] for case in CASES],
+    indirect=["setup"],
+    scope="module",
+)
 def test_template_verdicts_equal_policy_eval(
-    request: pytest.FixtureRequest,
     setup: tuple[Templates, eng.EmbeddedEngine, dict[str, Any]],
     name: str,
     review: dict[str, Any],
 ) -> None:
-    if not compared(request.node.callspec.params["setup"], name):
-        pytest.skip("compared under other settings")
     templates, engine, states = setup
     denied, warned = eval_verdict(engine, review)
     found = templates.all_violations(review["request"])
