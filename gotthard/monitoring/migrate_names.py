@@ -118,13 +118,9 @@ class Migrator:
         lines = text.splitlines(keepends=True)
         out: list[str] = []
         found: list[tuple[int, str]] = []
-        off = False
+        skipped = _skipped_lines(lines)
         for number, line in enumerate(lines, 1):
-            if OFF in line:
-                off = True
-            elif ON in line:
-                off = False
-            if off or KEEP in line:
+            if number in skipped:
                 out.append(line)
                 continue
             new, hits = self._replace(line, code_rules=True)

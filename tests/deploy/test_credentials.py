@@ -17,8 +17,8 @@ import pytest
 
 from gotthard import config as configuration
 from gotthard.deploy.roles import KUBERNETES_ROLES
-from tests.deploy.rendering import SITE, manifests, render
-from tests.support.cli import ROOT, gotthard
+from tests.deploy.rendering import SITE, attempt_render, manifests, render
+from tests.support.cli import ROOT
 
 EXAMPLE = ROOT / "docs" / "site.example.toml"
 ROLES = tuple(role.name for role in KUBERNETES_ROLES)
@@ -376,16 +376,7 @@ def test_unmountable_paths_are_exit_2_naming_the_key(
 ) -> None:
     site = tmp_path / "site.toml"
     site.write_text(SITE.read_text().replace("[[dr.drills]]", setting + "\n[[dr.drills]]", 1))
-    result = gotthard(
-        "--config",
-        str(site),
-        "deploy",
-        "render",
-        "--target",
-        "kubernetes",
-        "--out",
-        str(tmp_path / "o"),
-    )
+    result = attempt_render("kubernetes", tmp_path / "o", site)
     assert result.returncode == 2, result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"gotthard deploy: {message}"), line

@@ -15,8 +15,7 @@ import yaml
 
 from gotthard.deploy.roles import ROLES
 from gotthard.serve import Server, load_web_config, text
-from tests.deploy.rendering import SITE, manifests, render
-from tests.support.cli import gotthard
+from tests.deploy.rendering import SITE, attempt_render, manifests, render
 from tests.support.svid import make_ca
 
 PROMETHEUS = "spiffe://zurich.example/ns/monitoring/sa/prometheus-k8s"
@@ -148,16 +147,7 @@ def test_the_rendered_web_configs_let_in_prometheus_and_at_the_webhook_alertmana
 
 def test_a_site_without_a_trust_domain_is_one_line_exit_2(tmp_path: Path) -> None:
     site = site_file(tmp_path, tmp_path / "svids", lugano=False)
-    result = gotthard(
-        "--config",
-        str(site),
-        "deploy",
-        "render",
-        "--target",
-        "spiffe",
-        "--out",
-        str(tmp_path / "o"),
-    )
+    result = attempt_render("spiffe", tmp_path / "o", site)
     assert result.returncode == 2
     assert (
         result.stderr

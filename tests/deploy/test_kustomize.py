@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from gotthard.deploy.roles import KUBERNETES_ROLES
-from tests.deploy.rendering import manifests, render
+from tests.deploy.rendering import attempt_render, manifests, render
 from tests.deploy.test_kubernetes import KUBERNETES_VERSION, crd_validators
 from tests.deploy.test_site_settings import (
     alertmanager_config_errors,
@@ -222,16 +222,7 @@ def test_the_site_option(tmp_path: Path) -> None:
     }
     assert labels == {"todi"}
     site.write_text(site.read_text().replace('lugano = "todi"', 'lugano = "alps"'))
-    result = gotthard(
-        "--config",
-        str(site),
-        "deploy",
-        "render",
-        "--target",
-        "kustomize",
-        "--out",
-        str(tmp_path / "y"),
-    )
+    result = attempt_render("kustomize", tmp_path / "y", site)
     assert result.returncode == 2
     assert (
         "deploy.kubernetes.clusters.lugano: 'alps' is not a cluster of site 'lugano'"

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gotthard.deploy.settings import DEFAULT_RESOURCES
-from tests.deploy.rendering import FIXTURES, SITE, manifests, render
+from tests.deploy.rendering import FIXTURES, SITE, attempt_render, manifests, render
 from tests.support.cli import gotthard
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -241,16 +241,7 @@ def test_placeholders_left_in_are_a_warning_naming_the_key(tmp_path: Path) -> No
 def test_bad_settings_are_exit_2_naming_the_key(setting: str, key: str, tmp_path: Path) -> None:
     site = tmp_path / "site.toml"
     site.write_text(SITE.read_text() + f"\n[deploy.kubernetes]\n{setting}\n")
-    result = gotthard(
-        "--config",
-        str(site),
-        "deploy",
-        "render",
-        "--target",
-        "kubernetes",
-        "--out",
-        str(tmp_path / "o"),
-    )
+    result = attempt_render("kubernetes", tmp_path / "o", site)
     assert result.returncode == 2, result.stderr
     assert f"deploy.kubernetes.{key}" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
