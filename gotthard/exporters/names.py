@@ -1,4 +1,4 @@
-"""The one table of metric renames before 1.0 (issue 28): old name -> new name, and why.
+"""The one table of metric renames before 1.0: old name -> new name, and why.
 migrate-names: skip-file
 
 Every family of the exporter's collectors now starts ``gotthard_<area>_``

@@ -1,5 +1,5 @@
-"""The audit CronJob's findings are metrics Prometheus scrapes, not a failed Job (issue 24
-item 5): the CronJob runs ``audit cluster --report-only --textfile-configmap``, a textfile
+"""The audit CronJob's findings are metrics Prometheus scrapes, not a failed Job: the
+CronJob runs ``audit cluster --report-only --textfile-configmap``, a textfile
 exporter serves that ConfigMap, and a ServiceMonitor scrapes it.
 (tests/policies/test_audit_cluster.py runs the audit's side against the emulator.)"""
 

@@ -1,4 +1,4 @@
-"""Egress NetworkPolicies for each role (issue 24 item 6): every workload's pods may reach
+"""Egress NetworkPolicies for each role: every workload's pods may reach
 DNS and only the destinations their role needs (Kubernetes API, Slurm, Prometheus), at
 the CIDRs ``[deploy.kubernetes.egress]`` names."""
 

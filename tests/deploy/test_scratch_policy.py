@@ -1,4 +1,4 @@
-"""Narrow RBAC for drills (issue 24 item 7): RBAC cannot select namespaces by label, so the
+"""Narrow RBAC for drills: RBAC cannot select namespaces by label, so the
 render adds a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA in 1.30) and
 its binding beside the DR role: the DR ServiceAccount may create and delete only
 namespaces labelled as drill scratch namespaces.

@@ -1,4 +1,4 @@
-"""Slurm from pods in the Kubernetes render (issue 24 item 3): the webhook and the Slurm
+"""Slurm from pods in the Kubernetes render: the webhook and the Slurm
 exporter get the image with Slurm's client commands where they run them, every path the
 site file names for Slurm is mounted, and munge pods run on the Slurm client nodes, not
 on the GPU nodes. (tests/runbooks/test_slurm_jwt.py drains and resumes the real sandbox

@@ -473,7 +473,7 @@ def test_opa_rest_path_applies_the_same_constraints(
     assert rc == 0 and rule_ids(out["warnings"]) == ["POD-IMG-002"]
 
 
-# --- site parameters (issue 25) ---------------------------------------------------------
+# --- site parameters ---------------------------------------------------------------------
 
 SITE_PARAMS = """
 [policies.rules.POD-IDS-001.params]
