@@ -98,6 +98,19 @@ def compared(settings: str, review_name: str) -> bool:
     return (settings == "site-params") == review_name.startswith(PARAMS_PREFIX)
 
 
+def compared_cases(
+    reviews: list[tuple[str, dict[str, Any]]],
+) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(test id, settings, review name, review): each review under the settings it is
+    compared under (:func:`compared`), for ``parametrize`` with the settings indirect."""
+    return [
+        (f"{settings}-{name}", settings, name, review)
+        for settings in sorted(SETTINGS)
+        for name, review in reviews
+        if compared(settings, name)
+    ]
+
+
 def eval_verdict(engine: eng.Engine, review: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(denied rule ids, warned rule ids) of ``policy eval`` on *review*."""
     verdict = eng.judge(engine, review)

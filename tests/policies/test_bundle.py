@@ -15,7 +15,7 @@ from gotthard.policies import bundle
 from gotthard.policies import engine as eng
 from tests.policies.admission_cases import (
     SETTINGS,
-    compared,
+    compared_cases,
     constrained,
     eval_verdict,
     reviews,
@@ -24,13 +24,7 @@ from tests.policies.conftest import GOOD_POD
 from tests.support.cli import run_in_process
 
 REVIEWS = list(reviews())
-#: (id, settings, review name, review): each review under the settings it is compared under
-CASES = [
-    (f"{settings}-{name}", settings, name, review)
-    for settings in sorted(SETTINGS)
-    for name, review in REVIEWS
-    if compared(settings, name)
-]
+CASES = compared_cases(REVIEWS)
 ENTRYPOINTS = (
     "system/main",
     "gotthard/webhook/main",

@@ -17,7 +17,7 @@ from gotthard.policies import engine as eng
 from gotthard.policies.settings import PoliciesConfig
 from tests.policies.admission_cases import (
     SETTINGS,
-    compared,
+    compared_cases,
     constrained,
     eval_verdict,
     reviews,
@@ -26,13 +26,7 @@ from tests.policies.conftest import GOOD_POD
 from tests.support.cli import run_in_process
 
 REVIEWS = list(reviews())
-#: (id, settings, review name, review): each review under the settings it is compared under
-CASES = [
-    (f"{settings}-{name}", settings, name, review)
-    for settings in sorted(SETTINGS)
-    for name, review in REVIEWS
-    if compared(settings, name)
-]
+CASES = compared_cases(REVIEWS)
 
 
 class Templates:
@@ -110,19 +104,26 @@ def setup(request: pytest.FixtureRequest) -> tuple[Templates, eng.EmbeddedEngine
     return Templates(pairs), eng.EmbeddedEngine(data), {s.rule.id: s for s in states}
 
 
+def gatekeeper_cli(tmp_path: Path, site: str) -> Path:
+    """``gotthard --config SITE policy gatekeeper --out DIR`` in-process, SITE holding
+    *site*; returns DIR (``templates/`` and ``constraints/``)."""
+    config = tmp_path / "site.toml"
+    config.write_text(site, encoding="utf-8")
+    out = tmp_path / "gk"
+    assert run_in_process("--config", str(config), "policy", "gatekeeper", "--out", str(out)) == 0
+    return out
+
+
 def test_cli_writes_templates_and_constraints(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "site.toml"
-    config.write_text(
+    out = gatekeeper_cli(
+        tmp_path,
         '[policies.rules.POD-IMG-002]\nmode = "warn"\nexempt_images = ["nvcr.io/*"]\n'
         '[policies.rules.POD-PRIV-001]\nexempt_namespaces = ["kube-system"]\n'
         'exempt_namespace_labels = ["tier=system", "tier=infra"]\n'
         "[policies.rules.POD-RES-001]\nenabled = false\n",
-        encoding="utf-8",
     )
-    out = tmp_path / "gk"
-    assert run_in_process("--config", str(config), "policy", "gatekeeper", "--out", str(out)) == 0
     templates = {p.stem: yaml.safe_load(p.read_text()) for p in (out / "templates").iterdir()}
     constraints = {p.stem: yaml.safe_load(p.read_text()) for p in (out / "constraints").iterdir()}
     assert set(templates) == set(constraints)
@@ -225,17 +226,14 @@ def test_all_violations_equal_each_template_asked_alone(
 def test_site_parameters_render_into_constraints(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "site.toml"
-    config.write_text(
+    out = gatekeeper_cli(
+        tmp_path,
         "[policies.rules.POD-IDS-001]\n"
         'params = { run_as_user = { rule = "MustRunAsNonRoot" } }\n'
         'include_namespaces = ["batch"]\n'
         "[policies.rules.POD-PSS-B-SYSCTLS-001.params]\n"
         'allowed_sysctls = ["*"]\nforbidden_sysctls = ["kernel.*"]\n',
-        encoding="utf-8",
     )
-    out = tmp_path / "gk"
-    assert run_in_process("--config", str(config), "policy", "gatekeeper", "--out", str(out)) == 0
     ids = yaml.safe_load((out / "constraints" / "gotthardpodids001.yaml").read_text())
     assert ids["spec"]["parameters"]["run_as_user"] == {"rule": "MustRunAsNonRoot"}
     assert ids["spec"]["match"]["namespaces"] == ["batch"]
