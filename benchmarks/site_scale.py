@@ -411,6 +411,23 @@ def rule_groups(prometheus: Prometheus) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: -row["ratio"])
 
 
+def slowest_rules(url: str, top: int = 8) -> list[dict[str, Any]]:
+    """The *top* rules by their last evaluation time (``/api/v1/rules``), with their
+    group: where a group's time goes."""
+    with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=60) as response:
+        groups = json.loads(response.read())["data"]["groups"]
+    rows = [
+        {
+            "rule": rule.get("name", ""),
+            "in_group": group["name"],
+            "evaluation_seconds": round(float(rule.get("evaluationTime", 0.0)), 4),
+        }
+        for group in groups
+        for rule in group["rules"]
+    ]
+    return sorted(rows, key=lambda row: -row["evaluation_seconds"])[:top]
+
+
 def head(prometheus: Prometheus) -> dict[str, Any]:
     def value(expr: str) -> float:
         return prometheus.scalar(expr) or 0.0
@@ -632,6 +649,8 @@ def main(argv: list[str] | None = None) -> int:
         # every target scraped, then the rules evaluated a few rounds over the live data
         time.sleep(SCRAPE_SECONDS * (args.evaluations + 1))
         for row in rule_groups(prometheus):
+            print(json.dumps(row), flush=True)
+        for row in slowest_rules(url):
             print(json.dumps(row), flush=True)
         print(json.dumps(head(prometheus)), flush=True)
         print(json.dumps(global_view(url, prometheus)), flush=True)

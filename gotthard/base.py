@@ -12,6 +12,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+#: A Prometheus duration: ``30s``, ``1m30s``, ``500ms``, ``2d``.
+Duration = Annotated[str, Field(pattern=r"^([0-9]+(ms|s|m|h|d|w|y))+$")]
+
 
 class Strict(BaseModel):
     """Unknown keys are errors (a typo must not silently disable a backup); immutable."""

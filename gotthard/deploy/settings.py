@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
-from gotthard.base import DnsLabel, ListenAddress, Name, Strict
+from gotthard.base import DnsLabel, Duration, ListenAddress, Name, Strict
 from gotthard.deploy.roles import SCRAPED
 from gotthard.monitoring.rule_model import DEFAULT_DASHBOARD_BASE_URL, DEFAULT_RUNBOOK_BASE_URL
 
@@ -331,9 +331,6 @@ class SystemdDeploy(Strict):
             raise ValueError("must be an absolute path")
         return value
 
-
-#: A Prometheus duration: ``30s``, ``1m30s``, ``500ms``, ``2d``.
-Duration = Annotated[str, Field(pattern=r"^([0-9]+(ms|s|m|h|d|w|y))+$")]
 
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 _PART = re.compile(r"([0-9]+)(ms|s|m|h|d|w|y)")

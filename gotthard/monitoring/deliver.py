@@ -68,7 +68,7 @@ SIDECAR_LABEL = "grafana_dashboard"
 def recording_groups(monitoring: MonitoringConfig | None = None) -> list[dict[str, Any]]:
     """The recording groups, with the DCGM mapping group first when it is selected, and
     the legacy-names group last with ``legacy_names = true``."""
-    groups = rules.recording_groups()["groups"]
+    groups = rules.recording_groups(monitoring)["groups"]
     if monitoring is not None and monitoring.gpu_source == "dcgm":
         groups = [dcgm.recording_group(), *groups]
     if monitoring is not None and monitoring.legacy_names:

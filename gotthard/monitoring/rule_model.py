@@ -43,16 +43,32 @@ DEFAULT_DASHBOARD_BASE_URL = "https://grafana.example.org"
 COMPONENTS: tuple[str, ...] = tuple(area.name for area in areas.AREAS)
 
 
+#: How often a recording rule is evaluated:
+#:
+#: * ``evaluation``: at every evaluation interval (the scrape interval); what alerts
+#:   read, and almost every record;
+#: * ``slow``: in its component's slow group, at ``[monitoring] slow_rule_interval``
+#:   (2 minutes unless set): records that read many series (one per job and target) to
+#:   feed dashboards, where a point every few minutes is enough; no alert reads them.
+Cadence = Literal["evaluation", "slow"]
+CADENCES: tuple[Cadence, ...] = ("evaluation", "slow")
+DEFAULT_SLOW_RULE_INTERVAL = "2m"
+
+
 def group_name(
-    component: str, kind: Literal["recording", "alerts"], placement: Placement = "site"
+    component: str,
+    kind: Literal["recording", "alerts"],
+    placement: Placement = "site",
+    cadence: Cadence = "evaluation",
 ) -> str:
     """``gotthard-slurm.alerts``; Gotthard's own rules are ``gotthard-self.*``; a
-    component's rules for the global evaluator are ``gotthard-dr.global-alerts``."""
-    return (
-        f"gotthard-{component}.{kind}"
-        if placement == "site"
-        else f"gotthard-{component}.{placement}-{kind}"
-    )
+    component's rules for the global evaluator are ``gotthard-dr.global-alerts``, its
+    slow records ``gotthard-lustre.slow-recording``."""
+    if placement != "site":
+        return f"gotthard-{component}.{placement}-{kind}"
+    if cadence != "evaluation":
+        return f"gotthard-{component}.{cadence}-{kind}"
+    return f"gotthard-{component}.{kind}"
 
 
 #: Components whose alerts are about one host and carry a ``node`` label.
@@ -66,6 +82,8 @@ class RecordingRule:
     component: str
     record: str
     expr: str
+    #: how often it is evaluated (:data:`Cadence`); no alert may read a ``slow`` record
+    cadence: Cadence = "evaluation"
 
 
 @dataclass(frozen=True)

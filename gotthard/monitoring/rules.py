@@ -31,9 +31,11 @@ from typing import TYPE_CHECKING, Any
 from gotthard.monitoring.components import ALERTS, RECORDING_RULES, all_alerts, threshold_values
 from gotthard.monitoring.documents import dump_yaml
 from gotthard.monitoring.rule_model import (
+    CADENCES,
     COMPONENTS,
     DEFAULT_DASHBOARD_BASE_URL,
     DEFAULT_RUNBOOK_BASE_URL,
+    DEFAULT_SLOW_RULE_INTERVAL,
     NODE_COMPONENTS,
     NODE_REGEX,
     PLACEMENTS,
@@ -124,18 +126,24 @@ def _by_component(
     return grouped
 
 
-def recording_groups() -> dict[str, Any]:
-    """The components' recording rules, one group each; no threshold changes them (the
-    DCGM mapping group is added by :func:`gotthard.monitoring.deliver.recording_groups`)."""
-    return {
-        "groups": [
-            {
-                "name": group_name(component, "recording"),
-                "rules": [{"record": rule.record, "expr": rule.expr} for rule in rules],
-            }
-            for component, rules in _by_component(RECORDING_RULES)
-        ]
-    }
+def recording_groups(monitoring: MonitoringConfig | None = None) -> dict[str, Any]:
+    """The components' recording rules: one group each, and a slow group (at
+    ``[monitoring] slow_rule_interval``) for a component with slow records; no threshold
+    changes them (the DCGM mapping group is added by
+    :func:`gotthard.monitoring.deliver.recording_groups`)."""
+    slow = monitoring.slow_rule_interval if monitoring else DEFAULT_SLOW_RULE_INTERVAL
+    groups: list[dict[str, Any]] = []
+    for component, members in _by_component(RECORDING_RULES):
+        for cadence in CADENCES:
+            rules = [rule for rule in members if rule.cadence == cadence]
+            if not rules:
+                continue
+            group: dict[str, Any] = {"name": group_name(component, "recording", cadence=cadence)}
+            if cadence == "slow":
+                group["interval"] = slow
+            group["rules"] = [{"record": rule.record, "expr": rule.expr} for rule in rules]
+            groups.append(group)
+    return {"groups": groups}
 
 
 def alerting_groups(
@@ -165,8 +173,8 @@ def alerting_groups(
     return {"groups": groups}
 
 
-def render_recording_rules() -> str:
-    return HEADER + dump_yaml(recording_groups())
+def render_recording_rules(monitoring: MonitoringConfig | None = None) -> str:
+    return HEADER + dump_yaml(recording_groups(monitoring))
 
 
 def render_alerting_rules(

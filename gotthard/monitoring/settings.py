@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictFloat, field_validator
 
-from gotthard.base import Strict
+from gotthard.base import Duration, Strict
 
 GpuSource = Literal["gotthard", "dcgm"]
 
@@ -26,6 +26,10 @@ class MonitoringConfig(Strict):
     #: docs/exporter.md), so a previous release's dashboards and alerts keep working;
     #: for one release
     legacy_names: StrictBool = False
+    #: the interval of the slow rule groups (``gotthard-<component>.slow-recording``):
+    #: the records that read many series to feed panels, not alerts (per-job Lustre IO);
+    #: Prometheus evaluates them this often instead of at every evaluation interval
+    slow_rule_interval: Duration = "2m"
 
     @field_validator("thresholds")
     @classmethod

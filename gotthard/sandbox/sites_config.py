@@ -198,7 +198,8 @@ def tuning(token: Path) -> dict[str, Any]:
             # one node per cluster: the default 10% of a partition would refuse every drain
             "limits": {"max_partition_fraction": 1.0},
         },
-        "monitoring": {"thresholds": fast_thresholds()},
+        # the slow records (per-job Lustre IO) every few scrapes, not every 2 minutes
+        "monitoring": {"thresholds": fast_thresholds(), "slow_rule_interval": "10s"},
         "deploy": {
             "prometheus": {
                 "file_sd_dir": "",

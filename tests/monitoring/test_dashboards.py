@@ -480,9 +480,10 @@ def recording_rule_file(root: Path) -> Path:
     """``recording.rules.yml`` as ``gotthard rules build`` writes it (no alerts: a healthy
     test site fires none, and the overview's alert table is allowed to be empty), with
     ``[monitoring] legacy_names = true``: the old names too, for the previous release's
-    dashboards (:func:`test_legacy_names_keep_a_previous_release_dashboards_working`)."""
+    dashboards (:func:`test_legacy_names_keep_a_previous_release_dashboards_working`), and
+    the slow records at this test's 1 s evaluation interval."""
     site = root / "legacy.toml"
-    site.write_text("[monitoring]\nlegacy_names = true\n")
+    site.write_text('[monitoring]\nlegacy_names = true\nslow_rule_interval = "1s"\n')
     argv = ("--config", str(site), "rules", "build", "--out", str(root / "rules"))
     assert run_in_process(*argv) == 0
     return root / "rules" / "recording.rules.yml"

@@ -251,6 +251,52 @@ def test_recording_rule_names_follow_level_metric_operations() -> None:
         assert not name.split(":")[1].endswith("_total"), name
 
 
+def test_slow_records_are_in_a_slow_group_at_the_configured_interval(tmp_path: Path) -> None:
+    """The slow records (per-job Lustre IO) are evaluated in their component's slow group,
+    every ``[monitoring] slow_rule_interval`` (2 minutes unless set), the others at every
+    evaluation interval."""
+    slow = {rule.record for rule in rules.RECORDING_RULES if rule.cadence == "slow"}
+    assert "site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:rate5m" in slow
+    site = tmp_path / "site.toml"
+    site.write_text('[monitoring]\nslow_rule_interval = "5m"\n')
+    for argv, interval in (((), "2m"), (("--config", str(site)), "5m")):
+        out = tmp_path / interval
+        assert run_in_process(*argv, "rules", "build", "--out", str(out)) == 0
+        groups = load_yaml(out / promtool.RECORDING_FILE)["groups"]
+        placed = {
+            rule["record"]: (group["name"], group.get("interval"))
+            for group in groups
+            for rule in group["rules"]
+        }
+        for record, (group, every) in placed.items():
+            if record in slow:
+                assert (group, every) == ("gotthard-lustre.slow-recording", interval), record
+            else:
+                assert every is None and ".slow-" not in group, record
+    promtool.check_rules(tmp_path / "5m" / promtool.RECORDING_FILE)
+
+
+def test_a_malformed_slow_rule_interval_is_a_usage_error_naming_the_key(
+    tmp_path: Path, capsys: Any
+) -> None:
+    site = tmp_path / "site.toml"
+    site.write_text('[monitoring]\nslow_rule_interval = "2 minutes"\n')
+    assert run_in_process("--config", str(site), "rules", "build", "--out", str(tmp_path)) == 2
+    assert "slow_rule_interval" in capsys.readouterr().err
+
+
+def test_no_alert_or_evaluation_record_reads_a_slow_record() -> None:
+    """A slow record lags by up to its interval: alerts, and the records they read, use
+    what is evaluated every time."""
+    slow = [rule.record for rule in rules.RECORDING_RULES if rule.cadence == "slow"]
+    readers = [
+        *(rule.expr for rule in rules.RECORDING_RULES if rule.cadence == "evaluation"),
+        *(rule.expr for rule in rules.ALERTS),
+    ]
+    assert slow
+    assert [record for record in slow if any(record in expr for expr in readers)] == []
+
+
 def _alert_groups(built: Path) -> list[dict[str, Any]]:
     """The alerting groups of the site Prometheus and of the global evaluator."""
     files = (promtool.ALERTS_FILE, promtool.GLOBAL_FILE)

@@ -125,8 +125,13 @@ def _fill(record: str, available: str, capacity: str) -> RecordingRule:
 
 
 def _job_rate(record: str, counter: str) -> RecordingRule:
+    """A per-job rate over every target: one of the largest rule costs of a site with job
+    stats on (docs/scale.md), read by panels only, so it is evaluated in the slow group."""
     return RecordingRule(
-        COMPONENT, record, f"sum by (site, cluster, fs, job_id) (rate({counter}[5m]))"
+        COMPONENT,
+        record,
+        f"sum by (site, cluster, fs, job_id) (rate({counter}[5m]))",
+        cadence="slow",
     )
 
 
