@@ -21,7 +21,7 @@ How the data gets in, and why both ways:
 
 With Gotthard's rules (``gotthard rules build``) loaded and the dashboards' queries
 (``gotthard dashboards build``; template variables filled as Grafana's "All" does, from
-the live label values), it prints JSON lines: ``{"rule_group", "last_duration_seconds",
+the live label values), it prints JSON lines: ``{"rule_group", "mean_seconds",
 "interval_seconds", "ratio"}`` per group, ``{"head_series", "rss_bytes",
 "bytes_per_series", ...}`` and ``{"panel", "range", "step", "p95_seconds", ...}`` per
 panel query, range (1 h, 24 h) and step (30 s, 5 m). Targets: every group under 10 % of
@@ -390,19 +390,27 @@ def backfill_rules(
     }
 
 
-def rule_groups(prometheus: Prometheus) -> list[dict[str, Any]]:
-    _, durations = prometheus.query("prometheus_rule_group_last_duration_seconds")
-    _, intervals = prometheus.query("prometheus_rule_group_interval_seconds")
-    interval = {s["metric"]["rule_group"]: float(s["value"][1]) for s in intervals}
+def rule_groups(prometheus: Prometheus, window: int) -> list[dict[str, Any]]:
+    """Every group's evaluation time against its interval: the mean (and the largest) of
+    ``prometheus_rule_group_last_duration_seconds`` over the last *window* seconds (one
+    evaluation alone can catch a garbage collection)."""
+
+    def by_group(expr: str) -> dict[str, float]:
+        _, samples = prometheus.query(expr)
+        return {s["metric"]["rule_group"]: float(s["value"][1]) for s in samples}
+
+    metric = "prometheus_rule_group_last_duration_seconds"
+    mean = by_group(f"avg_over_time({metric}[{window}s])")
+    most = by_group(f"max_over_time({metric}[{window}s])")
+    interval = by_group("prometheus_rule_group_interval_seconds")
     rows = []
-    for sample in durations:
-        group = sample["metric"]["rule_group"].rpartition(";")[2]
-        seconds = float(sample["value"][1])
-        every = interval.get(sample["metric"]["rule_group"], float(SCRAPE_SECONDS))
+    for key, seconds in mean.items():
+        every = interval.get(key, float(SCRAPE_SECONDS))
         rows.append(
             {
-                "rule_group": group,
-                "last_duration_seconds": round(seconds, 4),
+                "rule_group": key.rpartition(";")[2],
+                "mean_seconds": round(seconds, 4),
+                "max_seconds": round(most.get(key, seconds), 4),
                 "interval_seconds": every,
                 "ratio": round(seconds / every, 4),
                 "meets_target": seconds / every < TARGET_RULE_RATIO,
@@ -411,21 +419,36 @@ def rule_groups(prometheus: Prometheus) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: -row["ratio"])
 
 
-def slowest_rules(url: str, top: int = 8) -> list[dict[str, Any]]:
-    """The *top* rules by their last evaluation time (``/api/v1/rules``), with their
-    group: where a group's time goes."""
+def rule_times(url: str) -> dict[tuple[str, str], float]:
+    """(group, rule) -> its last evaluation time (``/api/v1/rules``)."""
     with urllib.request.urlopen(f"{url}/api/v1/rules", timeout=60) as response:
         groups = json.loads(response.read())["data"]["groups"]
-    rows = [
-        {
-            "rule": rule.get("name", ""),
-            "in_group": group["name"],
-            "evaluation_seconds": round(float(rule.get("evaluationTime", 0.0)), 4),
-        }
+    return {
+        (group["name"], rule.get("name", "")): float(rule.get("evaluationTime", 0.0))
         for group in groups
         for rule in group["rules"]
-    ]
-    return sorted(rows, key=lambda row: -row["evaluation_seconds"])[:top]
+    }
+
+
+def slowest_rules(
+    samples: list[dict[tuple[str, str], float]], top: int = 10
+) -> list[dict[str, Any]]:
+    """The *top* rules by their mean evaluation time over *samples* (taken once per
+    evaluation interval): where a group's time goes."""
+    keys = {key for sample in samples for key in sample}
+    rows = []
+    for group, rule in keys:
+        times = [sample[(group, rule)] for sample in samples if (group, rule) in sample]
+        rows.append(
+            {
+                "rule": rule,
+                "in_group": group,
+                "mean_seconds": round(statistics.mean(times), 4),
+                "max_seconds": round(max(times), 4),
+                "samples": len(times),
+            }
+        )
+    return sorted(rows, key=lambda row: -row["mean_seconds"])[:top]
 
 
 def head(prometheus: Prometheus) -> dict[str, Any]:
@@ -564,7 +587,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the Alps size")
     parser.add_argument("--history-hours", type=float, default=24.0)
     parser.add_argument("--history-step", type=int, default=60, help="seconds between samples")
-    parser.add_argument("--evaluations", type=int, default=4, help="rule rounds to wait")
+    parser.add_argument(
+        "--evaluations", type=int, default=6, help="rule rounds measured (after two)"
+    )
     parser.add_argument("--repeat", type=int, default=5, help="runs of each panel query")
     parser.add_argument("--keep", type=Path, help="keep the data directory here")
     parser.add_argument("--no-panels", action="store_true", help="skip the panel queries")
@@ -647,10 +672,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.history_hours > 0:
             print(json.dumps(backfill_rules(promtool, url, work, data, begin, end)), flush=True)
         # every target scraped, then the rules evaluated a few rounds over the live data
-        time.sleep(SCRAPE_SECONDS * (args.evaluations + 1))
-        for row in rule_groups(prometheus):
+        # (two rounds for the first scrapes, then one sample of every rule per round)
+        time.sleep(SCRAPE_SECONDS * 2)
+        samples = []
+        for _ in range(args.evaluations):
+            time.sleep(SCRAPE_SECONDS)
+            samples.append(rule_times(url))
+        window = SCRAPE_SECONDS * args.evaluations
+        for row in rule_groups(prometheus, window):
             print(json.dumps(row), flush=True)
-        for row in slowest_rules(url):
+        for row in slowest_rules(samples):
             print(json.dumps(row), flush=True)
         print(json.dumps(head(prometheus)), flush=True)
         print(json.dumps(global_view(url, prometheus)), flush=True)
@@ -661,7 +692,7 @@ def main(argv: list[str] | None = None) -> int:
             for row in panels:
                 print(json.dumps(row), flush=True)
             print(json.dumps(summary(panels)), flush=True)
-            for row in rule_groups(prometheus):  # again, under the panel load
+            for row in rule_groups(prometheus, window):  # again, under the panel load
                 print(json.dumps({**row, "after_panels": True}), flush=True)
             print(json.dumps({**head(prometheus), "after_panels": True}), flush=True)
     except (PrometheusError, subprocess.CalledProcessError, OSError) as err:
