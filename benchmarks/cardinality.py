@@ -47,8 +47,8 @@ SIZES: dict[str, int] = {
     "osts_per_oss": 10,
     "mdts": 4,
     "lustre_jobs_per_target": 10_000,
-    "gotthard_slurm_jobs": 100_000,
-    "gotthard_slurm_nodes": 10_000,
+    "slurm_job_count": 100_000,
+    "slurm_node_count": 10_000,
     "dr_schedules": 20,
     "dr_services": 10,
 }
@@ -228,7 +228,7 @@ def slurm(*, per_user: bool = False, job_info: bool = True) -> str:
 
     root = _tmp()
     try:
-        slurm_scale.generate(root, SIZES["gotthard_slurm_jobs"], SIZES["gotthard_slurm_nodes"])
+        slurm_scale.generate(root, SIZES["slurm_job_count"], SIZES["slurm_node_count"])
         options = PollOptions(per_user=per_user, job_info=job_info, probe=False)
         snapshot = assemble(slurm_scale.read_outputs(root), options)
         return render_text(render(snapshot, options))

@@ -70,8 +70,8 @@ SECOND_SITE, SECOND_CLUSTER = "zurich", "zurich"
 FULL = {
     "gpu_nodes": 2700,
     "osts": 400,
-    "gotthard_slurm_jobs": 100_000,
-    "gotthard_slurm_nodes": 10_000,
+    "slurm_job_count": 100_000,
+    "slurm_node_count": 10_000,
 }
 SCRAPE_SECONDS = 30
 #: Series per shard endpoint (one scrape target each).
@@ -121,7 +121,7 @@ def site_roles(scale: float) -> list[tuple[str, str, list[str], list[tuple[str, 
     with sized(osts_per_oss=min(per_oss, n["osts"])):
         lustre_oss = parse(cardinality.lustre("oss", job_stats=True))
     lustre_mds = parse(cardinality.lustre("mds", job_stats=True))
-    with sized(slurm_jobs=n["gotthard_slurm_jobs"], slurm_nodes=n["gotthard_slurm_nodes"]):
+    with sized(slurm_job_count=n["slurm_job_count"], slurm_node_count=n["slurm_node_count"]):
         slurm = parse(cardinality.slurm(job_info=True))
     return [
         ("gotthard-exporter", "gpu", [f"nid{i:06d}" for i in range(n["gpu_nodes"])], gpu),
