@@ -204,7 +204,9 @@ class _Device:
     parent: _Device | None = None
     nvlink_links: int = 0
     #: the sums over the links of the NVLink error and byte counters
-    nvlink_sums: tuple[LinkTotals, LinkTotals] | None = None
+    nvlink_sums: tuple[LinkTotals, LinkTotals] = field(
+        default_factory=lambda: (LinkTotals(), LinkTotals())
+    )
     gpm: bool = False
     gpm_sample: Any = None
     field_ids: list[Any] = field(default_factory=list)
@@ -442,7 +444,7 @@ class NvmlSource:
         if found is not None and found[0].nvmlReturn == pynvml.NVML_SUCCESS:
             links = int(field_value(found[0]))
         device.nvlink_links = links
-        device.nvlink_sums = self._link_sums.setdefault(device.key, (LinkTotals(), LinkTotals()))
+        device.nvlink_sums = self._link_sums.setdefault(device.key, device.nvlink_sums)
         # The batch request, and for each entry (same order) where its value goes.
         link_ids, link_plan = link_fields(links)
         ids: list[Any] = [FIELD_MEMORY_TEMP, FIELD_PCIE_TX_BYTES, FIELD_PCIE_RX_BYTES, *link_ids]
@@ -702,7 +704,6 @@ class NvmlSource:
         if entries is None:
             return
         temperature, pcie = reading.temperature_celsius, reading.pcie_bytes
-        assert device.nvlink_sums is not None  # set by discovery, with the field plan
         errors, data = device.nvlink_sums
         per_link = self.nvlink_per_link
         link_errors, link_bytes = reading.nvlink_link_errors, reading.nvlink_link_bytes
