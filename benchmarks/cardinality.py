@@ -10,7 +10,7 @@ their own instruments. Series are the sample lines of the text Prometheus would 
 Sizes (:data:`SIZES`) are Alps-like: a GH200 node has 4 GPUs with 18 NVLinks each and 4
 Slingshot NICs; the file system has 400 OSTs on 40 OSSs (10 OSTs each) and 4 MDTs; the
 Slurm controller sees 100,000 jobs on 10,000 nodes. Per-job and per-user series are
-opt-in; their rows name the option and the bound.
+opt-in, and so are the NVLink series per link; their rows name the option and the bound.
 
 ``python benchmarks/cardinality.py`` prints one JSON line per role
 (``{"role", "series", "families", "per", "size", "budget"}``) and one per node kind
@@ -65,8 +65,9 @@ def series_of(text: str) -> tuple[int, int]:
 # --- GPU ----------------------------------------------------------------------------------
 
 
-def _gpu_snapshot(mig: bool) -> Any:
+def _gpu_snapshot(mig: bool, per_link: bool) -> Any:
     from gotthard.exporters.gpu import nvml
+    from gotthard.exporters.gpu.links import NVLINK_ERROR_FIELDS, LinkTotals
     from gotthard.exporters.gpu.snapshot import DeviceReading, GpuSnapshot, JobAttribution
 
     gib = 1 << 30
@@ -75,6 +76,14 @@ def _gpu_snapshot(mig: bool) -> Any:
     for i in range(SIZES["gpus_per_node"]):
         index, uuid = str(i), f"GPU-a1b2c3d4-0000-4000-8000-{i:012x}"
         links = [str(link) for link in range(SIZES["nvlinks_per_gpu"])]
+        # what the NVML source reads per link, and its sums per GPU
+        link_errors = {(link, kind): 0 for link in links for kind in NVLINK_ERROR_FIELDS}
+        link_bytes = {(link, d): 1 for link in links for d in ("tx", "rx")}
+        errors, data = LinkTotals(), LinkTotals()
+        for key, count in link_errors.items():
+            errors.add(key, count)
+        for key, count in link_bytes.items():
+            data.add(key, count)
         devices.append(
             DeviceReading(
                 index=index,
@@ -99,10 +108,10 @@ def _gpu_snapshot(mig: bool) -> Any:
                 ),
                 pcie_replay=0,
                 pcie_bytes={"tx": 1, "rx": 1},
-                nvlink_errors={
-                    (link, kind): 0 for link in links for kind in nvml.NVLINK_ERROR_FIELDS
-                },
-                nvlink_bytes={(link, d): 1 for link in links for d in ("tx", "rx")},
+                nvlink_errors=errors.totals,
+                nvlink_bytes=data.totals,
+                nvlink_link_errors=link_errors if per_link else {},
+                nvlink_link_bytes=link_bytes if per_link else {},
                 gpm={} if mig else dict.fromkeys(nvml.GPM_METRICS, 0.5),
                 xid_counts={},  # events supported, none seen (each XID seen adds 2 series)
             )
@@ -127,11 +136,11 @@ def _gpu_snapshot(mig: bool) -> Any:
     return GpuSnapshot("570.133.20", "12.8", tuple(devices), tuple(jobs))
 
 
-def gpu(mig: bool) -> str:
+def gpu(mig: bool, *, per_link: bool = False) -> str:
     from gotthard.exporters.families import render_text
     from gotthard.exporters.gpu.render import render
 
-    return render_text(render(_gpu_snapshot(mig)))
+    return render_text(render(_gpu_snapshot(mig, per_link)))
 
 
 # --- node trees (Slingshot, Lustre) -------------------------------------------------------
@@ -339,6 +348,14 @@ class Role:
 
 ROLES: tuple[Role, ...] = (
     Role("gpu", "GPU node, 4 GH200, MIG off, 18 NVLinks each", {"gpu": 4}, lambda: gpu(False)),
+    Role(
+        "gpu-nvlink-per-link",
+        "the same with NVLink errors and bytes per link",
+        {"gpu": 4},
+        lambda: gpu(False, per_link=True),
+        "--gpu.nvlink-per-link",
+        "7 series per NVLink: 126 per GH200",
+    ),
     Role(
         "gpu-mig",
         "GPU node, 4 GH200, MIG on (7 instances each)",

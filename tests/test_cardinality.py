@@ -54,3 +54,17 @@ def test_per_job_and_per_user_series_are_opt_in_and_bounded(rows: list[dict]) ->
     # without the options, the Slurm controller's series do not grow with the jobs
     assert by_role["slurm"]["series"] < by_role["slurm-job-info"]["series"]
     assert by_role["slurm"]["per"]["node"] < 20
+
+
+def test_nvlink_series_are_per_gpu_unless_per_link_is_asked_for(
+    cardinality: ModuleType, rows: list[dict]
+) -> None:
+    by_role = {row["role"]: row for row in rows}
+    sizes = cardinality.SIZES
+    links = sizes["gpus_per_node"] * sizes["nvlinks_per_gpu"]
+    per_link = by_role["gpu-nvlink-per-link"]
+    assert per_link["option"] == "--gpu.nvlink-per-link" and per_link["bound"]
+    # the option adds 5 error types and 2 directions per link, and nothing else
+    assert per_link["series"] - by_role["gpu"]["series"] == links * 7
+    # by default a GPU exports fewer series in all than one per NVLink and error type
+    assert by_role["gpu"]["per"]["gpu"] < sizes["nvlinks_per_gpu"] * 5

@@ -97,6 +97,16 @@ _SPECIAL: dict[str, tuple[str, str]] = {
         "gotthard_gpu_pcie_replays_total",
         "namespace; a counter counts replays (plural unit, as `_errors_total`)",
     ),
+    "gpu_nvlink_errors_total": (
+        "gotthard_gpu_nvlink_errors_total",
+        "namespace; summed over the GPU's links, without the `link` label: per link it is "
+        "`gotthard_gpu_nvlink_link_errors_total`, with `--gpu.nvlink-per-link`",
+    ),
+    "gpu_nvlink_bytes_total": (
+        "gotthard_gpu_nvlink_bytes_total",
+        "namespace; summed over the GPU's links, without the `link` label: per link it is "
+        "`gotthard_gpu_nvlink_link_bytes_total`, with `--gpu.nvlink-per-link`",
+    ),
     "lustre_health_check": (
         "gotthard_lustre_health_state",
         "HPE's `lustre_health_check` is one 1/0 series; Gotthard's is a state set "

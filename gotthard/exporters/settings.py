@@ -90,6 +90,15 @@ class GpuExporterConfig(Strict):
     xid_events: bool = True
     #: A fatal XID (79, 48, 94, ...) marks the GPU unhealthy for this long.
     xid_health_window_seconds: PositiveSeconds = 3600.0
+    #: NVLink errors and bytes per link too (opt-in: 7 series per NVLink, 126 per GH200);
+    #: by default they are exported per GPU, summed over its links.
+    nvlink_per_link: Annotated[
+        bool,
+        Flag(
+            "also export NVLink errors and bytes per link (gotthard_gpu_nvlink_link_*; "
+            "7 series per NVLink)"
+        ),
+    ] = False
 
 
 PollSeconds = Annotated[float, Field(ge=0, le=86400)]

@@ -21,8 +21,11 @@ Not mapped, for want of an equivalent: ``gotthard_gpu_xid_errors_total`` (dcgm-e
 the last XID as a gauge, mapped to ``gotthard_gpu_last_xid``, and an optional windowed count, not
 a counter, nor a time per XID, so ``GPUFatalXid`` does not fire), ``gotthard_gpu_lost``
 (dcgm-exporter has no lost signal, so ``GPULost`` does not fire: absence of data is no
-evidence), NVLink, PCIe byte counters, clock-event reasons and power limits. The health
-gauge is 0 only on a row-remap failure.
+evidence), NVLink (dcgm-exporter's NVLink error fields, commented out in its default list,
+are per-GPU totals of other counters than the collector's five error types: CRC flit and
+data, replay and recovery errors; its bandwidth total has no direction; so
+``GPUNVLinkErrors`` does not fire), PCIe byte counters, clock-event reasons and power
+limits. The health gauge is 0 only on a row-remap failure.
 """
 
 from __future__ import annotations

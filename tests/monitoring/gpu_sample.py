@@ -34,8 +34,10 @@ def full_gpu_snapshot() -> GpuSnapshot:
         remapped_rows={"correctable": 0, "uncorrectable": 0, "pending": 0, "failure": 0},
         pcie_replay=0,
         pcie_bytes={"tx": 1, "rx": 1},
-        nvlink_errors={("0", "crc_flit"): 0},
-        nvlink_bytes={("0", "tx"): 1},
+        nvlink_errors={"rcv": 0},
+        nvlink_bytes={"tx": 1},
+        nvlink_link_errors={("0", "rcv"): 0},  # per link: with --gpu.nvlink-per-link
+        nvlink_link_bytes={("0", "tx"): 1},
         gpm={"sm_active": 0.5, "sm_occupancy": 0.5, "tensor_active": 0.5, "dram_active": 0.5},
         xid_counts={79: 1},
         last_xid=79,

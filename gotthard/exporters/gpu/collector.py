@@ -25,6 +25,7 @@ class GpuCollector:
             gpm=config.gpm,
             xid_events=config.xid_events,
             xid_health_window_seconds=config.xid_health_window_seconds,
+            nvlink_per_link=config.nvlink_per_link,
         )
 
     def poll(self) -> GpuSnapshot:

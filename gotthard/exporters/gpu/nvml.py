@@ -16,6 +16,8 @@
   listed (by UUID) that left NVML's device list since: NVML's word, never missing
   readings. A restarted exporter reports only what NVML says then. A lost GPU keeps its
   XID series.
+* NVLink errors and bytes are read per link and exported summed over the GPU's links,
+  never decreasing (:mod:`.links`); as read per link too with ``nvlink_per_link``.
 * XID events are counted by a background thread (:mod:`.events`), so a scrape never
   waits for events.
 * Hopper GPM metrics come from two GPM samples: the one taken at this poll and the one
@@ -41,6 +43,7 @@ from gotthard.exporters.gpu.attribution import (
     owners_of,
 )
 from gotthard.exporters.gpu.events import XidState, XidWatcher
+from gotthard.exporters.gpu.links import FIELD_NVLINK_LINK_COUNT, LinkTotals, link_fields
 from gotthard.exporters.gpu.snapshot import (
     DeviceReading,
     GpuSnapshot,
@@ -93,18 +96,6 @@ GPM_METRICS = {
 FIELD_MEMORY_TEMP = 82
 FIELD_PCIE_TX_BYTES = 197
 FIELD_PCIE_RX_BYTES = 198
-FIELD_NVLINK_LINK_COUNT = 91
-FIELD_NVLINK_TX_KIB = 138
-FIELD_NVLINK_RX_KIB = 139
-#: Per-link NVLink error counters (field id, scoped by link), by label: receive errors,
-#: transmit discards, failed link recoveries, errors left after FEC, and symbol errors.
-NVLINK_ERROR_FIELDS = {
-    "rcv": 208,
-    "xmit_discards": 212,
-    "link_recovery_failed": 214,
-    "effective": 219,
-    "symbol": 221,
-}
 KUBELET_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 
 
@@ -212,6 +203,10 @@ class _Device:
     gpu_instance: str = ""
     parent: _Device | None = None
     nvlink_links: int = 0
+    #: the sums over the links of the NVLink error and byte counters
+    nvlink_sums: tuple[LinkTotals, LinkTotals] = field(
+        default_factory=lambda: (LinkTotals(), LinkTotals())
+    )
     gpm: bool = False
     gpm_sample: Any = None
     field_ids: list[Any] = field(default_factory=list)
@@ -242,6 +237,7 @@ class NvmlSource:
         event_timeout_ms: int = 500,
         xid_health_window_seconds: float = 3600.0,
         rediscover_every_polls: int = REDISCOVER_EVERY_POLLS,
+        nvlink_per_link: bool = False,
     ) -> None:
         self.procfs = Path(procfs)
         self.pod_resources = PodResources(kubelet_socket)
@@ -250,6 +246,9 @@ class NvmlSource:
         self.event_timeout_ms = event_timeout_ms
         self.xid_health_window = xid_health_window_seconds
         self.rediscover_every = max(1, rediscover_every_polls)
+        self.nvlink_per_link = nvlink_per_link
+        #: device key -> its NVLink sums, kept across re-discoveries
+        self._link_sums: dict[str, tuple[LinkTotals, LinkTotals]] = {}
         self._initialised = False
         self._devices: list[_Device] = []
         self._driver = ""
@@ -445,22 +444,12 @@ class NvmlSource:
         if found is not None and found[0].nvmlReturn == pynvml.NVML_SUCCESS:
             links = int(field_value(found[0]))
         device.nvlink_links = links
+        device.nvlink_sums = self._link_sums.setdefault(device.key, device.nvlink_sums)
         # The batch request, and for each entry (same order) where its value goes.
-        ids: list[Any] = [FIELD_MEMORY_TEMP, FIELD_PCIE_TX_BYTES, FIELD_PCIE_RX_BYTES]
-        plan: list[tuple[str, Any]] = [
-            ("temperature", "memory"),
-            ("pcie", "tx"),
-            ("pcie", "rx"),
-        ]
-        for link in range(links):
-            scope = str(link)
-            ids += [(FIELD_NVLINK_TX_KIB, link), (FIELD_NVLINK_RX_KIB, link)]
-            plan += [("nvlink_kib", (scope, "tx")), ("nvlink_kib", (scope, "rx"))]
-            for label, field_id in NVLINK_ERROR_FIELDS.items():
-                ids.append((field_id, link))
-                plan.append(("nvlink_errors", (scope, label)))
+        link_ids, link_plan = link_fields(links)
+        ids: list[Any] = [FIELD_MEMORY_TEMP, FIELD_PCIE_TX_BYTES, FIELD_PCIE_RX_BYTES, *link_ids]
         device.field_ids = ids
-        device.field_plan = plan
+        device.field_plan = [("temperature", "memory"), ("pcie", "tx"), ("pcie", "rx"), *link_plan]
         request = (pynvml.c_nvmlFieldValue_t * len(ids))()
         for entry, wanted in zip(request, ids, strict=True):
             entry.fieldId, entry.scopeId = wanted if isinstance(wanted, tuple) else (wanted, 0)
@@ -715,7 +704,9 @@ class NvmlSource:
         if entries is None:
             return
         temperature, pcie = reading.temperature_celsius, reading.pcie_bytes
-        nvlink_bytes, nvlink_errors = reading.nvlink_bytes, reading.nvlink_errors
+        errors, data = device.nvlink_sums
+        per_link = self.nvlink_per_link
+        link_errors, link_bytes = reading.nvlink_link_errors, reading.nvlink_link_bytes
         ok, double = pynvml.NVML_SUCCESS, pynvml.NVML_VALUE_TYPE_DOUBLE
         ull = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
         # One C-level unpack of the whole result array: pynvml's structure attribute
@@ -731,13 +722,18 @@ class NvmlSource:
             else:
                 value = _as_integer(raw, kind)
             if target == "nvlink_errors":
-                nvlink_errors[key] = int(value)
+                errors.add(key, int(value))
+                if per_link:
+                    link_errors[key] = int(value)
             elif target == "nvlink_kib":
-                nvlink_bytes[key] = int(value) * 1024
+                data.add(key, int(value) * 1024)
+                if per_link:
+                    link_bytes[key] = int(value) * 1024
             elif target == "pcie":
                 pcie[key] = int(value)
             else:
                 temperature[key] = value
+        reading.nvlink_errors, reading.nvlink_bytes = dict(errors.totals), dict(data.totals)
 
     def _read_gpm(self, device: _Device, reading: DeviceReading) -> None:
         if not device.gpm:

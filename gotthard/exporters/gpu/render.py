@@ -189,19 +189,41 @@ PER_GPU: tuple[tuple[Desc, str], ...] = (
         ),
         "pcie_bytes",
     ),
+    (
+        desc(
+            "gotthard_gpu_nvlink_errors_total",
+            "NVLink errors by type, summed over the GPU's links (nvmlDeviceGetFieldValues, "
+            "NVML_FI_DEV_NVLINK_COUNT_* scoped by link); never decreasing: a link that does "
+            "not answer, or whose counters were reset, keeps what it counted in the sum.",
+            *GPU,
+            "type",
+        ),
+        "nvlink_errors",
+    ),
+    (
+        desc(
+            "gotthard_gpu_nvlink_bytes_total",
+            "NVLink data bytes by direction, summed over the GPU's links in the same way "
+            "(nvmlDeviceGetFieldValues, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX scoped by link).",
+            *GPU,
+            "direction",
+        ),
+        "nvlink_bytes",
+    ),
 )
-NVLINK_ERRORS = desc(
-    "gotthard_gpu_nvlink_errors_total",
-    "NVLink errors by link and type (nvmlDeviceGetFieldValues, "
-    "NVML_FI_DEV_NVLINK_COUNT_* scoped by link).",
+#: Per-link NVLink series: only with ``--gpu.nvlink-per-link`` (7 series per link).
+NVLINK_LINK_ERRORS = desc(
+    "gotthard_gpu_nvlink_link_errors_total",
+    "NVLink errors by link and type, as each link's counter reads (nvmlDeviceGetFieldValues, "
+    "NVML_FI_DEV_NVLINK_COUNT_* scoped by link); only with --gpu.nvlink-per-link.",
     *GPU,
     "link",
     "type",
 )
-NVLINK_BYTES = desc(
-    "gotthard_gpu_nvlink_bytes_total",
+NVLINK_LINK_BYTES = desc(
+    "gotthard_gpu_nvlink_link_bytes_total",
     "NVLink data bytes by link and direction (nvmlDeviceGetFieldValues, "
-    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX scoped by link).",
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX scoped by link); only with --gpu.nvlink-per-link.",
     *GPU,
     "link",
     "direction",
@@ -296,18 +318,18 @@ def render(snapshot: GpuSnapshot) -> list[MetricFamily]:
         else:
             family = _labeled(decl.new(), whole, lambda d, a=attribute: getattr(d, a))
         families.append(family)
-    nvlink_errors, nvlink_bytes = NVLINK_ERRORS.new(), NVLINK_BYTES.new()
+    link_errors, link_bytes = NVLINK_LINK_ERRORS.new(), NVLINK_LINK_BYTES.new()
     for d in whole:
         # insertion order is link order (the source reads links in order)
-        nvlink_errors.samples += [
+        link_errors.samples += [
             ((d.index, d.uuid, link, kind), value)
-            for (link, kind), value in d.nvlink_errors.items()
+            for (link, kind), value in d.nvlink_link_errors.items()
         ]
-        nvlink_bytes.samples += [
+        link_bytes.samples += [
             ((d.index, d.uuid, link, direction), value)
-            for (link, direction), value in d.nvlink_bytes.items()
+            for (link, direction), value in d.nvlink_link_bytes.items()
         ]
-    families += [nvlink_errors, nvlink_bytes]
+    families += [link_errors, link_bytes]
 
     for key, decl in GPM.items():
         families.append(_scalar(decl, devices, lambda d, k=key: d.gpm.get(k)))

@@ -47,10 +47,14 @@ class DeviceReading:
     pcie_replay: int | None = None
     #: "tx" / "rx" -> bytes
     pcie_bytes: dict[str, int] = field(default_factory=dict)
-    #: (link, type) -> count
-    nvlink_errors: dict[tuple[str, str], int] = field(default_factory=dict)
-    #: (link, direction) -> bytes
-    nvlink_bytes: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: type -> count, summed over the GPU's links and never decreasing (:mod:`.links`)
+    nvlink_errors: dict[str, int] = field(default_factory=dict)
+    #: "tx" / "rx" -> bytes, summed over the GPU's links the same way
+    nvlink_bytes: dict[str, int] = field(default_factory=dict)
+    #: (link, type) -> count as the link answered; only with per-link series on
+    nvlink_link_errors: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: (link, direction) -> bytes as the link answered; only with per-link series on
+    nvlink_link_bytes: dict[tuple[str, str], int] = field(default_factory=dict)
     #: GPM metrics over the last poll interval: sm_active, sm_occupancy, tensor_active,
     #: dram_active, as 0..1 ratios
     gpm: dict[str, float] = field(default_factory=dict)

@@ -211,6 +211,9 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _rate(
             "GPUNVLinkErrors",
+            # 5 series per GPU: the exporter sums each error type over the GPU's links
+            # (the per-link series, opt-in, have a name of their own); `link` goes too for
+            # exporters of earlier releases, which labelled this family by link
             "sum without (link, type) (rate(gotthard_gpu_nvlink_errors_total[5m]))",
             t[NVLINK_ERRORS],
             "NVLink errors",

@@ -133,11 +133,13 @@ def test_h200_node_reports_every_metric_in_base_units(fake_nvml, tmp_path: Path)
     assert value(found, "gotthard_gpu_remapped_rows", gpu="6", state="pending") == 1
     assert value(found, "gotthard_gpu_pcie_replays_total", gpu="6") == 0
     assert value(found, "gotthard_gpu_pcie_bytes_total", gpu="2", direction="rx") == 20_002
-    assert value(found, "gotthard_gpu_nvlink_bytes_total", gpu="1", link="17", direction="tx") == (
-        (1000 + 17) * 1024
+    # NVLink per GPU, summed over its 18 links (tx 1000 + link KiB, receive errors link % 2)
+    assert value(found, "gotthard_gpu_nvlink_bytes_total", gpu="1", direction="tx") == (
+        sum(1000 + link for link in range(18)) * 1024
     )
-    assert value(found, "gotthard_gpu_nvlink_errors_total", gpu="1", link="3", type="rcv") == 1
-    assert len([s for s in found["gotthard_gpu_nvlink_bytes_total"] if s[0]["gpu"] == "0"]) == 36
+    assert value(found, "gotthard_gpu_nvlink_errors_total", gpu="1", type="rcv") == 9
+    assert len([s for s in found["gotthard_gpu_nvlink_bytes_total"] if s[0]["gpu"] == "0"]) == 2
+    assert "gotthard_gpu_nvlink_link_bytes_total" not in found
     assert value(found, "gotthard_gpu_sm_active_ratio", gpu="3") == pytest.approx(0.75)
     assert value(found, "gotthard_gpu_sm_occupancy_ratio", gpu="3") == pytest.approx(0.40)
     assert value(found, "gotthard_gpu_tensor_active_ratio", gpu="3") == pytest.approx(0.5225)

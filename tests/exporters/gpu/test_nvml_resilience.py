@@ -23,7 +23,7 @@ import pynvml
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gotthard.exporters.gpu import nvml
+from gotthard.exporters.gpu import links, nvml
 from gotthard.exporters.gpu.collector import GpuCollector
 from gotthard.exporters.runtime import CollectorRunner, Exporter
 from gotthard.exporters.settings import GpuExporterConfig
@@ -236,7 +236,7 @@ def node_fixture() -> dict[str, fakenvml.FixtureValue]:
     lines = fakenvml.with_traffic(fakenvml.h200_node(2), links=2)
     for i in range(2):
         for link in range(2):  # every NVLink error type, so each one's loss shows
-            for field_id in nvml.NVLINK_ERROR_FIELDS.values():
+            for field_id in links.NVLINK_ERROR_FIELDS.values():
                 lines[f"{i}.field.{field_id}.{link}"] = 0
     lines.update({"1.mig.mode": 1, "1.mig.count": 3})
     for slot, gi in ((0, 1), (1, 5)):
