@@ -57,6 +57,13 @@ KEY_RECORDING_RULES = (
     "site_cluster_partition:gotthard_slurm_jobs_pending_resources:sum",
     "site_cluster_job_id:gotthard_gpu_utilization_ratio:avg",
     "site_cluster:gotthard_gpu_utilization_ratio:avg",
+    # the sparse records of the alerts that keep a last reading (LastReading)
+    "site_cluster_instance_gpu_uuid:gotthard_gpu_lost:lost_timestamp",
+    "site_cluster_instance_gpu_uuid:gotthard_gpu_lost:not_lost_timestamp",
+    "site_cluster_instance_gpu_uuid_state:gotthard_gpu_remapped_rows:failure_timestamp",
+    "site_cluster_instance_gpu_uuid_state:gotthard_gpu_remapped_rows:no_failure_timestamp",
+    "site_cluster_instance_device:gotthard_slingshot_link_up:down_timestamp",
+    "site_cluster_instance_device:gotthard_slingshot_link_up:up_timestamp",
     "site_cluster_instance_device_type:gotthard_slingshot_fec_codewords:ratio_rate5m",
     "site_cluster_instance_device_type:gotthard_slingshot_fec_ber:ratio_rate5m",
     "site_cluster_fs_target:gotthard_lustre_ost_fill:ratio",

@@ -10,6 +10,7 @@ from gotthard.monitoring.rule_model import (
     GPU,
     NODE_REGEX,
     AlertRule,
+    LastReading,
     RecordingRule,
     Severity,
     above,
@@ -72,6 +73,26 @@ RECORDING_RULES = (
     ),
 )
 
+#: The readings that hold while a GPU's series are gone (:class:`LastReading`): lost,
+#: and a failed row remapping, until the GPU (or a board in its slot) reads otherwise.
+LOST = LastReading(
+    COMPONENT,
+    "site_cluster_instance_gpu_uuid",
+    "gotthard_gpu_lost",
+    ("lost", "== 1"),
+    ("not_lost", "!= 1"),
+    LOST_LOOKBACK,
+)
+ROW_REMAP_FAILURE = LastReading(
+    COMPONENT,
+    "site_cluster_instance_gpu_uuid_state",
+    'gotthard_gpu_remapped_rows{state="failure"}',
+    ("failure", "> 0"),
+    ("no_failure", "<= 0"),
+    LOST_LOOKBACK,
+)
+LAST_READINGS = (LOST, ROW_REMAP_FAILURE)
+
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 _XIDS = "|".join(str(xid) for xid in PAGING_XIDS)
 #: A GPU's slot on its node: the NVML index, whichever board (UUID) sits there.
@@ -132,6 +153,7 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
 
 def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     idle, lookback, xid_window = t[IDLE_UTILIZATION], duration(t[LOST_LOOKBACK]), t[XID_WINDOW]
+    lost, failed = (reading.expr(t).replace("\n", "\n  ") for reading in (LOST, ROW_REMAP_FAILURE))
     return (
         _alert(
             name="GPULost",
@@ -141,10 +163,9 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # gotthard_gpu_lost 0, or until its slot does (a new board, or a GPU lost before its
             # exporter started, without a UUID: "unknown") while no GPU there reads lost.
             # Missing data alone (a restart, a scrape gap, a target down) never fires it.
+            # The last reading of a GPU whose series stopped: LOST's sparse records.
             expr=(
-                "label_replace(\n"
-                f"  last_over_time(gotthard_gpu_lost[{lookback}]) == 1,"
-                ' "uuid", "unknown", "uuid", ""\n)'
+                f'label_replace(\n  {lost},\n  "uuid", "unknown", "uuid", ""\n)'
                 f"\nunless on ({_SLOT})\n"
                 f"(gotthard_gpu_lost == 0 unless on ({_SLOT}) gotthard_gpu_lost == 1)"
             ),
@@ -246,10 +267,11 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _alert(
             name="GPURowRemapFailure",
-            # the last reading within the lookback: a failed GPU whose series stop stays
-            # failed until its slot reads no failure (the GPU reset, or a new board)
+            # the last reading within the lookback (ROW_REMAP_FAILURE's records once the
+            # series stop): a failed GPU whose series stop stays failed until its slot
+            # reads no failure (the GPU reset, or a new board)
             expr=(
-                f'last_over_time(gotthard_gpu_remapped_rows{{state="failure"}}[{lookback}]) > 0'
+                f"(\n  {failed}\n)"
                 f'\nunless on ({_SLOT})\ngotthard_gpu_remapped_rows{{state="failure"}} == 0'
             ),
             for_="0s",
