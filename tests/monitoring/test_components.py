@@ -132,18 +132,31 @@ def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> No
         assert record in used, record
 
 
-def test_gpu_job_views_recompute_utilisation_only_to_filter_by_node() -> None:
-    """The recorded per-job utilisation has no ``instance`` label; the GPU board filters
-    by node, so it joins gotthard_gpu_job_info itself, on the selected nodes only."""
-    gpu = next(d for d in build.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
-    joins = [
-        e
-        for e in _exprs(gpu)
-        if "gotthard_gpu_job_info" in e and "gotthard_gpu_utilization_ratio" in e
-    ]
-    assert joins
-    for expr in joins:
-        assert 'instance=~"$instance"' in expr, expr
+def test_gpu_job_views_read_the_per_job_records_filtered_by_node() -> None:
+    """The GPU board's per-job views read the per-job records instead of joining every GPU
+    to its jobs at every step; the records have no ``instance``, so the node filter picks
+    the jobs with a GPU on the selected nodes (gotthard_gpu_job_info at the step)."""
+    board = next(d for d in build.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
+    exprs = _exprs(board)
+    per_job = (gpu.JOB_UTILIZATION, gpu.JOB_TENSOR_ACTIVE, gpu.JOB_MEMORY_USED)
+    for record in per_job:
+        reading = [e for e in exprs if record in e]
+        assert reading, record
+        for expr in reading:
+            assert (
+                ' and on (site, cluster, job_id) gotthard_gpu_job_info{site=~"$site", '
+                'cluster=~"$cluster", instance=~"$instance"})' in expr
+            ), expr
+    for metric in (
+        "gotthard_gpu_utilization_ratio",
+        "gotthard_gpu_tensor_active_ratio",
+        "gotthard_gpu_memory_used_bytes",
+    ):
+        joined = [e for e in exprs if "gotthard_gpu_job_info" in e and f"{metric}{{" in e]
+        assert joined == [], joined
+    records = {rule.record: rule.expr for rule in rules.RECORDING_RULES}
+    for record in per_job[1:]:
+        assert "gpu_instance) group_left ()" in records[record], record
 
 
 def test_panels_draw_the_alert_thresholds() -> None:

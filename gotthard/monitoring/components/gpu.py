@@ -16,7 +16,7 @@ from gotthard.monitoring.rule_model import (
     above,
     on_condition,
 )
-from gotthard.monitoring.shared import GPU_JOB_INFO, GPU_KEY, SC
+from gotthard.monitoring.shared import GPU_JOB_INFO, GPU_KEY, SC, gpu_jobs
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
     duration,
@@ -48,8 +48,12 @@ NVLINK_ERRORS = per_second("gpu_nvlink_errors_per_second", 1.0, "NVLink errors/s
 PCIE_REPLAYS = per_second("gpu_pcie_replays_per_second", 1.0, "PCIe replays/s on one GPU")
 
 #: Utilisation of every GPU a job holds, one series per (GPU, job).
-_GPU_JOBS = f"{GPU_JOB_INFO} * on ({GPU_KEY}) group_left () gotthard_gpu_utilization_ratio"
+_GPU_JOBS = gpu_jobs("gotthard_gpu_utilization_ratio")
 JOB_UTILIZATION = "site_cluster_job_id:gotthard_gpu_utilization_ratio:avg"
+#: Tensor-core activity and memory used per job, over its GPUs and MIG instances (each
+#: job's own instance of a MIG GPU); the GPU fleet dashboard's per-job views.
+JOB_TENSOR_ACTIVE = "site_cluster_job_id:gotthard_gpu_tensor_active_ratio:avg"
+JOB_MEMORY_USED = "site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum"
 CLUSTER_UTILIZATION = "site_cluster:gotthard_gpu_utilization_ratio:avg"
 RECORDING_RULES = (
     RecordingRule(
@@ -70,6 +74,21 @@ RECORDING_RULES = (
     ),
     RecordingRule(
         COMPONENT, CLUSTER_UTILIZATION, f"avg by ({SC}) (gotthard_gpu_utilization_ratio)"
+    ),
+    # for dashboards only, where a point every few minutes is enough
+    RecordingRule(
+        COMPONENT,
+        JOB_TENSOR_ACTIVE,
+        "avg by (site, cluster, job_id) (\n"
+        f"  {gpu_jobs('gotthard_gpu_tensor_active_ratio', mig=True)}\n)",
+        cadence="slow",
+    ),
+    RecordingRule(
+        COMPONENT,
+        JOB_MEMORY_USED,
+        "sum by (site, cluster, job_id) (\n"
+        f"  {gpu_jobs('gotthard_gpu_memory_used_bytes', mig=True)}\n)",
+        cadence="slow",
     ),
 )
 
