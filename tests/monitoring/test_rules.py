@@ -58,6 +58,7 @@ KEY_RECORDING_RULES = (
     "site_cluster_job_id:gotthard_gpu_utilization_ratio:avg",
     "site_cluster_job_id:gotthard_gpu_tensor_active_ratio:avg",
     "site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum",
+    "site_cluster_job_id_user_account_partition:gotthard_slurm_job_info:gpu_jobs",
     "site_cluster:gotthard_gpu_utilization_ratio:avg",
     # the sparse records of the alerts that keep a last reading (LastReading)
     "site_cluster_instance_gpu_uuid:gotthard_gpu_lost:lost_timestamp",

@@ -16,7 +16,7 @@ from gotthard.monitoring.rule_model import (
     above,
     on_condition,
 )
-from gotthard.monitoring.shared import GPU_JOB_INFO, GPU_KEY, SC, gpu_jobs
+from gotthard.monitoring.shared import GPU_JOB_INFO, GPU_KEY, SC, SLURM_JOB_INFO, gpu_jobs
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
     duration,
@@ -54,6 +54,10 @@ JOB_UTILIZATION = "site_cluster_job_id:gotthard_gpu_utilization_ratio:avg"
 #: job's own instance of a MIG GPU); the GPU fleet dashboard's per-job views.
 JOB_TENSOR_ACTIVE = "site_cluster_job_id:gotthard_gpu_tensor_active_ratio:avg"
 JOB_MEMORY_USED = "site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum"
+#: The owner (user, account, partition) of each job that holds a GPU: what the per-job
+#: views join (:func:`~gotthard.monitoring.shared.owner_join`) instead of every running
+#: job's ``gotthard_slurm_job_info``, which they would read at every step.
+JOB_OWNERS = "site_cluster_job_id_user_account_partition:gotthard_slurm_job_info:gpu_jobs"
 CLUSTER_UTILIZATION = "site_cluster:gotthard_gpu_utilization_ratio:avg"
 RECORDING_RULES = (
     RecordingRule(
@@ -88,6 +92,13 @@ RECORDING_RULES = (
         JOB_MEMORY_USED,
         "sum by (site, cluster, job_id) (\n"
         f"  {gpu_jobs('gotthard_gpu_memory_used_bytes', mig=True)}\n)",
+        cadence="slow",
+    ),
+    RecordingRule(
+        COMPONENT,
+        JOB_OWNERS,
+        f"max by (site, cluster, job_id, user, account, partition) ({SLURM_JOB_INFO})"
+        "\nand on (cluster, job_id)\ngotthard_gpu_job_info",
         cadence="slow",
     ),
 )

@@ -31,7 +31,7 @@ WHOLE = 'gpu_instance=""'
 
 def _per_job(fn: str, expr: str) -> str:
     """*expr* aggregated per Slurm job, with the job's owner added."""
-    return owner_join(agg(fn, "site, cluster, job_id", expr))
+    return owner_join(agg(fn, "site, cluster, job_id", expr), gpu.JOB_OWNERS)
 
 
 def _node_mean(*metrics: tuple[str, str]) -> list[ui.Query]:
@@ -39,16 +39,18 @@ def _node_mean(*metrics: tuple[str, str]) -> list[ui.Query]:
     return [ui.Query(f"avg({sel(metric, NODE, WHOLE)})", legend) for metric, legend in metrics]
 
 
-def _job_record(record: str) -> str:
+def _job_record(record: str, *, on_nodes: bool = True) -> str:
     """A per-job record of :mod:`~gotthard.monitoring.components.gpu` (each job's figure
-    over all its GPUs, without ``instance``) for the jobs with a GPU on the selected
-    nodes, with the job's owner."""
-    on_nodes = sel("gotthard_gpu_job_info", NODE)
-    return owner_join(f"{sel(record)} and on (site, cluster, job_id) {on_nodes}")
+    over all its GPUs, without ``instance``) with the job's owner; *on_nodes*: only the
+    jobs with a GPU on the selected nodes (a join on ``gotthard_gpu_job_info``, cheap at an
+    instant; at every step of a range it would read every GPU's)."""
+    expr = sel(record)
+    if on_nodes:
+        expr += " and on (site, cluster, job_id) " + sel("gotthard_gpu_job_info", NODE)
+    return owner_join(expr, gpu.JOB_OWNERS)
 
 
 def gpu_fleet(t: ThresholdValues) -> Dashboard:
-    utilisation = _job_record(gpu.JOB_UTILIZATION)
     throttling = (
         (t[gpu.THERMAL_THROTTLE], "orange"),
         (t[gpu.POWER_THROTTLE], "red"),
@@ -192,20 +194,21 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             ui.Query(
                 _per_job("count", sel("gotthard_gpu_job_info", NODE)), name="GPUs", unit="short"
             ),
-            ui.Query(utilisation, name="utilisation", unit="percentunit"),
+            ui.Query(_job_record(gpu.JOB_UTILIZATION), name="utilisation", unit="percentunit"),
             ui.Query(_job_record(gpu.JOB_TENSOR_ACTIVE), name="tensor active", unit="percentunit"),
             ui.Query(_job_record(gpu.JOB_MEMORY_USED), name="memory used", unit="bytes"),
             hide=("Time",),
             sort_by="utilisation",
             links=(ui.job_link(),),
             description="Slurm jobs with processes on the GPUs of the selected nodes "
-            "(gotthard_gpu_job_info), joined to gotthard_slurm_job_info on cluster and job_id "
-            "for user, account and partition. GPUs counts the job's GPUs (and MIG instances) "
-            "on the selected nodes; utilisation, tensor activity (of each job's own MIG "
-            "instances) and memory used are the job's over all its GPUs, from the per-job "
-            "recording rules (tensor activity and memory every few minutes). Memory of a GPU "
-            "shared by several jobs is counted for each of them. A job id opens the Job "
-            "dashboard.",
+            "(gotthard_gpu_job_info), with user, account and partition from "
+            "gotthard_slurm_job_info (recorded for GPU jobs every few minutes: a job that "
+            "just started shows up within them). GPUs counts the job's GPUs (and MIG "
+            "instances) on the selected nodes; utilisation, tensor activity (of each job's "
+            "own MIG instances) and memory used are the job's over all its GPUs, from the "
+            "per-job recording rules (tensor activity and memory every few minutes). Memory "
+            "of a GPU shared by several jobs is counted for each of them. A job id opens the "
+            "Job dashboard.",
         )
     )
     pods = f"{sel('gotthard_gpu_pod_info', NODE)} * on({GPU_KEY}) group_left " + sel(
@@ -214,10 +217,12 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
     board.row(
         ui.ratio_timeseries(
             "GPU utilisation by job",
-            ui.Query(utilisation, "{{job_id}} {{user}}"),
-            description="The mean utilisation of each job's GPUs (all of them, recorded per "
-            "job), for the jobs with a GPU on the selected nodes. The GPUIdleWhileAllocated "
-            "alert fires for a GPU whose 15-minute mean stays under the line.",
+            ui.Query(_job_record(gpu.JOB_UTILIZATION, on_nodes=False), "{{job_id}} {{user}}"),
+            description="The mean utilisation of each job's GPUs (recorded per job), for "
+            "every GPU job of the selected sites and clusters: the node filter does not "
+            "apply here (it would read every GPU's job at every step). The "
+            "GPUIdleWhileAllocated alert fires for a GPU whose 15-minute mean stays under "
+            "the line.",
             lines=((t[gpu.IDLE_UTILIZATION], "orange"),),
         ),
         ui.ratio_timeseries(
