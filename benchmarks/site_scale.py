@@ -17,7 +17,8 @@ How the data gets in, and why both ways:
 * **backfill** (``--history-hours``, default 24) of the same series with
   ``promtool tsdb create-blocks-from openmetrics`` at ``--history-step`` seconds: a 24 h
   panel range only costs what it costs with 24 h of data behind it. Backfilled values
-  follow a simple pattern (counters grow, gauges cycle); the live values are constant.
+  follow a simple pattern (counters grow, gauges cycle); the live values are constant;
+  the GPU and NIC fault gauges read healthy in both (``HEALTHY``).
 
 With Gotthard's rules (``gotthard rules build``) loaded and the dashboards' queries
 (``gotthard dashboards build``; template variables filled as Grafana's "All" does, from
@@ -133,6 +134,14 @@ def site_roles(scale: float) -> list[tuple[str, str, list[str], list[tuple[str, 
     ]
 
 
+#: The fault gauges of GPUs and NICs, at their healthy value, live and in the history:
+#: served as 1 (or cycling) like the other gauges, every GPU would read lost and have a
+#: failed and a pending row remapping, and every NIC link would go down every few minutes,
+#: so that each of their alerts fired for every device and their sparse records
+#: (rule_model.LastReading) had a series for each. A real site has a few broken devices.
+HEALTHY = {"gotthard_gpu_lost": 0, "gotthard_gpu_remapped_rows": 0, "gotthard_slingshot_link_up": 1}
+
+
 def _with_instance(labels: str, instance: str) -> str:
     return f'instance="{instance}",{labels}' if labels else f'instance="{instance}"'
 
@@ -153,7 +162,7 @@ class Shard:
         self.instances = instances
         self.template = template
         lines = [
-            f"{name}{{{_with_instance(labels, instance)}}} 1\n"
+            f"{name}{{{_with_instance(labels, instance)}}} {HEALTHY.get(name, 1)}\n"
             for instance in instances
             for name, labels in template
         ]
@@ -222,17 +231,20 @@ def history_series(shard_list: list[Shard]) -> dict[str, list[str]]:
 def write_history(by_name: dict[str, list[str]], path: Path, stamps: range, first: int) -> int:
     """The OpenMetrics text of every series at *stamps* (the *first* of them the history's
     sample number ``first``): counters (``_total``) grow, gauges cycle. Returns the
-    samples written."""
+    samples written. The fault gauges (:data:`HEALTHY`) keep their healthy value."""
     step = stamps.step
     written = 0
     with path.open("w") as out:
         for name, series in by_name.items():
             grow = name.endswith("_total")
+            healthy = HEALTHY.get(name)
             for offset, labels in enumerate(series):
                 prefix = f"{name}{{{labels}}} "
                 rate = 1 + offset % 13
                 out.writelines(
                     f"{prefix}{(i * rate * step) if grow else (offset + i) % 17} {ts}\n"
+                    if healthy is None
+                    else f"{prefix}{healthy} {ts}\n"
                     for i, ts in enumerate(stamps, start=first)
                 )
                 written += len(stamps)

@@ -11,7 +11,7 @@ from typing import Literal
 
 from gotthard import areas
 from gotthard.monitoring.shared import DASHBOARD_UIDS
-from gotthard.monitoring.thresholds import num
+from gotthard.monitoring.thresholds import Threshold, ThresholdValues, duration, num
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
@@ -84,6 +84,85 @@ class RecordingRule:
     expr: str
     #: how often it is evaluated (:data:`Cadence`); no alert may read a ``slow`` record
     cadence: Cadence = "evaluation"
+
+
+#: How long a reading counts as the series' current one where a :class:`LastReading`
+#: reads it: Prometheus' own lookback for an instant selector. A range over it, unlike an
+#: instant selector, still sees the last reading once a staleness marker follows it, and
+#: every reading taken between two evaluations.
+RECENT = "5m"
+
+
+@dataclass(frozen=True)
+class LastReading:
+    """The last reading of a per-device gauge within its alert's *lookback*, bad or good,
+    also once the device's series stop (an exporter restart, a node down): the alert
+    condition for a device that stays broken until it reads good again.
+
+    ``last_over_time(<series>[lookback])`` says that directly, but reads every device's
+    whole lookback at every evaluation. Instead, a device that reads decides by its
+    recent reading (:data:`RECENT`), and one whose series stopped by two sparse records:
+    the time of each bad reading (only broken devices have that series), and the time of
+    each good reading of a device with a bad one within the lookback. Its last reading
+    was bad while its last bad record is newer than its last good one. The records keep
+    every label of the series. Missing data adds no record, so it neither fires nor
+    resolves anything.
+    """
+
+    component: str
+    #: ``level`` of the records' names (:mod:`gotthard.monitoring.rules`): the labels that
+    #: identify one series of *series*
+    level: str
+    #: the selector of the readings, ``gotthard_gpu_remapped_rows{state="failure"}``
+    series: str
+    #: what a bad and a good reading are, each as (its name in its record's name, the
+    #: comparison that selects it): ``("failure", "> 0")``, ``("no_failure", "<= 0")``
+    bad: tuple[str, str]
+    good: tuple[str, str]
+    lookback: Threshold
+
+    @property
+    def metric(self) -> str:
+        return self.series.partition("{")[0]
+
+    @property
+    def bad_record(self) -> str:
+        """``<level>:<metric>:<bad>_timestamp``: the time of each bad reading."""
+        return f"{self.level}:{self.metric}:{self.bad[0]}_timestamp"
+
+    @property
+    def good_record(self) -> str:
+        return f"{self.level}:{self.metric}:{self.good[0]}_timestamp"
+
+    @property
+    def recent(self) -> str:
+        return f"last_over_time({self.series}[{RECENT}])"
+
+    def records(self, values: ThresholdValues) -> tuple[RecordingRule, RecordingRule]:
+        """The bad and the good readings' times, in this order (the second reads the first)."""
+        lookback = duration(values[self.lookback])
+        return (
+            RecordingRule(
+                self.component, self.bad_record, f"timestamp({self.recent} {self.bad[1]})"
+            ),
+            RecordingRule(
+                self.component,
+                self.good_record,
+                f"timestamp({self.recent} {self.good[1]})"
+                f"\nand\nlast_over_time({self.bad_record}[{lookback}])",
+            ),
+        )
+
+    def expr(self, values: ThresholdValues) -> str:
+        """The series whose last reading within the lookback is bad: recent readings as
+        they are, the others by the records (their value: the last bad reading's time)."""
+        lookback = duration(values[self.lookback])
+        last_bad = f"last_over_time({self.bad_record}[{lookback}])"
+        last_good = f"last_over_time({self.good_record}[{lookback}])"
+        return (
+            f"{self.recent} {self.bad[1]}\nor\n(\n  {last_bad}\n"
+            f"  unless\n  {last_good} > {last_bad}\n  unless\n  {self.recent}\n)"
+        )
 
 
 @dataclass(frozen=True)

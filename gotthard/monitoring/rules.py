@@ -28,7 +28,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from gotthard.monitoring.components import ALERTS, RECORDING_RULES, all_alerts, threshold_values
+from gotthard.monitoring.components import (
+    ALERTS,
+    RECORDING_RULES,
+    all_alerts,
+    recording_rules,
+    threshold_values,
+)
 from gotthard.monitoring.documents import dump_yaml
 from gotthard.monitoring.rule_model import (
     CADENCES,
@@ -128,12 +134,13 @@ def _by_component(
 
 def recording_groups(monitoring: MonitoringConfig | None = None) -> dict[str, Any]:
     """The components' recording rules: one group each, and a slow group (at
-    ``[monitoring] slow_rule_interval``) for a component with slow records; no threshold
-    changes them (the DCGM mapping group is added by
+    ``[monitoring] slow_rule_interval``) for a component with slow records; the records of
+    a :class:`~gotthard.monitoring.rule_model.LastReading` keep its alert's lookback at the
+    site's threshold (the DCGM mapping group is added by
     :func:`gotthard.monitoring.deliver.recording_groups`)."""
     slow = monitoring.slow_rule_interval if monitoring else DEFAULT_SLOW_RULE_INTERVAL
     groups: list[dict[str, Any]] = []
-    for component, members in _by_component(RECORDING_RULES):
+    for component, members in _by_component(recording_rules(values_for(monitoring))):
         for cadence in CADENCES:
             rules = [rule for rule in members if rule.cadence == cadence]
             if not rules:

@@ -101,26 +101,28 @@ SLURM_JOB_INFO = "gotthard_slurm_job_info"
 GPU_JOB_INFO = f"max by ({GPU_KEY}, job_id) (gotthard_gpu_job_info)"
 
 
-def per_gpu_job(metric: str, *node: str, mig: bool = False) -> str:
-    """``gotthard_gpu_job_info * on(<gpu key>) group_left <metric>``: one series per (GPU, job).
+def gpu_jobs(metric: str, *, mig: bool = False) -> str:
+    """For rules: *metric* of every GPU a job holds, one series per (GPU, job).
 
     ``gotthard_gpu_job_info`` is the "many" side: a GPU shared by two jobs (or two MIG
     instances) has two info series but one ``gotthard_gpu_utilization_ratio``. The reverse,
     ``metric * on(...) group_left(job_id) gotthard_gpu_job_info``, fails with "many-to-many
-    matching" as soon as a GPU holds two jobs. MIG-aware metrics also match on
-    ``gpu_instance`` (empty, i.e. absent, for a whole GPU). *node* are extra matchers of
-    both sides (the dashboard's node filter).
+    matching" as soon as a GPU holds two jobs. With *mig*, per (GPU or MIG instance, job):
+    MIG-aware metrics also match on ``gpu_instance`` (empty, i.e. absent, for a whole
+    GPU), so that a job on one MIG instance gets that instance's reading.
     """
     key = GPU_KEY + (", gpu_instance" if mig else "")
-    return f"{sel('gotthard_gpu_job_info', *node)} * on({key}) group_left {sel(metric, *node)}"
+    return f"max by ({key}, job_id) (gotthard_gpu_job_info) * on ({key}) group_left () {metric}"
 
 
-def owner_join(expr: str) -> str:
+def owner_join(expr: str, owners: str = SLURM_JOB_INFO) -> str:
     """Add ``user``, ``account`` and ``partition`` of the Slurm job to a ``job_id`` result.
 
     ``gotthard_slurm_job_info`` comes from the controller's exporter (another ``instance``), so the
     match is on ``cluster`` and ``job_id`` only; ``max by`` first collapses duplicates
-    from redundant exporters so that the right-hand side is unique per job.
+    from redundant exporters so that the right-hand side is unique per job. *owners* is
+    ``gotthard_slurm_job_info`` or a record of some of its series with the same labels (the
+    GPU jobs' owners: fewer series to read at every step than every job's).
     """
-    owners = "max by (cluster, job_id, user, account, partition) (" + sel(SLURM_JOB_INFO) + ")"
-    return f"({expr}) * on(cluster, job_id) group_left(user, account, partition) {owners}"
+    right = f"max by (cluster, job_id, user, account, partition) ({sel(owners)})"
+    return f"({expr}) * on(cluster, job_id) group_left(user, account, partition) {right}"

@@ -132,18 +132,37 @@ def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> No
         assert record in used, record
 
 
-def test_gpu_job_views_recompute_utilisation_only_to_filter_by_node() -> None:
-    """The recorded per-job utilisation has no ``instance`` label; the GPU board filters
-    by node, so it joins gotthard_gpu_job_info itself, on the selected nodes only."""
-    gpu = next(d for d in build.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
-    joins = [
-        e
-        for e in _exprs(gpu)
-        if "gotthard_gpu_job_info" in e and "gotthard_gpu_utilization_ratio" in e
-    ]
-    assert joins
-    for expr in joins:
-        assert 'instance=~"$instance"' in expr, expr
+def test_gpu_job_views_read_the_per_job_records_and_the_gpu_jobs_owners() -> None:
+    """The GPU board's per-job views read the per-job records and the GPU jobs' owners
+    instead of joining every GPU to its jobs and every job to its owner at every step.
+    The records have no ``instance``: the table (an instant query) keeps the jobs with a
+    GPU on the selected nodes; the time series shows every GPU job."""
+    board = next(d for d in build.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
+    panels = {p["title"]: [t["expr"] for t in p["targets"]] for p in board["panels"]}
+    on_nodes = (
+        ' and on (site, cluster, job_id) gotthard_gpu_job_info{site=~"$site", '
+        'cluster=~"$cluster", instance=~"$instance"})'
+    )
+    table = panels["GPU jobs"]
+    assert [e.count(on_nodes) for e in table[1:]] == [1, 1, 1]
+    for record, expr in zip(
+        (gpu.JOB_UTILIZATION, gpu.JOB_TENSOR_ACTIVE, gpu.JOB_MEMORY_USED), table[1:], strict=True
+    ):
+        assert expr.startswith(f"({record}{{"), expr
+    [series] = panels["GPU utilisation by job"]
+    assert series.startswith(f"({gpu.JOB_UTILIZATION}{{") and "gotthard_gpu_job_info" not in series
+    for expr in [*table, series]:
+        assert f"({gpu.JOB_OWNERS}{{" in expr and "gotthard_slurm_job_info{" not in expr, expr
+    for metric in (
+        "gotthard_gpu_utilization_ratio",
+        "gotthard_gpu_tensor_active_ratio",
+        "gotthard_gpu_memory_used_bytes",
+    ):
+        joined = [e for e in _exprs(board) if "gotthard_gpu_job_info" in e and f"{metric}{{" in e]
+        assert joined == [], joined
+    records = {rule.record: rule.expr for rule in rules.RECORDING_RULES}
+    for record in (gpu.JOB_TENSOR_ACTIVE, gpu.JOB_MEMORY_USED):
+        assert "gpu_instance) group_left ()" in records[record], record
 
 
 def test_panels_draw_the_alert_thresholds() -> None:

@@ -231,16 +231,20 @@ def test_every_query_filters_site_and_cluster_and_uses_the_rate_interval(dashboa
 def test_gpu_job_views_join_info_as_the_many_side_and_slurm_by_cluster_and_job(
     dashboards,
 ) -> None:
-    gpu = by_uid(dashboards, "gotthard-gpu-fleet")
-    jobs = next(p for p in lint.iter_panels(gpu) if p["title"] == "GPU jobs")
-    utilisation = jobs["targets"][1]["expr"]
-    assert "gotthard_gpu_job_info{" in utilisation.split("group_left")[0]
-    assert "on(site, cluster, instance, gpu, uuid) group_left gotthard_gpu_utilization_ratio" in (
+    """The per-job records join gotthard_gpu_job_info as the many side (MIG-aware for
+    tensor activity and memory); the panels add the owner by cluster and job_id."""
+    records = {rule["record"]: rule["expr"] for rule in recording_rules()}
+    utilisation = records["site_cluster_job_id:gotthard_gpu_utilization_ratio:sum"]
+    assert "(gotthard_gpu_job_info) * on (site, cluster, instance, gpu, uuid) group_left ()" in (
         utilisation
     )
-    assert "on(cluster, job_id) group_left(user, account, partition)" in utilisation
-    memory = jobs["targets"][3]["expr"]
-    assert "on(site, cluster, instance, gpu, uuid, gpu_instance)" in memory
+    memory = records["site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum"]
+    assert "on (site, cluster, instance, gpu, uuid, gpu_instance) group_left ()" in memory
+    gpu = by_uid(dashboards, "gotthard-gpu-fleet")
+    jobs = next(p for p in lint.iter_panels(gpu) if p["title"] == "GPU jobs")
+    for target in jobs["targets"]:
+        assert "on(cluster, job_id) group_left(user, account, partition)" in target["expr"]
+    assert "site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum{" in jobs["targets"][3]["expr"]
 
 
 # --------------------------------------------------------------------------------------
@@ -748,7 +752,7 @@ def test_dr_and_security_panels_read_the_real_daemon_and_textfiles(live_promethe
 
 def test_the_naive_join_fails_on_a_shared_gpu(live_prometheus: str) -> None:
     """``metric * on(...) group_left(job_id) gotthard_gpu_job_info`` breaks once a GPU holds two
-    jobs; the dashboards keep gotthard_gpu_job_info on the many side instead."""
+    jobs; the per-job records keep gotthard_gpu_job_info on the many side instead."""
     naive = (
         "avg by (job_id) (gotthard_gpu_utilization_ratio * on(site, cluster, instance, gpu, uuid) "
         "group_left(job_id) gotthard_gpu_job_info)"

@@ -56,7 +56,17 @@ KEY_RECORDING_RULES = (
     "site_cluster:gotthard_slurm_node_cpus_alloc:ratio",
     "site_cluster_partition:gotthard_slurm_jobs_pending_resources:sum",
     "site_cluster_job_id:gotthard_gpu_utilization_ratio:avg",
+    "site_cluster_job_id:gotthard_gpu_tensor_active_ratio:avg",
+    "site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum",
+    "site_cluster_job_id_user_account_partition:gotthard_slurm_job_info:gpu_jobs",
     "site_cluster:gotthard_gpu_utilization_ratio:avg",
+    # the sparse records of the alerts that keep a last reading (LastReading)
+    "site_cluster_instance_gpu_uuid:gotthard_gpu_lost:lost_timestamp",
+    "site_cluster_instance_gpu_uuid:gotthard_gpu_lost:not_lost_timestamp",
+    "site_cluster_instance_gpu_uuid_state:gotthard_gpu_remapped_rows:failure_timestamp",
+    "site_cluster_instance_gpu_uuid_state:gotthard_gpu_remapped_rows:no_failure_timestamp",
+    "site_cluster_instance_device:gotthard_slingshot_link_up:down_timestamp",
+    "site_cluster_instance_device:gotthard_slingshot_link_up:up_timestamp",
     "site_cluster_instance_device_type:gotthard_slingshot_fec_codewords:ratio_rate5m",
     "site_cluster_instance_device_type:gotthard_slingshot_fec_ber:ratio_rate5m",
     "site_cluster_fs_target:gotthard_lustre_ost_fill:ratio",
@@ -252,11 +262,12 @@ def test_recording_rule_names_follow_level_metric_operations() -> None:
 
 
 def test_slow_records_are_in_a_slow_group_at_the_configured_interval(tmp_path: Path) -> None:
-    """The slow records (per-job Lustre IO) are evaluated in their component's slow group,
-    every ``[monitoring] slow_rule_interval`` (2 minutes unless set), the others at every
-    evaluation interval."""
-    slow = {rule.record for rule in rules.RECORDING_RULES if rule.cadence == "slow"}
+    """The slow records (per-job Lustre IO, per-job GPU tensor activity and memory) are
+    evaluated in their component's slow group, every ``[monitoring] slow_rule_interval``
+    (2 minutes unless set), the others at every evaluation interval."""
+    slow = {rule.record: rule.component for rule in rules.RECORDING_RULES if rule.cadence == "slow"}
     assert "site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:rate5m" in slow
+    assert "site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum" in slow
     site = tmp_path / "site.toml"
     site.write_text('[monitoring]\nslow_rule_interval = "5m"\n')
     for argv, interval in (((), "2m"), (("--config", str(site)), "5m")):
@@ -270,7 +281,8 @@ def test_slow_records_are_in_a_slow_group_at_the_configured_interval(tmp_path: P
         }
         for record, (group, every) in placed.items():
             if record in slow:
-                assert (group, every) == ("gotthard-lustre.slow-recording", interval), record
+                expected = (f"gotthard-{slow[record]}.slow-recording", interval)
+                assert (group, every) == expected, record
             else:
                 assert every is None and ".slow-" not in group, record
     promtool.check_rules(tmp_path / "5m" / promtool.RECORDING_FILE)

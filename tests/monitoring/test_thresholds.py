@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from gotthard.monitoring import rules, runbook_pages
-from gotthard.monitoring.components import THRESHOLDS
+from gotthard.monitoring.components import THRESHOLDS, slingshot
 from gotthard.monitoring.components.job import FINDINGS as JOB_FINDINGS
 from gotthard.monitoring.dashboards import build
 from gotthard.monitoring.settings import MonitoringConfig
@@ -230,3 +230,55 @@ def test_write_runbooks_writes_the_tuned_pages(tmp_path: Path) -> None:
     assert len(written) == len(rules.ALERTS) - 1
     text = (tmp_path / "runbooks" / "LustreOSTFillHigh.md").read_text(encoding="utf-8")
     assert "more than 80% full" in text
+
+
+def test_a_tuned_lookback_reaches_the_records_of_the_last_reading(tmp_path: Path) -> None:
+    """The records that keep a link's last reading look back as far as its alert: a link
+    down at 1m whose node is then down for 7 hours, reads up for 3 minutes and stops
+    again is quiet with a lookback of 8 hours: the records keep its reading up, 7 hours
+    after the last down one (records that looked back 6 hours, the default, would not)."""
+    tuned = MonitoringConfig(thresholds={"slingshot_link_lookback_seconds": 8 * 3600})
+    recording = yaml.safe_load(rules.render_recording_rules(monitoring=tuned))
+    records = {r["record"]: r["expr"] for g in recording["groups"] for r in g["rules"]}
+    assert records[slingshot.LINK_DOWN.good_record].endswith("[8h])")
+    assert "[8h]" in rules.alert("SlingshotLinkDown", monitoring=tuned).expr
+    for name, document in (
+        ("recording.rules.yml", recording),
+        ("alerts.rules.yml", yaml.safe_load(rules.render_alerting_rules(monitoring=tuned))),
+    ):
+        prefixes = ("gotthard-slingshot.", "gotthard-slurm.")
+        groups = [g for g in document["groups"] if g["name"].startswith(prefixes)]
+        (tmp_path / name).write_text(yaml.safe_dump({"groups": groups}))
+    labels = {"site": "s", "cluster": "c", "instance": "nid001:9877", "device": "cxi0"}
+    series = "gotthard_slingshot_link_up{" + ", ".join(f'{k}="{v}"' for k, v in labels.items())
+    down = {
+        "exp_labels": {**labels, "node": "nid001", "severity": "warning"},
+        "exp_annotations": {
+            "summary": "A Slingshot NIC link is down.",
+            "description": "The link of cxi0 on nid001:9877 in s/c has been down for 5 minutes.",
+            "runbook_url": f"{rules.DEFAULT_RUNBOOK_BASE_URL}/SlingshotLinkDown.md",
+            "dashboard_url": f"{rules.DEFAULT_DASHBOARD_BASE_URL}/d/"
+            "gotthard-slingshot-network-health?var-site=s&var-cluster=c",
+            "repair_query": rules.alert("SlingshotLinkDown").repair_query,
+        },
+    }
+    checks = [("6h", [down]), ("7h30m", [])]
+    test = {
+        "rule_files": ["recording.rules.yml", "alerts.rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                # down 1m-3m, no series 4m-7h, up 7h-7h2m, no series after
+                "input_series": [{"series": series + "}", "values": "1 0x2 stale _x415 1x2 stale"}],
+                "alert_rule_test": [
+                    {"eval_time": at, "alertname": "SlingshotLinkDown", "exp_alerts": alerts}
+                    for at, alerts in checks
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "tuned.test.yml"
+    path.write_text(yaml.safe_dump(test))
+    result = run([binary("promtool"), "test", "rules", str(path)])
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,11 +1,14 @@
 """Monitoring components, one module per area, in the style of the monitoring mixins.
 
 Each module holds its area's thresholds (:class:`~gotthard.monitoring.thresholds.Threshold`
-constants, with defaults), recording rules
-(``RECORDING_RULES``), alerts (``alerts(values)``, each linking its runbook page and its
-``DASHBOARD``); the dashboards in :mod:`gotthard.monitoring.dashboards.boards` read the same
-threshold values and recorded series. No module here imports grafanalib: the site
-settings validate threshold and alert names against them.
+constants, with defaults), recording rules (``RECORDING_RULES``), alerts
+(``alerts(values)``, each linking its runbook page and its ``DASHBOARD``), and where an
+alert holds a device's last reading through the absence of its series, the
+:class:`~gotthard.monitoring.rule_model.LastReading` behind it (``LAST_READINGS``, whose
+records keep the alert's lookback threshold); the dashboards in
+:mod:`gotthard.monitoring.dashboards.boards` read the same threshold values and recorded
+series. No module here imports grafanalib: the site settings validate threshold and alert
+names against them.
 
 The registry of areas (:data:`gotthard.areas.AREAS`) names each area's module; each
 module's ``COMPONENT`` is its area's name.
@@ -32,12 +35,33 @@ MODULES: tuple[ModuleType, ...] = tuple(areas.load(area.component) for area in a
 THRESHOLDS: tuple[Threshold, ...] = tuple(
     value for module in MODULES for value in vars(module).values() if isinstance(value, Threshold)
 )
-RECORDING_RULES: tuple[RecordingRule, ...] = tuple(r for m in MODULES for r in m.RECORDING_RULES)
 
 
 def threshold_values(overrides: Mapping[str, object] = ()) -> ThresholdValues:
     """Every threshold's current value: the defaults with *overrides* (checked)."""
     return ThresholdValues(THRESHOLDS, overrides)
+
+
+def recording_rules(values: ThresholdValues | None = None) -> tuple[RecordingRule, ...]:
+    """Every recording rule, each component's ``RECORDING_RULES`` and then the records of
+    its ``LAST_READINGS``, built with *values* (default: the defaults)."""
+    current = values if values is not None else threshold_values()
+    return tuple(
+        rule
+        for module in MODULES
+        for rule in (
+            *module.RECORDING_RULES,
+            *(
+                r
+                for reading in getattr(module, "LAST_READINGS", ())
+                for r in reading.records(current)
+            ),
+        )
+    )
+
+
+#: Every recording rule at the default thresholds.
+RECORDING_RULES: tuple[RecordingRule, ...] = recording_rules()
 
 
 def all_alerts(values: ThresholdValues | None = None) -> tuple[AlertRule, ...]:

@@ -10,12 +10,13 @@ from gotthard.monitoring.rule_model import (
     GPU,
     NODE_REGEX,
     AlertRule,
+    LastReading,
     RecordingRule,
     Severity,
     above,
     on_condition,
 )
-from gotthard.monitoring.shared import GPU_JOB_INFO, GPU_KEY, SC
+from gotthard.monitoring.shared import GPU_JOB_INFO, GPU_KEY, SC, SLURM_JOB_INFO, gpu_jobs
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
     duration,
@@ -47,8 +48,16 @@ NVLINK_ERRORS = per_second("gpu_nvlink_errors_per_second", 1.0, "NVLink errors/s
 PCIE_REPLAYS = per_second("gpu_pcie_replays_per_second", 1.0, "PCIe replays/s on one GPU")
 
 #: Utilisation of every GPU a job holds, one series per (GPU, job).
-_GPU_JOBS = f"{GPU_JOB_INFO} * on ({GPU_KEY}) group_left () gotthard_gpu_utilization_ratio"
+_GPU_JOBS = gpu_jobs("gotthard_gpu_utilization_ratio")
 JOB_UTILIZATION = "site_cluster_job_id:gotthard_gpu_utilization_ratio:avg"
+#: Tensor-core activity and memory used per job, over its GPUs and MIG instances (each
+#: job's own instance of a MIG GPU); the GPU fleet dashboard's per-job views.
+JOB_TENSOR_ACTIVE = "site_cluster_job_id:gotthard_gpu_tensor_active_ratio:avg"
+JOB_MEMORY_USED = "site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum"
+#: The owner (user, account, partition) of each job that holds a GPU: what the per-job
+#: views join (:func:`~gotthard.monitoring.shared.owner_join`) instead of every running
+#: job's ``gotthard_slurm_job_info``, which they would read at every step.
+JOB_OWNERS = "site_cluster_job_id_user_account_partition:gotthard_slurm_job_info:gpu_jobs"
 CLUSTER_UTILIZATION = "site_cluster:gotthard_gpu_utilization_ratio:avg"
 RECORDING_RULES = (
     RecordingRule(
@@ -70,7 +79,49 @@ RECORDING_RULES = (
     RecordingRule(
         COMPONENT, CLUSTER_UTILIZATION, f"avg by ({SC}) (gotthard_gpu_utilization_ratio)"
     ),
+    # for dashboards only, where a point every few minutes is enough
+    RecordingRule(
+        COMPONENT,
+        JOB_TENSOR_ACTIVE,
+        "avg by (site, cluster, job_id) (\n"
+        f"  {gpu_jobs('gotthard_gpu_tensor_active_ratio', mig=True)}\n)",
+        cadence="slow",
+    ),
+    RecordingRule(
+        COMPONENT,
+        JOB_MEMORY_USED,
+        "sum by (site, cluster, job_id) (\n"
+        f"  {gpu_jobs('gotthard_gpu_memory_used_bytes', mig=True)}\n)",
+        cadence="slow",
+    ),
+    RecordingRule(
+        COMPONENT,
+        JOB_OWNERS,
+        f"max by (site, cluster, job_id, user, account, partition) ({SLURM_JOB_INFO})"
+        "\nand on (cluster, job_id)\ngotthard_gpu_job_info",
+        cadence="slow",
+    ),
 )
+
+#: The readings that hold while a GPU's series are gone (:class:`LastReading`): lost,
+#: and a failed row remapping, until the GPU (or a board in its slot) reads otherwise.
+LOST = LastReading(
+    COMPONENT,
+    "site_cluster_instance_gpu_uuid",
+    "gotthard_gpu_lost",
+    ("lost", "== 1"),
+    ("not_lost", "!= 1"),
+    LOST_LOOKBACK,
+)
+ROW_REMAP_FAILURE = LastReading(
+    COMPONENT,
+    "site_cluster_instance_gpu_uuid_state",
+    'gotthard_gpu_remapped_rows{state="failure"}',
+    ("failure", "> 0"),
+    ("no_failure", "<= 0"),
+    LOST_LOOKBACK,
+)
+LAST_READINGS = (LOST, ROW_REMAP_FAILURE)
 
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 _XIDS = "|".join(str(xid) for xid in PAGING_XIDS)
@@ -132,6 +183,7 @@ def alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
 
 def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     idle, lookback, xid_window = t[IDLE_UTILIZATION], duration(t[LOST_LOOKBACK]), t[XID_WINDOW]
+    lost, failed = (reading.expr(t).replace("\n", "\n  ") for reading in (LOST, ROW_REMAP_FAILURE))
     return (
         _alert(
             name="GPULost",
@@ -141,10 +193,9 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # gotthard_gpu_lost 0, or until its slot does (a new board, or a GPU lost before its
             # exporter started, without a UUID: "unknown") while no GPU there reads lost.
             # Missing data alone (a restart, a scrape gap, a target down) never fires it.
+            # The last reading of a GPU whose series stopped: LOST's sparse records.
             expr=(
-                "label_replace(\n"
-                f"  last_over_time(gotthard_gpu_lost[{lookback}]) == 1,"
-                ' "uuid", "unknown", "uuid", ""\n)'
+                f'label_replace(\n  {lost},\n  "uuid", "unknown", "uuid", ""\n)'
                 f"\nunless on ({_SLOT})\n"
                 f"(gotthard_gpu_lost == 0 unless on ({_SLOT}) gotthard_gpu_lost == 1)"
             ),
@@ -249,10 +300,11 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _alert(
             name="GPURowRemapFailure",
-            # the last reading within the lookback: a failed GPU whose series stop stays
-            # failed until its slot reads no failure (the GPU reset, or a new board)
+            # the last reading within the lookback (ROW_REMAP_FAILURE's records once the
+            # series stop): a failed GPU whose series stop stays failed until its slot
+            # reads no failure (the GPU reset, or a new board)
             expr=(
-                f'last_over_time(gotthard_gpu_remapped_rows{{state="failure"}}[{lookback}]) > 0'
+                f"(\n  {failed}\n)"
                 f'\nunless on ({_SLOT})\ngotthard_gpu_remapped_rows{{state="failure"}} == 0'
             ),
             for_="0s",

@@ -6,7 +6,7 @@ from functools import partial
 
 from gotthard.exporters.slingshot.limits import MAX_RESTARTS_1H, MAX_RESTARTS_10H
 from gotthard.monitoring.components.slurm import respecting_maintenance
-from gotthard.monitoring.rule_model import LINK, AlertRule, RecordingRule, above
+from gotthard.monitoring.rule_model import LINK, AlertRule, LastReading, RecordingRule, above
 from gotthard.monitoring.thresholds import (
     ThresholdValues,
     count,
@@ -75,6 +75,18 @@ RECORDING_RULES = (
     RecordingRule(COMPONENT, CLUSTER_TIMEOUTS, f"sum by (site, cluster, type) ({TIMEOUTS})"),
 )
 
+#: SlingshotLinkDown's last reading of a link whose series stopped (:class:`LastReading`):
+#: down until it reads up again.
+LINK_DOWN = LastReading(
+    COMPONENT,
+    "site_cluster_instance_device",
+    "gotthard_slingshot_link_up",
+    ("down", "== 0"),
+    ("up", "!= 0"),
+    LINK_LOOKBACK,
+)
+LAST_READINGS = (LINK_DOWN,)
+
 _alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
 _above = partial(above, _alert)
 
@@ -91,9 +103,10 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
     return (
         _alert(
             name="SlingshotLinkDown",
-            # the last reading within the lookback: a down link whose series go stale (the
-            # exporter restarts, the node reboots) stays down until it reads up again
-            expr=f"last_over_time(gotthard_slingshot_link_up[{lookback}]) == 0",
+            # the last reading within the lookback (LINK_DOWN's records once the series
+            # stop): a down link whose series go stale (the exporter restarts, the node
+            # reboots) stays down until it reads up again
+            expr=LINK_DOWN.expr(t),
             for_="5m",
             severity="warning",
             summary="A Slingshot NIC link is down.",

@@ -12,7 +12,6 @@ from gotthard.monitoring.shared import (
     agg,
     count_zero,
     owner_join,
-    per_gpu_job,
     rate,
     ratio,
     sel,
@@ -32,7 +31,7 @@ WHOLE = 'gpu_instance=""'
 
 def _per_job(fn: str, expr: str) -> str:
     """*expr* aggregated per Slurm job, with the job's owner added."""
-    return owner_join(agg(fn, "site, cluster, job_id", expr))
+    return owner_join(agg(fn, "site, cluster, job_id", expr), gpu.JOB_OWNERS)
 
 
 def _node_mean(*metrics: tuple[str, str]) -> list[ui.Query]:
@@ -40,17 +39,18 @@ def _node_mean(*metrics: tuple[str, str]) -> list[ui.Query]:
     return [ui.Query(f"avg({sel(metric, NODE, WHOLE)})", legend) for metric, legend in metrics]
 
 
-def _on_node(metric: str, *, mig: bool = False) -> str:
-    """:func:`~gotthard.monitoring.shared.per_gpu_job` on the selected nodes.
-
-    The recorded per-job utilisation has no ``instance`` label, so the node filter needs
-    the join itself.
-    """
-    return per_gpu_job(metric, NODE, mig=mig)
+def _job_record(record: str, *, on_nodes: bool = True) -> str:
+    """A per-job record of :mod:`~gotthard.monitoring.components.gpu` (each job's figure
+    over all its GPUs, without ``instance``) with the job's owner; *on_nodes*: only the
+    jobs with a GPU on the selected nodes (a join on ``gotthard_gpu_job_info``, cheap at an
+    instant; at every step of a range it would read every GPU's)."""
+    expr = sel(record)
+    if on_nodes:
+        expr += " and on (site, cluster, job_id) " + sel("gotthard_gpu_job_info", NODE)
+    return owner_join(expr, gpu.JOB_OWNERS)
 
 
 def gpu_fleet(t: ThresholdValues) -> Dashboard:
-    utilisation = _per_job("avg", _on_node("gotthard_gpu_utilization_ratio"))
     throttling = (
         (t[gpu.THERMAL_THROTTLE], "orange"),
         (t[gpu.POWER_THROTTLE], "red"),
@@ -194,24 +194,21 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             ui.Query(
                 _per_job("count", sel("gotthard_gpu_job_info", NODE)), name="GPUs", unit="short"
             ),
-            ui.Query(utilisation, name="utilisation", unit="percentunit"),
-            ui.Query(
-                _per_job("avg", _on_node("gotthard_gpu_tensor_active_ratio", mig=True)),
-                name="tensor active",
-                unit="percentunit",
-            ),
-            ui.Query(
-                _per_job("sum", _on_node("gotthard_gpu_memory_used_bytes", mig=True)),
-                name="memory used",
-                unit="bytes",
-            ),
+            ui.Query(_job_record(gpu.JOB_UTILIZATION), name="utilisation", unit="percentunit"),
+            ui.Query(_job_record(gpu.JOB_TENSOR_ACTIVE), name="tensor active", unit="percentunit"),
+            ui.Query(_job_record(gpu.JOB_MEMORY_USED), name="memory used", unit="bytes"),
             hide=("Time",),
             sort_by="utilisation",
             links=(ui.job_link(),),
-            description="Slurm jobs with processes on the GPUs (gotthard_gpu_job_info), joined to "
-            "gotthard_slurm_job_info on cluster and job_id for user, account and partition. Memory "
-            "of a GPU shared by several jobs is counted for each of them. A job id opens "
-            "the Job dashboard.",
+            description="Slurm jobs with processes on the GPUs of the selected nodes "
+            "(gotthard_gpu_job_info), with user, account and partition from "
+            "gotthard_slurm_job_info (recorded for GPU jobs every few minutes: a job that "
+            "just started shows up within them). GPUs counts the job's GPUs (and MIG "
+            "instances) on the selected nodes; utilisation, tensor activity (of each job's "
+            "own MIG instances) and memory used are the job's over all its GPUs, from the "
+            "per-job recording rules (tensor activity and memory every few minutes). Memory "
+            "of a GPU shared by several jobs is counted for each of them. A job id opens the "
+            "Job dashboard.",
         )
     )
     pods = f"{sel('gotthard_gpu_pod_info', NODE)} * on({GPU_KEY}) group_left " + sel(
@@ -220,9 +217,12 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
     board.row(
         ui.ratio_timeseries(
             "GPU utilisation by job",
-            ui.Query(utilisation, "{{job_id}} {{user}}"),
-            description="The GPUIdleWhileAllocated alert fires for a GPU whose 15-minute "
-            "mean stays under the line.",
+            ui.Query(_job_record(gpu.JOB_UTILIZATION, on_nodes=False), "{{job_id}} {{user}}"),
+            description="The mean utilisation of each job's GPUs (recorded per job), for "
+            "every GPU job of the selected sites and clusters: the node filter does not "
+            "apply here (it would read every GPU's job at every step). The "
+            "GPUIdleWhileAllocated alert fires for a GPU whose 15-minute mean stays under "
+            "the line.",
             lines=((t[gpu.IDLE_UTILIZATION], "orange"),),
         ),
         ui.ratio_timeseries(
