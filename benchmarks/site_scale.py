@@ -443,11 +443,13 @@ def rule_times(url: str) -> dict[tuple[str, str], float]:
 
 
 def slowest_rules(
-    samples: list[dict[tuple[str, str], float]], top: int = 10
+    samples: list[dict[tuple[str, str], float]], top: int = 10, groups: tuple[str, ...] = ()
 ) -> list[dict[str, Any]]:
     """The *top* rules by their mean evaluation time over *samples* (taken once per
-    evaluation interval): where a group's time goes."""
+    evaluation interval): where a group's time goes; every rule of *groups* when given."""
     keys = {key for sample in samples for key in sample}
+    if groups:
+        keys = {key for key in keys if key[0] in groups}
     rows = []
     for group, rule in keys:
         times = [sample[(group, rule)] for sample in samples if (group, rule) in sample]
@@ -460,7 +462,8 @@ def slowest_rules(
                 "samples": len(times),
             }
         )
-    return sorted(rows, key=lambda row: -row["mean_seconds"])[:top]
+    rows.sort(key=lambda row: -row["mean_seconds"])
+    return rows if groups else rows[:top]
 
 
 def head(prometheus: Prometheus) -> dict[str, Any]:
@@ -609,6 +612,13 @@ def main(argv: list[str] | None = None) -> int:
         "--dashboard", action="append", metavar="UID", help="only this dashboard's panels"
     )
     parser.add_argument(
+        "--rules-of",
+        action="append",
+        default=[],
+        metavar="GROUP",
+        help="print every rule of this group by its mean time (besides the slowest rules)",
+    )
+    parser.add_argument(
         "--second-site",
         type=float,
         default=0.0,
@@ -695,6 +705,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row), flush=True)
         for row in slowest_rules(samples):
             print(json.dumps(row), flush=True)
+        if args.rules_of:
+            for row in slowest_rules(samples, groups=tuple(args.rules_of)):
+                print(json.dumps({**row, "every_rule_of_group": True}), flush=True)
         print(json.dumps(head(prometheus)), flush=True)
         print(json.dumps(global_view(url, prometheus)), flush=True)
         if not args.no_panels:

@@ -79,6 +79,11 @@ KEY_RECORDING_RULES = (
     "site_cluster_fs_job_id:gotthard_lustre_job_mdt_operations:rate5m",
     "site_cluster_type:gotthard_slingshot_fec_codewords:rate5m",
     "site_cluster_type:gotthard_slingshot_timeouts:rate5m",
+    # the Slingshot dashboard's per-cluster and busiest-NIC rates, the Job dashboard's traffic
+    "site_cluster_direction_class:gotthard_slingshot_pause_frames:rate5m",
+    "site_cluster_instance_device:gotthard_slingshot_pause_frames:rate5m",
+    "site_cluster_instance_device_direction:gotthard_slingshot_bytes:rate5m",
+    "site_cluster_direction:gotthard_slingshot_bytes:rate5m",
 )
 
 
@@ -262,12 +267,16 @@ def test_recording_rule_names_follow_level_metric_operations() -> None:
 
 
 def test_slow_records_are_in_a_slow_group_at_the_configured_interval(tmp_path: Path) -> None:
-    """The slow records (per-job Lustre IO, per-job GPU tensor activity and memory) are
-    evaluated in their component's slow group, every ``[monitoring] slow_rule_interval``
-    (2 minutes unless set), the others at every evaluation interval."""
+    """The slow records (per-job Lustre IO, per-job GPU tensor activity and memory, the
+    Slingshot dashboard's per-cluster and busiest-NIC rates) are evaluated in their
+    component's slow group, every ``[monitoring] slow_rule_interval`` (2 minutes unless
+    set), the others at every evaluation interval."""
     slow = {rule.record: rule.component for rule in rules.RECORDING_RULES if rule.cadence == "slow"}
-    assert "site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:rate5m" in slow
-    assert "site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum" in slow
+    assert slow["site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:rate5m"] == "lustre"
+    assert slow["site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum"] == "gpu"
+    assert (
+        slow["site_cluster_direction_class:gotthard_slingshot_pause_frames:rate5m"] == "slingshot"
+    )
     site = tmp_path / "site.toml"
     site.write_text('[monitoring]\nslow_rule_interval = "5m"\n')
     for argv, interval in (((), "2m"), (("--config", str(site)), "5m")):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from gotthard.monitoring.components import lustre
+from gotthard.monitoring.components import lustre, slingshot
 from gotthard.monitoring.rule_model import NODE_REGEX, AlertRule, RecordingRule
 from gotthard.monitoring.shared import GPU_KEY, SLURM_JOB_INFO
 from gotthard.monitoring.thresholds import ThresholdValues, per_second, ratio
@@ -155,8 +155,9 @@ class Measure:
     metric: str
     #: Other labels of a job-wide series (``direction``).
     by: str = ""
-    #: The recording rule of the same rate per job and file system (5-minute), where one
-    #: records it: what the dashboard reads instead of rating every job x target series.
+    #: The recording rule of the same rate (5-minute), where one records it: per job and
+    #: file system (Lustre), per NIC and direction (Slingshot); what the dashboard reads
+    #: instead of rating every job x target or every NIC counter series.
     recorded: str = ""
 
     def series(self, scope: Scope, rate: str | None = None) -> str:
@@ -167,6 +168,13 @@ class Measure:
         are rated over it: a 5-minute rate integrated over the run would lag the job's
         last minutes (and miss most of a job of a few minutes), and a Prometheus that did
         not evaluate the rules over the run (history loaded from blocks) has no record."""
+        if self.key == "slingshot_bytes":
+            nics = (
+                scope.sel(self.recorded)
+                if rate is None
+                else f"rate({scope.sel(self.metric)}{rate})"
+            )
+            return _on_job_nodes(scope, nics, f"site, cluster, {self.by}")
         if rate is None and self.recorded:
             return f"sum by (site, cluster) ({scope.sel(self.recorded, scope.job)})"
         rate = rate or "[$__rate_interval]"
@@ -175,10 +183,6 @@ class Measure:
             return f"sum by (site, cluster) ({inner})"
         if self.key.startswith("lustre_"):
             return f"sum by (site, cluster) (rate({scope.sel(self.metric, scope.job)}{rate}))"
-        if self.key == "slingshot_bytes":
-            return _on_job_nodes(
-                scope, f"rate({scope.sel(self.metric)}{rate})", f"site, cluster, {self.by}"
-            )
         return _per_gpu(scope, self.metric)
 
     def over(self, scope: Scope, seconds: int, step: int) -> str:
@@ -280,6 +284,7 @@ MEASURES: tuple[Measure, ...] = (
         "bytes",
         "gotthard_slingshot_bytes_total",
         by="direction",
+        recorded=slingshot.BYTES.nic_record,
     ),
 )
 MEASURE: dict[str, Measure] = {m.key: m for m in MEASURES}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 from gotthard.exporters.slingshot.limits import MAX_RESTARTS_1H, MAX_RESTARTS_10H
@@ -33,47 +34,129 @@ SPT_TIMEOUTS = per_second("slingshot_spt_timeouts_per_second", 1.0, "SPT timeout
 FEC_RATE = "site_cluster_instance_device_type:gotthard_slingshot_fec_codewords:rate5m"
 CODEWORD_RATIO = "site_cluster_instance_device_type:gotthard_slingshot_fec_codewords:ratio_rate5m"
 BER = "site_cluster_instance_device_type:gotthard_slingshot_fec_ber:ratio_rate5m"
+#: Per NIC, the SPT timeouts only (what SlingshotRetransmissionTimeoutsHigh reads); the
+#: other types per cluster (:data:`CLUSTER_TIMEOUTS`).
 TIMEOUTS = "site_cluster_instance_device_type:gotthard_slingshot_timeouts:rate5m"
+ALERTED_TIMEOUTS = "spt"
 #: The same rates per cluster and type: what the global view federates (not per NIC).
 CLUSTER_FEC_RATE = "site_cluster_type:gotthard_slingshot_fec_codewords:rate5m"
 CLUSTER_TIMEOUTS = "site_cluster_type:gotthard_slingshot_timeouts:rate5m"
+CLUSTER_CODEWORD_RATIO = "site_cluster_type:gotthard_slingshot_fec_codewords:ratio_rate5m"
 _ERRORS = f'{FEC_RATE}{{type=~"corrected|uncorrected"}}'
 _PER_TYPE = "\n/ ignoring (type) group_left ()\n"
+#: The labels of one NIC.
+NIC = "site, cluster, instance, device"
 
 
-def _sum_rate(record: str, counter: str) -> RecordingRule:
+@dataclass(frozen=True)
+class NicCounter:
+    """A NIC counter family the dashboard shows for the whole cluster (by its labels
+    *by*) and for its busiest NICs (summed per NIC, or per NIC and *nic_by*).
+
+    Both records are ``slow``: they read every NIC's counters, and only panels read them.
+    """
+
+    #: the counter, ``gotthard_slingshot_pause_frames_total``
+    metric: str
+    #: its labels the cluster record keeps, ``direction, class``
+    by: str
+    #: its labels the per-NIC record keeps besides the NIC's; when they are *by*, the
+    #: cluster record sums the per-NIC one instead of the counter
+    nic_by: str = ""
+
+    @property
+    def _name(self) -> str:
+        return self.metric.removesuffix("_total")
+
+    @staticmethod
+    def _level(labels: str) -> str:
+        return "_".join(label.strip() for label in labels.split(","))
+
+    @property
+    def cluster_record(self) -> str:
+        """``site_cluster_direction_class:gotthard_slingshot_pause_frames:rate5m``."""
+        return f"site_cluster_{self._level(self.by)}:{self._name}:rate5m"
+
+    @property
+    def nic_record(self) -> str:
+        """``site_cluster_instance_device:gotthard_slingshot_pause_frames:rate5m``."""
+        level = self._level(f"{NIC}, {self.nic_by}" if self.nic_by else NIC)
+        return f"{level}:{self._name}:rate5m"
+
+    def rules(self) -> tuple[RecordingRule, RecordingRule]:
+        nic_labels = f"{NIC}, {self.nic_by}" if self.nic_by else NIC
+        rate = f"rate({self.metric}[5m])"
+        cluster_source = self.nic_record if self.nic_by == self.by else rate
+        return (
+            RecordingRule(
+                COMPONENT, self.nic_record, f"sum by ({nic_labels}) ({rate})", cadence="slow"
+            ),
+            RecordingRule(
+                COMPONENT,
+                self.cluster_record,
+                f"sum by (site, cluster, {self.by}) ({cluster_source})",
+                cadence="slow",
+            ),
+        )
+
+
+LLR_REPLAYS = NicCounter("gotthard_slingshot_llr_replays_total", "direction")
+PAUSE_FRAMES = NicCounter("gotthard_slingshot_pause_frames_total", "direction, class")
+DISCARDS = NicCounter("gotthard_slingshot_discards_total", "class")
+RX_BAD_FRAMES = NicCounter("gotthard_slingshot_rx_bad_frames_total", "type")
+NACKS = NicCounter("gotthard_slingshot_nacks_total", "reason")
+#: per NIC and direction: the Job dashboard reads the traffic of the job's nodes from it
+BYTES = NicCounter("gotthard_slingshot_bytes_total", "direction", nic_by="direction")
+PCIE_ERRORS = NicCounter("gotthard_slingshot_pcie_errors_total", "type")
+#: The counters of the dashboard's cluster and busiest-NIC panels, in its order.
+NIC_COUNTERS = (LLR_REPLAYS, PAUSE_FRAMES, DISCARDS, RX_BAD_FRAMES, NACKS, BYTES, PCIE_ERRORS)
+
+
+def _rate_by_type(record: str, counter: str, *matchers: str) -> RecordingRule:
     """The 5-minute rate of a per-device, per-type NIC counter."""
-    return RecordingRule(
-        COMPONENT,
-        record,
-        f"sum by (site, cluster, instance, device, type) (rate({counter}[5m]))",
-    )
+    selector = f"{counter}{{{', '.join(matchers)}}}" if matchers else counter
+    return RecordingRule(COMPONENT, record, f"sum by ({NIC}, type) (rate({selector}[5m]))")
 
 
-RECORDING_RULES = (
-    _sum_rate(FEC_RATE, "gotthard_slingshot_fec_codewords_total"),
-    RecordingRule(
-        COMPONENT,
-        CODEWORD_RATIO,
-        f"{_ERRORS}{_PER_TYPE}(sum by (site, cluster, instance, device) ({FEC_RATE}) > 0)",
-    ),
-    RecordingRule(
-        COMPONENT,
-        "site_cluster_type:gotthard_slingshot_fec_codewords:ratio_rate5m",
-        f"sum by (site, cluster, type) ({_ERRORS}){_PER_TYPE}"
-        f"(sum by (site, cluster) ({FEC_RATE}) > 0)",
-    ),
+#: What the alerts read, at every evaluation: per NIC, the FEC codeword rates (all types:
+#: the codeword ratios need the good ones), the BER and the SPT timeouts.
+_ALERTED = (
+    _rate_by_type(FEC_RATE, "gotthard_slingshot_fec_codewords_total"),
     RecordingRule(
         COMPONENT,
         BER,
-        f"{_ERRORS}{_PER_TYPE}"
-        "(max by (site, cluster, instance, device)"
-        " (gotthard_slingshot_link_speed_bits_per_second) > 0)",
+        f"{_ERRORS}{_PER_TYPE}(max by ({NIC}) (gotthard_slingshot_link_speed_bits_per_second) > 0)",
     ),
-    _sum_rate(TIMEOUTS, "gotthard_slingshot_timeouts_total"),
-    RecordingRule(COMPONENT, CLUSTER_FEC_RATE, f"sum by (site, cluster, type) ({FEC_RATE})"),
-    RecordingRule(COMPONENT, CLUSTER_TIMEOUTS, f"sum by (site, cluster, type) ({TIMEOUTS})"),
+    _rate_by_type(TIMEOUTS, "gotthard_slingshot_timeouts_total", f'type="{ALERTED_TIMEOUTS}"'),
 )
+#: What only dashboards and the global view read, in the slow group: the codeword ratios
+#: and the per-cluster rates (from the per-NIC records where they have every type).
+_SHOWN = (
+    RecordingRule(
+        COMPONENT,
+        CODEWORD_RATIO,
+        f"{_ERRORS}{_PER_TYPE}(sum by ({NIC}) ({FEC_RATE}) > 0)",
+        cadence="slow",
+    ),
+    RecordingRule(
+        COMPONENT, CLUSTER_FEC_RATE, f"sum by (site, cluster, type) ({FEC_RATE})", cadence="slow"
+    ),
+    RecordingRule(
+        COMPONENT,
+        CLUSTER_CODEWORD_RATIO,
+        f'{CLUSTER_FEC_RATE}{{type=~"corrected|uncorrected"}}{_PER_TYPE}'
+        f"(sum by (site, cluster) ({CLUSTER_FEC_RATE}) > 0)",
+        cadence="slow",
+    ),
+    RecordingRule(
+        COMPONENT,
+        CLUSTER_TIMEOUTS,
+        "sum by (site, cluster, type) (rate(gotthard_slingshot_timeouts_total[5m]))",
+        cadence="slow",
+    ),
+    *(rule for counter in NIC_COUNTERS for rule in counter.rules()),
+)
+RECORDING_RULES = (*_ALERTED, *_SHOWN)
 
 #: SlingshotLinkDown's last reading of a link whose series stopped (:class:`LastReading`):
 #: down until it reads up again.
@@ -158,7 +241,7 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _above(
             "SlingshotRetransmissionTimeoutsHigh",
-            f'{TIMEOUTS}{{type="spt"}}',
+            f'{TIMEOUTS}{{type="{ALERTED_TIMEOUTS}"}}',
             t[SPT_TIMEOUTS],
             "15m",
             "warning",

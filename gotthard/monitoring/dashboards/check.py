@@ -3,10 +3,11 @@
 For each dashboard the query variables are filled in order from the Prometheus API
 (``label_values(selector, label)`` -> ``/api/v1/label/<label>/values?match[]=selector``),
 every value selected, as Grafana's "All" does: a multi-value variable becomes the regex
-alternation ``(a|b)``. ``$__rate_interval`` and ``$__interval`` become a concrete
-duration (``--rate-interval``, default 1m), ``$__range`` becomes ``1h``. Each query goes
-to ``/api/v1/query`` (instant, now). A query fails when Prometheus rejects it (HTTP 400
-``bad_data`` is a parse error, 422 ``execution`` an evaluation error such as
+alternation ``(a|b)``, or the variable's ``allValue`` where it has one (the node
+variables' ``.*``), written as it is. ``$__rate_interval`` and ``$__interval`` become a
+concrete duration (``--rate-interval``, default 1m), ``$__range`` becomes ``1h``. Each
+query goes to ``/api/v1/query`` (instant, now). A query fails when Prometheus rejects it
+(HTTP 400 ``bad_data`` is a parse error, 422 ``execution`` an evaluation error such as
 many-to-many matching) or when it returns no series, unless it is on
 :data:`ALLOWED_EMPTY` with a reason. For an empty result the check names the selectors
 that match nothing, which is where a typo'd metric or label shows.
@@ -134,6 +135,10 @@ def resolve_variables(
             continue
         if not found:
             problems[name] = f"${name} has no values ({query_text})"
+            continue
+        all_value = variable.get("allValue")
+        if variable.get("includeAll") and all_value:
+            values[name] = str(all_value)
             continue
         multi = bool(variable.get("multi") or variable.get("includeAll"))
         values[name] = _alternation(found if multi else found[:1], regex=True)

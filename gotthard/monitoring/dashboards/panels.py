@@ -348,8 +348,16 @@ class Board:
 
 
 def query_variable(
-    name: str, label: str, query: str, *, multi: bool = True, include_all: bool = True
+    name: str,
+    label: str,
+    query: str,
+    *,
+    multi: bool = True,
+    include_all: bool = True,
+    all_value: str | None = None,
 ) -> Template:
+    """*all_value* is what "All" stands for in the queries; without it Grafana writes the
+    alternation of every value (``(a|b|...)``)."""
     return Template(
         name=name,
         label=label,
@@ -357,25 +365,30 @@ def query_variable(
         dataSource=DATASOURCE,
         multi=multi,
         includeAll=include_all,
+        allValue=all_value,
         refresh=2,  # on time range change
         sort=1,
         default="$__all" if include_all else None,
     )
 
 
-def label_variable(name: str, label: str, metric: str) -> Template:
+def label_variable(name: str, label: str, metric: str, *, all_value: str | None = None) -> Template:
     """A variable over the values of label *name* of *metric*, filtered on site and cluster."""
-    return query_variable(name, label, f"label_values({sel(metric)}, {name})")
+    return query_variable(name, label, f"label_values({sel(metric)}, {name})", all_value=all_value)
 
 
 #: The matcher of the nodes chosen in a :func:`node_variable`.
 NODE = 'instance=~"$instance"'
+#: What "All" nodes stands for: any instance. A site has thousands of nodes; the
+#: alternation of all of them would be a regex of tens of kilobytes in every query.
+ALL_NODES = ".*"
 
 
 def node_variable(metric: str) -> Template:
     """The ``instance`` variable ("Node") of a per-node dashboard: the nodes that report
-    *metric*; :data:`NODE` selects them."""
-    return label_variable("instance", "Node", metric)
+    *metric*; :data:`NODE` selects them, "All" as :data:`ALL_NODES` (every series of the
+    metric a panel reads, within the site and cluster chosen)."""
+    return label_variable("instance", "Node", metric, all_value=ALL_NODES)
 
 
 def base_variables() -> list[Template]:

@@ -7,7 +7,7 @@ from grafanalib.core import Dashboard, TimeSeries
 from gotthard.monitoring.components import slingshot
 from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.dashboards.panels import NODE
-from gotthard.monitoring.shared import agg, count_zero, eq, rate, rx, sel
+from gotthard.monitoring.shared import agg, count_zero, eq, rx, sel
 from gotthard.monitoring.thresholds import ThresholdValues
 
 DESCRIPTION = (
@@ -17,16 +17,60 @@ DESCRIPTION = (
 TAGS = ("slingshot", "network")
 #: The dashboard's own variable, after datasource, site and cluster.
 VARIABLES = (ui.node_variable("gotthard_slingshot_info"),)
-#: The recorded FEC codeword rates of the selected nodes, corrected and uncorrected.
-FEC_ERRORS = sel(slingshot.FEC_RATE, NODE, rx("type", "corrected|uncorrected"))
+#: How many NICs the per-NIC panels show: the busiest of the selected nodes at each point.
+TOP_NICS = 10
+_NIC_LEGEND = "{{instance}} {{device}}"
+#: The recorded FEC codeword rates of the selected sites and clusters, corrected and
+#: uncorrected.
+CLUSTER_FEC_ERRORS = sel(slingshot.CLUSTER_FEC_RATE, rx("type", "corrected|uncorrected"))
+#: The recorded corrected BER of the selected nodes' links (what SlingshotHighBER reads).
+CORRECTED_BER = sel(slingshot.BER, NODE, eq("type", "corrected"))
+SPT = eq("type", slingshot.ALERTED_TIMEOUTS)
+_CLUSTER_NOTE = (
+    " All NICs of the selected sites and clusters (the Node selection does not apply), "
+    "recorded every slow rule interval ({record})."
+)
+_TOP_NOTE = (
+    f" The {TOP_NICS} NICs of the selected nodes with the highest rate at each point"
+    "{summed}, recorded every slow rule interval ({record})."
+)
 
 
-def _rate_by(
-    title: str, metric: str, labels: str, legend: str, unit: str = "cps", description: str = ""
+def _cluster(
+    title: str, counter: slingshot.NicCounter, legend: str, unit: str, description: str
 ) -> TimeSeries:
-    """The rate of a NIC counter over the selected nodes, summed by *labels*."""
-    query = ui.Query(agg("sum", labels, rate(metric, NODE)), legend)
-    return ui.timeseries(title, unit, query, description=description)
+    """*counter*'s rate over the whole cluster, by its labels (a per-cluster record)."""
+    query = ui.Query(agg("sum", counter.by, sel(counter.cluster_record)), legend)
+    note = _CLUSTER_NOTE.format(record=counter.cluster_record)
+    return ui.timeseries(f"{title} (cluster)", unit, query, description=description + note)
+
+
+def _top(title: str, counter: slingshot.NicCounter, unit: str) -> TimeSeries:
+    """The busiest NICs of the selected nodes by *counter* (a per-NIC record)."""
+    series = sel(counter.nic_record, NODE)
+    if counter.nic_by:
+        query = ui.Query(
+            f"topk by ({counter.nic_by}) ({TOP_NICS}, {series})",
+            f"{_NIC_LEGEND} {{{{{counter.nic_by}}}}}",
+        )
+        summed = f", top {TOP_NICS} per {counter.nic_by}"
+    else:
+        query = ui.Query(f"topk({TOP_NICS}, {series})", _NIC_LEGEND)
+        summed = f" (every {counter.by} summed)"
+    description = _TOP_NOTE.format(summed=summed, record=counter.nic_record).strip()
+    return ui.timeseries(f"{title}: top {TOP_NICS} NICs", unit, query, description=description)
+
+
+def _counter_row(
+    board: ui.Board,
+    title: str,
+    counter: slingshot.NicCounter,
+    legend: str,
+    description: str,
+    unit: str = "cps",
+) -> None:
+    """One counter family: the cluster by its labels, and the busiest NICs."""
+    board.row(_cluster(title, counter, legend, unit, description), _top(title, counter, unit))
 
 
 def _per_link(metric: str) -> str:
@@ -57,63 +101,98 @@ def slingshot_network(t: ThresholdValues) -> Dashboard:
             thresholds=((0.001, "red"),),
         ),
     )
-    restarts = agg(
-        "sum", "instance, device, window", sel("gotthard_slingshot_link_restarts_recent", NODE)
-    )
+    restarts = sel("gotthard_slingshot_link_restarts_recent", NODE)
     board.row(
         ui.timeseries(
             "Link restarts (flaps)",
             "short",
-            ui.Query(f"topk(10, {restarts})", "{{instance}} {{device}} {{window}}"),
-            description="Restarts in the last 1 h and 10 h windows (link_restarts/time_*). "
-            "SlingshotLinkFlapping fires at the orange line (1 h) or the red line (10 h).",
+            ui.Query(f"topk({TOP_NICS}, {restarts})", "{{instance}} {{device}} {{window}}"),
+            description="Restarts in the last 1 h and 10 h windows (link_restarts/time_*), "
+            f"of the {TOP_NICS} links and windows of the selected nodes with the most at each "
+            "point. SlingshotLinkFlapping fires at the orange line (1 h) or the red line (10 h).",
             lines=flaps,
         ),
         ui.timeseries(
-            "Retransmission timeouts",
+            f"Retransmission (SPT) timeouts: top {TOP_NICS} NICs",
             "cps",
-            ui.Query(agg("max", "type", sel(slingshot.TIMEOUTS, NODE)), "{{type}}"),
-            description="SPT, SCT and TCT timeouts: packets the NIC had to retransmit, on the "
-            "worst NIC. SlingshotRetransmissionTimeoutsHigh fires for SPT above the line.",
+            ui.Query(f"topk({TOP_NICS}, {sel(slingshot.TIMEOUTS, NODE, SPT)})", _NIC_LEGEND),
+            description="Source packet timeouts: packets the NIC had to retransmit, on the "
+            f"{TOP_NICS} NICs of the selected nodes with the most at each point. "
+            "SlingshotRetransmissionTimeoutsHigh fires above the line.",
             lines=((t[slingshot.SPT_TIMEOUTS], "red"),),
         ),
     )
     board.row(
-        ui.timeseries("FEC codewords", "cps", ui.Query(agg("sum", "type", FEC_ERRORS), "{{type}}")),
         ui.timeseries(
-            "Bit error rate",
+            "FEC codewords (cluster)",
+            "cps",
+            ui.Query(agg("sum", "type", CLUSTER_FEC_ERRORS), "{{type}}"),
+            description="Corrected and uncorrected FEC codewords received."
+            + _CLUSTER_NOTE.format(record=slingshot.CLUSTER_FEC_RATE),
+        ),
+        ui.timeseries(
+            f"Corrected bit error rate: top {TOP_NICS} links",
             "sci",
-            ui.Query(
-                sel(slingshot.BER, NODE, rx("type", "corrected|uncorrected")),
-                "{{instance}} {{device}} {{type}}",
-            ),
-            description="Corrected (pre-FEC) and uncorrected (post-FEC) codewords over the "
-            "link's bit rate, as cxi_stat computes the BER. SlingshotHighBER fires for the "
-            "corrected BER above the line.",
+            ui.Query(f"topk({TOP_NICS}, {CORRECTED_BER})", _NIC_LEGEND),
+            description="Corrected (pre-FEC) codewords over the link's bit rate, as cxi_stat "
+            f"computes the BER, of the {TOP_NICS} links of the selected nodes with the highest "
+            "at each point. SlingshotHighBER fires above the line.",
             lines=((t[slingshot.CORRECTED_BER], "red"),),
         ),
-        _rate_by(
-            "LLR replays", "gotthard_slingshot_llr_replays_total", "direction", "{{direction}}"
+        ui.timeseries(
+            "Transport timeouts (cluster)",
+            "cps",
+            ui.Query(agg("sum", "type", sel(slingshot.CLUSTER_TIMEOUTS)), "{{type}}"),
+            description="SPT (source packet: a retransmission), SCT (source connection) "
+            "and TCT (target connection) timeouts."
+            + _CLUSTER_NOTE.format(record=slingshot.CLUSTER_TIMEOUTS),
         ),
     )
-    board.row(
-        _rate_by(
-            "Pause frames",
-            "gotthard_slingshot_pause_frames_total",
-            "direction, class",
-            "{{direction}} class {{class}}",
-        ),
-        _rate_by("Discards", "gotthard_slingshot_discards_total", "class", "class {{class}}"),
-        _rate_by(
-            "Bad frames received", "gotthard_slingshot_rx_bad_frames_total", "type", "{{type}}"
-        ),
+    _counter_row(
+        board,
+        "LLR replays",
+        slingshot.LLR_REPLAYS,
+        "{{direction}}",
+        "Link-level retry replays: tx = started by this NIC, rx = by the peer.",
     )
-    board.row(
-        _rate_by("NACKs", "gotthard_slingshot_nacks_total", "reason", "{{reason}}"),
-        _rate_by(
-            "Throughput", "gotthard_slingshot_bytes_total", "direction", "{{direction}}", "Bps"
-        ),
-        _rate_by("NIC PCIe errors", "gotthard_slingshot_pcie_errors_total", "type", "{{type}}"),
+    _counter_row(
+        board,
+        "Pause frames",
+        slingshot.PAUSE_FRAMES,
+        "{{direction}} class {{class}}",
+        "Pause frames per traffic class: rx = received, tx = XOFF sent (congestion).",
+    )
+    _counter_row(
+        board, "Discards", slingshot.DISCARDS, "class {{class}}", "Packets discarded per class."
+    )
+    _counter_row(
+        board,
+        "Bad frames received",
+        slingshot.RX_BAD_FRAMES,
+        "{{type}}",
+        "Bad frames at the MAC: bad IEEE or optimized frames, fragments, jabber.",
+    )
+    _counter_row(
+        board,
+        "NACKs",
+        slingshot.NACKS,
+        "{{reason}}",
+        "NACKs by reason: target resource exhaustion, bad sequence.",
+    )
+    _counter_row(
+        board,
+        "Throughput",
+        slingshot.BYTES,
+        "{{direction}}",
+        "Bytes in good frames, sent (tx) and received (rx).",
+        unit="Bps",
+    )
+    _counter_row(
+        board,
+        "NIC PCIe errors",
+        slingshot.PCIE_ERRORS,
+        "{{type}}",
+        "PCIe errors: correctable, uncorrectable, poisoned TLPs, unsuccessful completions.",
     )
     nics = "site, cluster, instance, device, interface, nid, cassini_version, firmware"
     board.row(
