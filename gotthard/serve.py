@@ -247,9 +247,11 @@ class _Exchange:
         if request.has_body and not request.body_read:
             self.keep_alive = False  # the unread body would be taken for a request
         conn.authenticated = authenticated
-        self.respond(*response, extra=state.web.headers)
+        # counted before the answer goes out: a client that reads /metrics right after its
+        # answer sees its own request counted
         if server.on_reply is not None:
             server.on_reply(response[0])
+        self.respond(*response, extra=state.web.headers)
         return self.keep_alive
 
     def route(self, handler: Handler, request: Request) -> Response:
