@@ -25,8 +25,11 @@ With Gotthard's rules (``gotthard rules build``) loaded and the dashboards' quer
 the live label values), it prints JSON lines: ``{"rule_group", "mean_seconds",
 "interval_seconds", "ratio"}`` per group, ``{"head_series", "rss_bytes",
 "bytes_per_series", ...}`` and ``{"panel", "range", "step", "p95_seconds", ...}`` per
-panel query, range (1 h, 24 h) and step (30 s, 5 m). Targets: every group under 10 % of
-its interval, every panel p95 under 2 s at 24 h, a few KiB per series.
+panel query, range (1 h, 24 h) and step (30 s, 5 m): a range query for a time series, the
+instant query at the range's end for an instant target (stat, table, bar gauge), as
+Grafana sends them (``"query"`` says which; ``$__range`` and ``$__interval`` filled
+either way). Targets: every group under 10 % of its interval, every panel p95 under 2 s
+at 24 h, a few KiB per series.
 
 Needs /usr/bin/prometheus and promtool (Debian's ``prometheus``); no Slurm.
 """
@@ -334,12 +337,19 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], seconds: float) -> None:
     raise SystemExit("prometheus did not become ready")
 
 
-def query_range(url: str, expr: str, start: float, end: float, step: int) -> tuple[float, str]:
-    """(seconds, error or "") of one range query."""
-    data = urllib.parse.urlencode(
-        {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
-    ).encode()
-    request = urllib.request.Request(f"{url}/api/v1/query_range", data=data)
+def query_range(
+    url: str, expr: str, start: float, end: float, step: int, *, instant: bool = False
+) -> tuple[float, str]:
+    """(seconds, error or "") of one range query, or with *instant* of the instant query
+    at *end* that Grafana sends for an instant target (a stat, a table, a bar gauge)."""
+    if instant:
+        data = urllib.parse.urlencode({"query": expr, "time": f"{end:.3f}"}).encode()
+        request = urllib.request.Request(f"{url}/api/v1/query", data=data)
+    else:
+        data = urllib.parse.urlencode(
+            {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(step)}
+        ).encode()
+        request = urllib.request.Request(f"{url}/api/v1/query_range", data=data)
     started = time.perf_counter()
     try:
         with urllib.request.urlopen(request, timeout=300) as response:
@@ -517,9 +527,10 @@ def global_view(url: str, prometheus: Prometheus) -> dict[str, Any]:
 
 def panel_queries(
     prometheus: Prometheus, dash_dir: Path, only: list[str] | None = None
-) -> list[tuple[str, str, str]]:
-    """(panel "dashboard/title/ref", expression with variables, variables) of every panel
-    (of the dashboards *only* names, by uid, when given)."""
+) -> list[tuple[str, str, str, bool]]:
+    """(panel "dashboard/title/ref", expression with variables, variables, instant) of
+    every panel (of the dashboards *only* names, by uid, when given); *instant*: Grafana
+    asks for the target's value at the end of the range only (``"instant": true``)."""
     out = []
     for path in sorted(dash_dir.glob("*.json")):
         dash = json.loads(path.read_text())
@@ -533,7 +544,8 @@ def panel_queries(
                 expr = str(target.get("expr") or "")
                 if expr.strip():
                     name = f"{dash['uid']}/{panel.get('title')}/{target.get('refId')}"
-                    out.append((name, expr, json.dumps(values)))
+                    instant = bool(target.get("instant")) and not target.get("range")
+                    out.append((name, expr, json.dumps(values), instant))
     return out
 
 
@@ -542,7 +554,7 @@ def measure_panels(
 ) -> list[dict]:
     rows = []
     now = time.time()
-    for name, expr, values_text in panel_queries(prometheus, dash_dir, only):
+    for name, expr, values_text, instant in panel_queries(prometheus, dash_dir, only):
         values = json.loads(values_text)
         for range_name, seconds in RANGES.items():
             for step_name, step in STEPS.items():
@@ -558,7 +570,9 @@ def measure_panels(
                 query = check.substitute(expr, filled)
                 times, error = [], ""
                 for _ in range(repeat):
-                    elapsed, error = query_range(url, query, now - seconds, now, step)
+                    elapsed, error = query_range(
+                        url, query, now - seconds, now, step, instant=instant
+                    )
                     times.append(elapsed)
                     if error:
                         break
@@ -569,6 +583,7 @@ def measure_panels(
                         "panel": name,
                         "range": range_name,
                         "step": step_name,
+                        "query": "instant" if instant else "range",
                         "p95_seconds": round(p95, 4),
                         "median_seconds": round(statistics.median(times), 4),
                         "error": error,

@@ -70,6 +70,7 @@ KEY_RECORDING_RULES = (
     "site_cluster_instance_device_type:gotthard_slingshot_fec_codewords:ratio_rate5m",
     "site_cluster_instance_device_type:gotthard_slingshot_fec_ber:ratio_rate5m",
     "site_cluster_fs_target:gotthard_lustre_ost_fill:ratio",
+    "site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:top10_rate5m",
     "site_cluster_fs:gotthard_lustre_ost_fill:spread",
     "site_cluster_fs_target_operation:gotthard_lustre_mdt_operations:rate5m",
     "site_cluster_fs_target:gotthard_lustre_mdt_operation_latency_seconds:mean5m",

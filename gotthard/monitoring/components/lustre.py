@@ -103,6 +103,15 @@ INODES_USED = "site_cluster_fs_target:gotthard_lustre_target_files_used:ratio"
 JOB_READ = "site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:rate5m"
 JOB_WRITE = "site_cluster_fs_job_id:gotthard_lustre_job_write_bytes:rate5m"
 JOB_MDT_OPERATIONS = "site_cluster_fs_job_id:gotthard_lustre_job_mdt_operations:rate5m"
+#: How many jobs the "Top jobs" records keep per file system.
+TOP_JOBS = 10
+#: The :data:`TOP_JOBS` busiest jobs of each file system, of each per-job record above:
+#: what the "Top jobs" panels rank over a day (ranking every job at every step of a day
+#: took seconds at 1,000 jobs, docs/scale.md). The top jobs of any selection of file
+#: systems are among the top jobs of each.
+JOB_READ_TOP = "site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:top10_rate5m"
+JOB_WRITE_TOP = "site_cluster_fs_job_id:gotthard_lustre_job_write_bytes:top10_rate5m"
+JOB_MDT_OPERATIONS_TOP = "site_cluster_fs_job_id:gotthard_lustre_job_mdt_operations:top10_rate5m"
 _MDT_RATE = 'rate(gotthard_lustre_operations_total{component="mdt"}[5m])'
 #: a client's import of a target that has no connection to the target's server
 _DISCONNECTED = "gotthard_lustre_target_import_connected == 0"
@@ -135,12 +144,23 @@ def _job_rate(record: str, counter: str) -> RecordingRule:
     )
 
 
+def _top_jobs(record: str, jobs: str) -> RecordingRule:
+    """The busiest jobs of each file system, from the per-job record *jobs* (evaluated
+    before it, in the same group)."""
+    return RecordingRule(
+        COMPONENT, record, f"topk by (site, cluster, fs) ({TOP_JOBS}, {jobs})", cadence="slow"
+    )
+
+
 RECORDING_RULES = (
     _job_rate(JOB_READ, "gotthard_lustre_job_read_bytes_total"),
     _job_rate(JOB_WRITE, "gotthard_lustre_job_write_bytes_total"),
     _job_rate(
         JOB_MDT_OPERATIONS, 'gotthard_lustre_job_operations_total{target=~".*-MDT[0-9a-fA-F]+"}'
     ),
+    _top_jobs(JOB_READ_TOP, JOB_READ),
+    _top_jobs(JOB_WRITE_TOP, JOB_WRITE),
+    _top_jobs(JOB_MDT_OPERATIONS_TOP, JOB_MDT_OPERATIONS),
     _target_max(CAPACITY, "gotthard_lustre_target_capacity_bytes"),
     _target_max(AVAILABLE, "gotthard_lustre_target_available_bytes"),
     _fill(OST_FILL, AVAILABLE, CAPACITY),

@@ -44,12 +44,10 @@ def _operations(component: str) -> ui.Query:
 
 
 def _top_jobs(title: str, unit: str, record: str, description: str = "") -> TimeSeries:
-    """The ten jobs with the highest rate of a Lustre job_stats counter (its per-job
-    recording rule)."""
-    jobs = agg("sum", "site, cluster, fs, job_id", sel(record, FS))
-    return ui.timeseries(
-        title, unit, ui.Query(f"topk(10, {jobs})", "{{fs}} {{job_id}}"), description=description
-    )
+    """The jobs with the highest rate of a Lustre job_stats counter, from its record of
+    each file system's busiest jobs (``lustre.JOB_READ_TOP`` and its siblings)."""
+    query = ui.Query(f"topk({lustre.TOP_JOBS}, {sel(record, FS)})", "{{fs}} {{job_id}}")
+    return ui.timeseries(title, unit, query, description=description)
 
 
 def _per_target(
@@ -235,11 +233,11 @@ def lustre_storage(t: ThresholdValues) -> Dashboard:
         _top_jobs(
             "Top jobs by read",
             "Bps",
-            lustre.JOB_READ,
+            lustre.JOB_READ_TOP,
             description="Needs --lustre.job-stats on the servers.",
         ),
-        _top_jobs("Top jobs by write", "Bps", lustre.JOB_WRITE),
-        _top_jobs("Top jobs by metadata operations", "ops", lustre.JOB_MDT_OPERATIONS),
+        _top_jobs("Top jobs by write", "Bps", lustre.JOB_WRITE_TOP),
+        _top_jobs("Top jobs by metadata operations", "ops", lustre.JOB_MDT_OPERATIONS_TOP),
     )
     board.add(
         ui.table(
