@@ -85,3 +85,49 @@ def test_allow_list_is_short_and_names_real_queries() -> None:
     for key, reason in live.ALLOWED_EMPTY.items():
         assert key in known, key
         assert len(reason) > 20
+
+
+@pytest.mark.parametrize(
+    ("pattern", "values", "kept"),
+    [
+        # the Job dashboard's: the host of each instance, once
+        ("/^([^:]+)/", ["nid001:9400", "nid002:9400", "nid001:9401"], ["nid001", "nid002"]),
+        # no group: the match itself; values it does not match are dropped
+        ("/nid00[12]/", ["nid001:9400", "nid003:9400"], ["nid001"]),
+        ("/NID(0+1)/i", ["nid001"], ["001"]),
+        # without slashes the pattern must match the whole value
+        ("nid00.", ["nid001", "nid001:9400"], ["nid001"]),
+    ],
+)
+def test_a_variable_regex_keeps_what_grafana_keeps(
+    pattern: str, values: list[str], kept: list[str]
+) -> None:
+    assert live.variable_regex(pattern, values) == kept
+
+
+def test_a_variable_with_an_invalid_regex_is_a_problem_not_a_crash() -> None:
+    board = dashboard("gotthard-job")
+    for variable in board["templating"]["list"]:
+        if variable["name"] == "job_node":
+            variable["regex"] = "/([/"
+    prometheus = LabelValues(site=["lugano"], cluster=["alps"], job_id=["42"], instance=["a:1"])
+    _values, problems = live.resolve_variables(prometheus, board, "1m")
+    assert "job_node" in problems and "not valid" in problems["job_node"]
+
+
+def test_the_job_dashboard_reads_the_series_of_the_jobs_nodes_only() -> None:
+    """The job's GPU and NIC series are selected by its nodes before the join: a panel
+    reads a few nodes' series, not every node's of the site."""
+    board = dashboard("gotthard-job")
+    nodes = ["nid000001:9400", "nid000002:9400", "nid000002:9401"]
+    prometheus = LabelValues(site=["lugano"], cluster=["alps"], job_id=["42"], instance=nodes)
+    values, problems = live.resolve_variables(prometheus, board, "1m")
+    assert problems == {}
+    assert values["job_node"] == "(nid000001|nid000002)"
+    [hidden] = [v for v in board["templating"]["list"] if v["name"] == "job_node"]
+    assert hidden["hide"] == 2
+    exprs = {p["title"]: p["targets"][0]["expr"] for p in lint.iter_panels(board)}
+    narrowed = 'instance=~"((nid000001|nid000002))(:[0-9]+)?"'
+    for title in ("GPU utilisation", "Tensor active", "GPU power", "Slingshot traffic"):
+        [expr] = [e for t, e in exprs.items() if t.startswith(title)]
+        assert narrowed in live.substitute(expr, values), title

@@ -81,6 +81,15 @@ class Scope:
     site: str = "$site"
     cluster: str = "$cluster"
     job_id: str = "$job_id"
+    #: A regex of the job's nodes (hosts of its GPU exporters' ``instance``), or "" for
+    #: any node: what narrows the per-GPU and per-NIC series to the job's nodes before
+    #: the join, so that a query reads the job's series, not every node's of the site.
+    nodes: str = ""
+
+    @property
+    def on_nodes(self) -> tuple[str, ...]:
+        """The ``instance`` matcher of :attr:`nodes` (none without them)."""
+        return (f'instance=~"({self.nodes})(:[0-9]+)?"',) if self.nodes else ()
 
     def matchers(self, *extra: str) -> str:
         """``site=~"...", cluster=~"..."`` and *extra*, for a selector's braces."""
@@ -94,8 +103,11 @@ class Scope:
         return f'job_id="{self.job_id}"'
 
 
-#: The dashboard's scope: its ``$site``, ``$cluster`` and ``$job_id`` variables.
-DASHBOARD_SCOPE = Scope()
+#: The Job dashboard's variable of the job's nodes (hidden; chosen from ``$job_id``).
+NODES_VARIABLE = "job_node"
+#: The dashboard's scope: its ``$site``, ``$cluster``, ``$job_id`` and ``$job_node``
+#: variables.
+DASHBOARD_SCOPE = Scope(nodes=f"${NODES_VARIABLE}")
 
 #: How the report folds a series over the job's run: its average, its peak, or its
 #: total (a per-second series integrated over the run: joules from watts, bytes from a
@@ -117,7 +129,8 @@ def _job_gpus(scope: Scope) -> str:
 def _per_gpu(scope: Scope, metric: str) -> str:
     """*metric* of each whole GPU of the job (``gotthard_gpu_job_info`` as the many side is not
     needed: ``max by`` reduces it to one series per GPU first)."""
-    return f"{_job_gpus(scope)}\n* on ({GPU_KEY}) group_left ()\n{scope.sel(metric, _WHOLE_GPU)}"
+    gpus = scope.sel(metric, _WHOLE_GPU, *scope.on_nodes)
+    return f"{_job_gpus(scope)}\n* on ({GPU_KEY}) group_left ()\n{gpus}"
 
 
 def _job_nodes(scope: Scope) -> str:
@@ -170,9 +183,9 @@ class Measure:
         not evaluate the rules over the run (history loaded from blocks) has no record."""
         if self.key == "slingshot_bytes":
             nics = (
-                scope.sel(self.recorded)
+                scope.sel(self.recorded, *scope.on_nodes)
                 if rate is None
-                else f"rate({scope.sel(self.metric)}{rate})"
+                else f"rate({scope.sel(self.metric, *scope.on_nodes)}{rate})"
             )
             return _on_job_nodes(scope, nics, f"site, cluster, {self.by}")
         if rate is None and self.recorded:

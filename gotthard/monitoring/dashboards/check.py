@@ -133,6 +133,13 @@ def resolve_variables(
         except PrometheusError as err:
             problems[name] = f"label_values failed: {err}"
             continue
+        pattern = variable.get("regex")
+        if pattern:
+            try:
+                found = variable_regex(str(pattern), found)
+            except re.error as err:
+                problems[name] = f"${name}: regex {pattern!r} is not valid: {err}"
+                continue
         if not found:
             problems[name] = f"${name} has no values ({query_text})"
             continue
@@ -143,6 +150,27 @@ def resolve_variables(
         multi = bool(variable.get("multi") or variable.get("includeAll"))
         values[name] = _alternation(found if multi else found[:1], regex=True)
     return values, problems
+
+
+def variable_regex(pattern: str, values: Sequence[str]) -> list[str]:
+    """The values a variable's regex keeps, as Grafana applies it: ``/re/flags`` is searched
+    in each value (a plain string must match the whole value); a value it matches becomes
+    the text of the first group (the whole match without one); duplicates go."""
+    if len(pattern) > 1 and pattern.startswith("/") and pattern.rfind("/") > 0:
+        end = pattern.rfind("/")
+        flags = re.IGNORECASE if "i" in pattern[end + 1 :] else 0
+        compiled, search = re.compile(pattern[1:end], flags), True
+    else:
+        compiled, search = re.compile(pattern), False
+    kept: list[str] = []
+    for value in values:
+        match = compiled.search(value) if search else compiled.fullmatch(value)
+        if match is None:
+            continue
+        text = next((g for g in match.groups() if g is not None), match.group(0))
+        if text not in kept:
+            kept.append(text)
+    return kept
 
 
 def _alternation(options: Sequence[str], *, regex: bool) -> str:

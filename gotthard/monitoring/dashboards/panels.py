@@ -355,9 +355,13 @@ def query_variable(
     multi: bool = True,
     include_all: bool = True,
     all_value: str | None = None,
+    regex: str | None = None,
+    hidden: bool = False,
 ) -> Template:
     """*all_value* is what "All" stands for in the queries; without it Grafana writes the
-    alternation of every value (``(a|b|...)``)."""
+    alternation of every value (``(a|b|...)``). *regex* (``/.../``) keeps the part of
+    each value its first group matches (Grafana's variable regex); a *hidden* variable
+    is not shown in the dashboard's bar."""
     return Template(
         name=name,
         label=label,
@@ -366,6 +370,8 @@ def query_variable(
         multi=multi,
         includeAll=include_all,
         allValue=all_value,
+        regex=regex,
+        hide=2 if hidden else 0,
         refresh=2,  # on time range change
         sort=1,
         default="$__all" if include_all else None,

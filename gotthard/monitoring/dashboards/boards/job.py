@@ -27,6 +27,15 @@ VARIABLES = (
         multi=False,
         include_all=False,
     ),
+    # the job's nodes, hidden: the panels read their series only (a job's few nodes, not
+    # the site's thousands), then join them to the job
+    ui.query_variable(
+        job.NODES_VARIABLE,
+        "Nodes of the job",
+        f"label_values({SCOPE.sel('gotthard_gpu_job_info', SCOPE.job)}, instance)",
+        regex="/^([^:]+)/",
+        hidden=True,
+    ),
 )
 PER_GPU = "{{instance}} GPU {{gpu}}"
 
