@@ -18,7 +18,8 @@ How the data gets in, and why both ways:
   ``promtool tsdb create-blocks-from openmetrics`` at ``--history-step`` seconds: a 24 h
   panel range only costs what it costs with 24 h of data behind it. Backfilled values
   follow a simple pattern (counters grow, gauges cycle); the live values are constant;
-  the GPU and NIC fault gauges read healthy in both (``HEALTHY``).
+  the GPU and NIC fault gauges read healthy in both (``HEALTHY``), and each GPU job
+  holds the GPUs of ``NODES_PER_JOB`` nodes.
 
 With Gotthard's rules (``gotthard rules build``) loaded and the dashboards' queries
 (``gotthard dashboards build``; template variables filled as Grafana's "All" does, from
@@ -145,7 +146,20 @@ def site_roles(scale: float) -> list[tuple[str, str, list[str], list[tuple[str, 
 HEALTHY = {"gotthard_gpu_lost": 0, "gotthard_gpu_remapped_rows": 0, "gotthard_slingshot_link_up": 1}
 
 
+#: GPU nodes per synthetic job: the GPU template's ``gotthard_gpu_job_info`` gives every
+#: node the same job ids (each job would span every node of the site); the GPU nodes'
+#: ``job_id`` is rewritten so that each job holds every GPU of this many nodes, as a site
+#: runs many jobs of a few nodes.
+NODES_PER_JOB = 2
+_GPU_NODE = re.compile(r"nid(\d+)$")
+_JOB_ID = re.compile(r'job_id="\d+"')
+
+
 def _with_instance(labels: str, instance: str) -> str:
+    node = _GPU_NODE.match(instance)
+    if node and "job_id=" in labels:
+        job = 4_000_000 + int(node.group(1)) // NODES_PER_JOB
+        labels = _JOB_ID.sub(f'job_id="{job}"', labels)
     return f'instance="{instance}",{labels}' if labels else f'instance="{instance}"'
 
 
