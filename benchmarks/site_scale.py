@@ -417,7 +417,8 @@ def rule_levels(rules_file: Path) -> list[dict[str, Any]]:
 
 
 def _reloads(url: str) -> float:
-    """``prometheus_tsdb_reloads_total`` of the Prometheus at *url* (its own /metrics)."""
+    """``prometheus_tsdb_reloads_total`` of the Prometheus at *url*, from its /metrics
+    directly (its scraped copy, which :func:`head` reads, lags by a scrape interval)."""
     with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
         for line in response.read().decode().splitlines():
             if line.startswith("prometheus_tsdb_reloads_total "):
