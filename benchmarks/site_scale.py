@@ -22,9 +22,10 @@ How the data gets in, and why both ways:
   holds the GPUs of ``NODES_PER_JOB`` nodes.
 
 With Gotthard's rules (``gotthard rules build``) loaded and the dashboards' queries
-(``gotthard dashboards build``; template variables filled as Grafana's "All" does, from
-the live label values), it prints JSON lines: ``{"rule_group", "mean_seconds",
-"interval_seconds", "ratio"}`` per group, ``{"head_series", "rss_bytes",
+(``gotthard dashboards build``; template variables filled as Grafana fills them when a
+dashboard opens, from the live label values: "All" where a variable has it, else its
+first value, as for the GPU fleet's node choice), it prints JSON lines: ``{"rule_group",
+"mean_seconds", "interval_seconds", "ratio"}`` per group, ``{"head_series", "rss_bytes",
 "bytes_per_series", ...}`` and ``{"panel", "range", "step", "p95_seconds", ...}`` per
 panel query, range (1 h, 24 h) and step (30 s, 5 m): a range query for a time series, the
 instant query at the range's end for an instant target (stat, table, bar gauge), as
@@ -605,7 +606,7 @@ def panel_queries(
         dash = json.loads(path.read_text())
         if only and dash.get("uid") not in only:
             continue
-        values, _problems = check.resolve_variables(prometheus, dash, "1m")
+        values, _problems = check.resolve_variables(prometheus, dash, "1m", opening=True)
         for panel in lint.iter_panels(dash):
             if panel.get("type") == "row":
                 continue

@@ -108,8 +108,10 @@ def _rated(expr: str, range_: str) -> set[tuple[str, frozenset[str]]]:
 
 
 def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> None:
+    """A panel never rates a counter a record rates, unless it needs the chosen nodes'
+    own series and the record has no ``instance`` (a per-cluster record)."""
     recorded = {
-        use
+        (*use, "instance" in rule.record.partition(":")[0].split("_"))
         for rule in rules.RECORDING_RULES
         for use in _rated(rule.expr, "5m") | _rated(rule.expr, "10m")
     }
@@ -117,8 +119,9 @@ def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> No
     for dash in build.build_dashboards():
         for expr in _exprs(dash):
             for metric, matchers in _rated(expr, "$__rate_interval"):
-                for counter, needed in recorded:
-                    if counter == metric and needed <= matchers:
+                per_node = 'instance=~"$instance"' in matchers
+                for counter, needed, per_instance in recorded:
+                    if counter == metric and needed <= matchers and (per_instance or not per_node):
                         raise AssertionError(f"{dash['uid']}: {expr} recomputes {counter}")
     used = {
         name
@@ -128,7 +131,7 @@ def test_dashboards_read_the_recorded_series_instead_of_recomputing_them() -> No
     }
     records = {rule.record for rule in rules.RECORDING_RULES}
     assert used <= records
-    for record in (lustre.OST_FILL, lustre.FILL_SPREAD, slingshot.BER, slingshot.TIMEOUTS):
+    for record in (lustre.OST_FILL, lustre.FILL_SPREAD, slingshot.BER_TOP, slingshot.TIMEOUTS_TOP):
         assert record in used, record
 
 
@@ -136,7 +139,7 @@ def test_gpu_job_views_read_the_per_job_records_and_the_gpu_jobs_owners() -> Non
     """The GPU board's per-job views read the per-job records and the GPU jobs' owners
     instead of joining every GPU to its jobs and every job to its owner at every step.
     The records have no ``instance``: the table (an instant query) keeps the jobs with a
-    GPU on the selected nodes; the time series shows every GPU job."""
+    GPU on the chosen nodes; the time series shows each cluster's least utilised GPU jobs."""
     board = next(d for d in build.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
     panels = {p["title"]: [t["expr"] for t in p["targets"]] for p in board["panels"]}
     on_nodes = (
@@ -149,8 +152,9 @@ def test_gpu_job_views_read_the_per_job_records_and_the_gpu_jobs_owners() -> Non
         (gpu.JOB_UTILIZATION, gpu.JOB_TENSOR_ACTIVE, gpu.JOB_MEMORY_USED), table[1:], strict=True
     ):
         assert expr.startswith(f"({record}{{"), expr
-    [series] = panels["GPU utilisation by job"]
-    assert series.startswith(f"({gpu.JOB_UTILIZATION}{{") and "gotthard_gpu_job_info" not in series
+    [series] = panels["Least utilised GPU jobs: bottom 10"]
+    assert series.startswith(f"({gpu.LEAST_UTILIZED_JOBS}{{")
+    assert "gotthard_gpu_job_info" not in series
     for expr in [*table, series]:
         assert f"({gpu.JOB_OWNERS}{{" in expr and "gotthard_slurm_job_info{" not in expr, expr
     for metric in (
@@ -163,6 +167,32 @@ def test_gpu_job_views_read_the_per_job_records_and_the_gpu_jobs_owners() -> Non
     records = {rule.record: rule.expr for rule in rules.RECORDING_RULES}
     for record in (gpu.JOB_TENSOR_ACTIVE, gpu.JOB_MEMORY_USED):
         assert "gpu_instance) group_left ()" in records[record], record
+
+
+def test_gpu_fleet_time_series_read_records_and_the_node_panels_the_chosen_nodes() -> None:
+    """At a site's size a range over every GPU costs tens of seconds: the fleet section's
+    time series read per-cluster or top-10 records only (each a slow record, which no
+    alert reads), and every panel that reads a GPU's own series reads the chosen nodes'.
+    The node variable has no "All"."""
+    board = next(d for d in build.build_dashboards() if d["uid"] == "gotthard-gpu-fleet")
+    slow = {rule.record for rule in rules.RECORDING_RULES if rule.cadence == "slow"}
+    section, seen = "", set()
+    for panel in board["panels"]:
+        if panel["type"] == "row":
+            section = panel["title"]
+            continue
+        for target in panel["targets"]:
+            raw = set(re.findall(r"\b(gotthard_gpu_\w+)\{([^}]*)\}", target["expr"]))
+            names = set(re.findall(r"([a-z_]+:gotthard_gpu_\w+:\w+)\{", target["expr"]))
+            if section.startswith("Fleet") and panel["type"] == "timeseries":
+                assert raw == set(), (panel["title"], raw)
+                assert names and names <= slow | {gpu.CLUSTER_UTILIZATION}, panel["title"]
+                seen.add(panel["title"])
+            elif section.startswith("Nodes"):
+                assert all('instance=~"$instance"' in matchers for _, matchers in raw), panel
+    assert len(seen) == 8
+    [node] = [v for v in board["templating"]["list"] if v["name"] == "instance"]
+    assert node["includeAll"] is False and node["multi"] is True
 
 
 def test_panels_draw_the_alert_thresholds() -> None:

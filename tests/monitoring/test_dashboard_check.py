@@ -14,8 +14,8 @@ from gotthard.monitoring.dashboards import build, lint
 from gotthard.monitoring.dashboards import check as live
 from gotthard.monitoring.dashboards.panels import ALL_NODES
 
-#: uids of the dashboards with a node (``instance``) variable
-NODE_DASHBOARDS = ("gotthard-gpu-fleet", "gotthard-slingshot-network-health")
+#: uids of the dashboards with a node (``instance``) variable that has "All"
+NODE_DASHBOARDS = ("gotthard-slingshot-network-health",)
 
 
 class LabelValues:
@@ -46,6 +46,25 @@ def test_all_nodes_is_the_node_variables_all_value_not_every_node(uid: str) -> N
     )
     # a variable without one still stands for the alternation of its values
     assert values["site"] == "(lugano|zurich)" and values["cluster"] == "alps"
+
+
+def test_a_node_choice_without_all_is_every_node_in_a_check_and_the_first_when_opened() -> None:
+    """The GPU fleet's node variable has no "All": the check reads every node's series
+    (the alternation), a dashboard opens on the first node, as Grafana opens it."""
+    nodes = ["nid000002:9400", "nid000001:9400", "nid000003:9400"]
+    prometheus = LabelValues(site=["zurich"], cluster=["alps"], instance=sorted(nodes))
+    board = dashboard("gotthard-gpu-fleet")
+    values, problems = live.resolve_variables(prometheus, board, "1m")
+    assert problems == {}
+    assert values["instance"] == "(nid000001:9400|nid000002:9400|nid000003:9400)"
+    opened, _ = live.resolve_variables(prometheus, board, "1m", opening=True)
+    assert opened["instance"] == "nid000001:9400"
+    # variables with "All" open on it
+    assert opened["site"] == "zurich" and opened["cluster"] == "alps"
+    slingshot, _ = live.resolve_variables(
+        prometheus, dashboard("gotthard-slingshot-network-health"), "1m", opening=True
+    )
+    assert slingshot["instance"] == ALL_NODES
 
 
 def test_a_node_variable_without_nodes_is_a_problem_despite_its_all_value() -> None:

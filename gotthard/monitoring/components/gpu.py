@@ -59,6 +59,53 @@ JOB_MEMORY_USED = "site_cluster_job_id:gotthard_gpu_memory_used_bytes:sum"
 #: job's ``gotthard_slurm_job_info``, which they would read at every step.
 JOB_OWNERS = "site_cluster_job_id_user_account_partition:gotthard_slurm_job_info:gpu_jobs"
 CLUSTER_UTILIZATION = "site_cluster:gotthard_gpu_utilization_ratio:avg"
+
+#: The GPU fleet dashboard's fleet-wide panels read these, never every GPU at every step
+#: of a range (at Alps size, 10,800 GPUs x 2,880 steps for a day: tens of seconds). Slow
+#: records: a point every few minutes is enough for a day's view, and no alert reads them.
+CLUSTER_THROTTLING = "site_cluster_reason:gotthard_gpu_throttle_seconds:avg_rate5m"
+CLUSTER_CLOCK_EVENTS = "site_cluster_reason:gotthard_gpu_clocks_event_reasons:sum"
+CLUSTER_ECC_ERRORS = "site_cluster_type:gotthard_gpu_ecc_errors:rate5m"
+CLUSTER_POWER = "site_cluster:gotthard_gpu_power_watts:sum"
+CLUSTER_POWER_LIMIT = "site_cluster:gotthard_gpu_power_limit_watts:sum"
+#: How many nodes (jobs) a fleet "top" record keeps per cluster.
+TOP_NODES = 10
+HOTTEST_NODES = f"site_cluster_instance_sensor:gotthard_gpu_temperature_celsius:top{TOP_NODES}_max"
+FULLEST_NODES = f"site_cluster_instance:gotthard_gpu_memory_used:top{TOP_NODES}_ratio"
+LEAST_UTILIZED_JOBS = f"site_cluster_job_id:gotthard_gpu_utilization_ratio:bottom{TOP_NODES}_avg"
+_NODE_MEMORY = 'sum by (site, cluster, instance) (gotthard_gpu_memory_{}_bytes{{gpu_instance=""}})'
+
+
+def _slow(record: str, expr: str) -> RecordingRule:
+    return RecordingRule(COMPONENT, record, expr, cadence="slow")
+
+
+FLEET_RULES = (
+    _slow(
+        CLUSTER_THROTTLING,
+        "avg by (site, cluster, reason) (rate(gotthard_gpu_throttle_seconds_total[5m]))",
+    ),
+    _slow(
+        CLUSTER_CLOCK_EVENTS, "sum by (site, cluster, reason) (gotthard_gpu_clocks_event_reasons)"
+    ),
+    _slow(
+        CLUSTER_ECC_ERRORS, "sum by (site, cluster, type) (rate(gotthard_gpu_ecc_errors_total[5m]))"
+    ),
+    _slow(CLUSTER_POWER, f"sum by ({SC}) (gotthard_gpu_power_watts)"),
+    _slow(CLUSTER_POWER_LIMIT, f"sum by ({SC}) (gotthard_gpu_power_limit_watts)"),
+    _slow(
+        HOTTEST_NODES,
+        f"topk by (site, cluster, sensor) (\n  {TOP_NODES},\n"
+        "  max by (site, cluster, instance, sensor) (gotthard_gpu_temperature_celsius)\n)",
+    ),
+    _slow(
+        FULLEST_NODES,
+        f"topk by ({SC}) (\n  {TOP_NODES},\n  {_NODE_MEMORY.format('used')}\n"
+        f"  /\n  {_NODE_MEMORY.format('total')}\n)",
+    ),
+    _slow(LEAST_UTILIZED_JOBS, f"bottomk by ({SC}) ({TOP_NODES}, {JOB_UTILIZATION})"),
+)
+
 RECORDING_RULES = (
     RecordingRule(
         COMPONENT,
@@ -101,6 +148,7 @@ RECORDING_RULES = (
         "\nand on (cluster, job_id)\ngotthard_gpu_job_info",
         cadence="slow",
     ),
+    *FLEET_RULES,
 )
 
 #: The readings that hold while a GPU's series are gone (:class:`LastReading`): lost,

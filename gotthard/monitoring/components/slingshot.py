@@ -42,10 +42,33 @@ ALERTED_TIMEOUTS = "spt"
 CLUSTER_FEC_RATE = "site_cluster_type:gotthard_slingshot_fec_codewords:rate5m"
 CLUSTER_TIMEOUTS = "site_cluster_type:gotthard_slingshot_timeouts:rate5m"
 CLUSTER_CODEWORD_RATIO = "site_cluster_type:gotthard_slingshot_fec_codewords:ratio_rate5m"
+#: How many NICs (links) the top-NIC records keep per cluster: what the dashboard's
+#: busiest-NIC panels show.
+TOP_NICS = 10
+#: The :data:`TOP_NICS` links of each cluster with the highest corrected BER, NICs with
+#: the most SPT timeouts, and links with the most restarts (per window): what the
+#: dashboard's busiest-NIC panels read (``slow``, like :attr:`NicCounter.top_record`).
+BER_TOP = f"site_cluster_instance_device_type:gotthard_slingshot_fec_ber:top{TOP_NICS}_ratio_rate5m"
+TIMEOUTS_TOP = f"site_cluster_instance_device_type:gotthard_slingshot_timeouts:top{TOP_NICS}_rate5m"
+FLAPS_TOP = (
+    f"site_cluster_instance_device_window:gotthard_slingshot_link_restarts_recent:top{TOP_NICS}"
+)
 _ERRORS = f'{FEC_RATE}{{type=~"corrected|uncorrected"}}'
 _PER_TYPE = "\n/ ignoring (type) group_left ()\n"
 #: The labels of one NIC.
 NIC = "site, cluster, instance, device"
+
+
+def _top(record: str, source: str, by: str = "") -> RecordingRule:
+    """The :data:`TOP_NICS` NICs of each cluster (and of each *by* value) with the highest
+    *source* (a per-NIC record evaluated before it, or a gauge): what a busiest-NIC panel
+    reads, at most :data:`TOP_NICS` series per cluster (and *by* value) at each step of a
+    day instead of every NIC's (ranking every NIC of an Alps-size cluster at each step
+    took seconds, docs/scale.md). ``slow``: only panels read it."""
+    group = f"site, cluster, {by}" if by else "site, cluster"
+    return RecordingRule(
+        COMPONENT, record, f"topk by ({group}) ({TOP_NICS}, {source})", cadence="slow"
+    )
 
 
 @dataclass(frozen=True)
@@ -53,7 +76,7 @@ class NicCounter:
     """A NIC counter family the dashboard shows for the whole cluster (by its labels
     *by*) and for its busiest NICs (summed per NIC, or per NIC and *nic_by*).
 
-    Both records are ``slow``: they read every NIC's counters, and only panels read them.
+    Its records are ``slow``: they read every NIC's counters, and only panels read them.
     """
 
     #: the counter, ``gotthard_slingshot_pause_frames_total``
@@ -83,7 +106,15 @@ class NicCounter:
         level = self._level(f"{NIC}, {self.nic_by}" if self.nic_by else NIC)
         return f"{level}:{self._name}:rate5m"
 
-    def rules(self) -> tuple[RecordingRule, RecordingRule]:
+    @property
+    def top_record(self) -> str:
+        """``site_cluster_instance_device:gotthard_slingshot_pause_frames:top10_rate5m``:
+        the :data:`TOP_NICS` NICs of each cluster (and *nic_by* value) with the highest
+        :attr:`nic_record`."""
+        level = self.nic_record.split(":")[0]
+        return f"{level}:{self._name}:top{TOP_NICS}_rate5m"
+
+    def rules(self) -> tuple[RecordingRule, RecordingRule, RecordingRule]:
         nic_labels = f"{NIC}, {self.nic_by}" if self.nic_by else NIC
         rate = f"rate({self.metric}[5m])"
         cluster_source = self.nic_record if self.nic_by == self.by else rate
@@ -97,6 +128,7 @@ class NicCounter:
                 f"sum by (site, cluster, {self.by}) ({cluster_source})",
                 cadence="slow",
             ),
+            _top(self.top_record, self.nic_record, self.nic_by),
         )
 
 
@@ -155,6 +187,14 @@ _SHOWN = (
         cadence="slow",
     ),
     *(rule for counter in NIC_COUNTERS for rule in counter.rules()),
+    _top(BER_TOP, f'{BER}{{type="corrected"}}'),
+    _top(TIMEOUTS_TOP, f'{TIMEOUTS}{{type="{ALERTED_TIMEOUTS}"}}'),
+    # one series per link and window (not per scrape job): the labels the name says
+    _top(
+        FLAPS_TOP,
+        f"max by ({NIC}, window) (gotthard_slingshot_link_restarts_recent)",
+        "window",
+    ),
 )
 RECORDING_RULES = (*_ALERTED, *_SHOWN)
 

@@ -101,9 +101,12 @@ def _seconds(duration: str) -> int:
 
 
 def resolve_variables(
-    prometheus: Prometheus, dash: dict[str, Any], rate_interval: str
+    prometheus: Prometheus, dash: dict[str, Any], rate_interval: str, *, opening: bool = False
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """(values, problems): the text each variable stands for, and why some have none."""
+    """(values, problems): the text each variable stands for, and why some have none.
+    Every value is chosen (a check reads every series a panel can show); with *opening*,
+    what Grafana chooses when the dashboard opens instead: "All" where the variable has
+    it, else its first value (the values come sorted)."""
     values = builtin_values(rate_interval)
     problems: dict[str, str] = {}
     for variable in (dash.get("templating") or {}).get("list") or []:
@@ -147,8 +150,8 @@ def resolve_variables(
         if variable.get("includeAll") and all_value:
             values[name] = str(all_value)
             continue
-        multi = bool(variable.get("multi") or variable.get("includeAll"))
-        values[name] = _alternation(found if multi else found[:1], regex=True)
+        every = bool(variable.get("includeAll") or (variable.get("multi") and not opening))
+        values[name] = _alternation(found if every else found[:1], regex=True)
     return values, problems
 
 

@@ -28,6 +28,7 @@ from grafanalib.core import (
     Dashboard,
     GridPos,
     Repeat,
+    RowPanel,
     Stat,
     Table,
     Target,
@@ -331,6 +332,12 @@ class Board:
         for panel in panels:
             self.add(panel, w=24 // len(panels), h=h)
 
+    def section(self, title: str) -> None:
+        """A row header (Grafana's row panel, always open) over the panels placed next."""
+        self.newline()
+        self.panels.append(RowPanel(title=title, gridPos=GridPos(h=1, w=24, x=0, y=self._y)))
+        self._y += 1
+
     def stats(self, *panels: Any) -> None:
         """A row of small stat panels (4 high), as at the top of most dashboards."""
         self.row(*panels, h=4)
@@ -378,9 +385,17 @@ def query_variable(
     )
 
 
-def label_variable(name: str, label: str, metric: str, *, all_value: str | None = None) -> Template:
+def label_variable(
+    name: str, label: str, metric: str, *, all_value: str | None = None, include_all: bool = True
+) -> Template:
     """A variable over the values of label *name* of *metric*, filtered on site and cluster."""
-    return query_variable(name, label, f"label_values({sel(metric)}, {name})", all_value=all_value)
+    return query_variable(
+        name,
+        label,
+        f"label_values({sel(metric)}, {name})",
+        all_value=all_value if include_all else None,
+        include_all=include_all,
+    )
 
 
 #: The matcher of the nodes chosen in a :func:`node_variable`.
@@ -390,11 +405,13 @@ NODE = 'instance=~"$instance"'
 ALL_NODES = ".*"
 
 
-def node_variable(metric: str) -> Template:
+def node_variable(metric: str, *, include_all: bool = True) -> Template:
     """The ``instance`` variable ("Node") of a per-node dashboard: the nodes that report
     *metric*; :data:`NODE` selects them, "All" as :data:`ALL_NODES` (every series of the
-    metric a panel reads, within the site and cluster chosen)."""
-    return label_variable("instance", "Node", metric, all_value=ALL_NODES)
+    metric a panel reads, within the site and cluster chosen). Without *include_all* the
+    choice is one node or several, and the dashboard opens on the first node: for panels
+    whose cost follows the nodes they draw (every GPU of a node at every step)."""
+    return label_variable("instance", "Node", metric, all_value=ALL_NODES, include_all=include_all)
 
 
 def base_variables() -> list[Template]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from grafanalib.core import Dashboard
+from typing import Any
+
+from grafanalib.core import Dashboard, TimeSeries
 
 from gotthard.monitoring.components import gpu
 from gotthard.monitoring.dashboards import panels as ui
@@ -19,12 +21,24 @@ from gotthard.monitoring.shared import (
 from gotthard.monitoring.thresholds import ThresholdValues
 
 DESCRIPTION = (
-    "NVML metrics of every GPU: utilisation, GPM activity, memory, power, throttling, "
-    "XIDs, ECC and row remapping, with per-job and per-pod views."
+    "NVML metrics of every GPU: the fleet of each cluster (utilisation, power, throttling, "
+    "ECC, the hottest and fullest nodes, the least utilised jobs), then the chosen nodes' "
+    "GPUs (utilisation, GPM activity, memory, power, XIDs, ECC), jobs and pods."
+)
+#: What the fleet panels say about the Node choice.
+_FLEET = (
+    " Every GPU of the selected sites and clusters (the Node choice does not apply), "
+    "recorded every slow rule interval ({record})."
+)
+_TOP = (
+    " The {n} {what} of each selected cluster at each point (the Node choice does not "
+    "apply), recorded every slow rule interval ({record})."
 )
 TAGS = ("gpu",)
-#: The dashboard's own variable, after datasource, site and cluster.
-VARIABLES = (ui.node_variable("gotthard_gpu_info"),)
+#: The dashboard's own variable, after datasource, site and cluster: one node or several,
+#: no "All" (the per-node panels draw every GPU of the chosen nodes at every step; the
+#: fleet panels read per-cluster and top-10 records instead, whatever the choice).
+VARIABLES = (ui.node_variable("gotthard_gpu_info", include_all=False),)
 #: The whole GPU rather than one of its MIG instances.
 WHOLE = 'gpu_instance=""'
 
@@ -50,29 +64,128 @@ def _job_record(record: str, *, on_nodes: bool = True) -> str:
     return owner_join(expr, gpu.JOB_OWNERS)
 
 
-def gpu_fleet(t: ThresholdValues) -> Dashboard:
-    throttling = (
-        (t[gpu.THERMAL_THROTTLE], "orange"),
-        (t[gpu.POWER_THROTTLE], "red"),
-    )
-    board = ui.Board()
+def _fleet(title: str, unit: str, *queries: ui.Query, record: str, **kw: Any) -> TimeSeries:
+    """A fleet panel over per-cluster records; *record* is named in its description."""
+    description = kw.pop("description", "") + _FLEET.format(record=record)
+    return ui.timeseries(title, unit, *queries, description=description.strip(), **kw)
+
+
+def _top(title: str, unit: str, query: ui.Query, what: str, record: str, **kw: Any) -> TimeSeries:
+    """A fleet panel over a top-N record of :mod:`~gotthard.monitoring.components.gpu`."""
+    note = _TOP.format(n=gpu.TOP_NODES, what=what, record=record)
+    description = (kw.pop("description", "") + note).strip()
+    return ui.timeseries(title, unit, query, description=description, **kw)
+
+
+def _fleet_panels(board: ui.Board, t: ThresholdValues) -> None:
+    """The fleet of each selected cluster: stats at an instant, time series from records."""
     board.stats(
-        ui.stat("GPUs", "short", ui.Query(f"count({sel('gotthard_gpu_info', NODE)})", "GPUs")),
+        ui.stat("GPUs", "short", ui.Query(f"count({sel('gotthard_gpu_info')})", "GPUs")),
         ui.problem_stat(
             "Unhealthy GPUs",
-            count_zero("gotthard_gpu_health", NODE, WHOLE),
+            count_zero("gotthard_gpu_health", WHOLE),
             "unhealthy",
             description="Lost, row-remap failure, or a fatal XID within the health window.",
         ),
         ui.stat(
             "Mean utilisation",
             "percentunit",
-            ui.Query(f"avg({sel('gotthard_gpu_utilization_ratio', NODE)})", "utilisation"),
+            ui.Query(f"avg({sel('gotthard_gpu_utilization_ratio')})", "utilisation"),
         ),
-        ui.stat(
-            "Power draw", "watt", ui.Query(f"sum({sel('gotthard_gpu_power_watts', NODE)})", "power")
+        ui.stat("Power draw", "watt", ui.Query(f"sum({sel('gotthard_gpu_power_watts')})", "power")),
+    )
+    board.section("Fleet: every GPU of the selected clusters")
+    board.row(
+        ui.ratio_timeseries(
+            "GPU utilisation (cluster)",
+            ui.Query(sel(gpu.CLUSTER_UTILIZATION), "{{site}}/{{cluster}}"),
+            description="Mean utilisation of every GPU of each cluster "
+            f"({gpu.CLUSTER_UTILIZATION}); the Node choice does not apply.",
+        ),
+        _fleet(
+            "Power (cluster)",
+            "watt",
+            ui.Query(sel(gpu.CLUSTER_POWER), "{{site}}/{{cluster}}"),
+            ui.Query(sel(gpu.CLUSTER_POWER_LIMIT), "{{site}}/{{cluster}} limit"),
+            record=f"{gpu.CLUSTER_POWER}, {gpu.CLUSTER_POWER_LIMIT}",
+            description="Power drawn by every GPU of each cluster, and the sum of their "
+            "power limits.",
+        ),
+        _top(
+            "Least utilised GPU jobs: bottom 10",
+            "percentunit",
+            ui.Query(_job_record(gpu.LEAST_UTILIZED_JOBS, on_nodes=False), "{{job_id}} {{user}}"),
+            "GPU jobs with the lowest mean utilisation of their GPUs",
+            gpu.LEAST_UTILIZED_JOBS,
+            description="The GPUIdleWhileAllocated alert fires for a GPU whose 15-minute "
+            "mean stays under the line (it reads each GPU, not these records).",
+            minimum=0,
+            maximum=1,
+            lines=((t[gpu.IDLE_UTILIZATION], "orange"),),
         ),
     )
+    board.row(
+        _fleet(
+            "Throttled time by reason (cluster)",
+            "percentunit",
+            ui.Query(sel(gpu.CLUSTER_THROTTLING), "{{site}}/{{cluster}} {{reason}}"),
+            record=gpu.CLUSTER_THROTTLING,
+            description="Share of time the clocks were held back (NVML violation counters), "
+            "averaged over each cluster's GPUs. Lines: the thermal (orange) and power (red) "
+            "throttling alerts' thresholds, which apply to each GPU.",
+            minimum=0,
+            lines=(
+                (t[gpu.THERMAL_THROTTLE], "orange"),
+                (t[gpu.POWER_THROTTLE], "red"),
+            ),
+        ),
+        _fleet(
+            "Clock event reasons active (cluster)",
+            "short",
+            ui.Query(agg("sum", "reason", sel(gpu.CLUSTER_CLOCK_EVENTS)), "{{reason}}"),
+            record=gpu.CLUSTER_CLOCK_EVENTS,
+            description="GPUs whose clocks are held down by each reason.",
+        ),
+        _fleet(
+            "ECC errors (cluster)",
+            "cps",
+            ui.Query(agg("sum", "type", sel(gpu.CLUSTER_ECC_ERRORS)), "{{type}}"),
+            record=gpu.CLUSTER_ECC_ERRORS,
+            description="ECC memory errors per second, corrected and uncorrected; "
+            "GPUUncorrectableECCErrors names the GPU.",
+        ),
+    )
+    board.row(
+        _top(
+            "Hottest nodes: top 10",
+            "celsius",
+            ui.Query(sel(gpu.HOTTEST_NODES), "{{instance}} {{sensor}}"),
+            "nodes with the hottest GPU, per sensor",
+            gpu.HOTTEST_NODES,
+        ),
+        _top(
+            "GPU memory used: top 10 nodes",
+            "percentunit",
+            ui.Query(sel(gpu.FULLEST_NODES), "{{instance}}"),
+            "nodes with the largest share of their GPUs' memory in use",
+            gpu.FULLEST_NODES,
+            minimum=0,
+            maximum=1,
+        ),
+        ui.bargauge(
+            "Remapped rows",
+            "short",
+            ui.Query(agg("sum", "state", sel("gotthard_gpu_remapped_rows")), "{{state}}"),
+            description="Correctable and uncorrectable remapped rows; pending and failure "
+            "count GPUs.",
+            thresholds=ui.BAD_FROM_ONE,
+        ),
+    )
+
+
+def _node_panels(board: ui.Board, t: ThresholdValues) -> None:
+    """Every GPU of the chosen nodes: what these panels read follows the choice."""
+    board.section("Nodes: every GPU of the chosen nodes ($instance)")
     board.row(
         ui.ratio_timeseries(
             "GPU utilisation by node",
@@ -88,7 +201,7 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
                 ("gotthard_gpu_tensor_active_ratio", "tensor active"),
                 ("gotthard_gpu_dram_active_ratio", "DRAM active"),
             ),
-            description="GPM metrics (Hopper and newer), averaged over the selected GPUs.",
+            description="GPM metrics (Hopper and newer), averaged over the chosen nodes' GPUs.",
         ),
     )
     power = agg("sum", "instance", sel("gotthard_gpu_power_watts", NODE))
@@ -130,18 +243,10 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
                 "{{reason}}",
             ),
             description="Share of time the clocks were held back (NVML violation counters), "
-            "averaged over the selected GPUs. Lines: the thermal (orange) and power (red) "
-            "throttling alerts' thresholds, which apply to each GPU.",
+            "averaged over the chosen nodes' GPUs. Lines: the thermal (orange) and power "
+            "(red) throttling alerts' thresholds, which apply to each GPU.",
             minimum=0,
-            lines=throttling,
-        ),
-        ui.timeseries(
-            "Clock event reasons active",
-            "short",
-            ui.Query(
-                agg("sum", "reason", sel("gotthard_gpu_clocks_event_reasons", NODE)), "{{reason}}"
-            ),
-            description="GPUs whose clocks are held down by each reason right now.",
+            lines=((t[gpu.THERMAL_THROTTLE], "orange"), (t[gpu.POWER_THROTTLE], "red")),
         ),
         ui.timeseries(
             "XID errors",
@@ -156,8 +261,6 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             ),
             description="A series appears only after a GPU reported an XID.",
         ),
-    )
-    board.row(
         ui.timeseries(
             "ECC errors",
             "short",
@@ -170,20 +273,21 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
                 "{{instance}} {{type}}",
             ),
         ),
-        ui.bargauge(
-            "Remapped rows",
-            "short",
-            ui.Query(agg("sum", "state", sel("gotthard_gpu_remapped_rows", NODE)), "{{state}}"),
-            description="Correctable and uncorrectable remapped rows; pending and failure "
-            "count GPUs.",
-            thresholds=ui.BAD_FROM_ONE,
-        ),
+    )
+    board.row(
         ui.timeseries(
             "PCIe replays",
             "cps",
             ui.Query(
                 agg("sum", "instance", rate("gotthard_gpu_pcie_replays_total", NODE)),
                 "{{instance}}",
+            ),
+        ),
+        ui.ratio_timeseries(
+            "GPU utilisation by Kubernetes pod",
+            ui.Query(
+                agg("avg", "site, cluster, namespace, pod, pod_uid", _PODS),
+                "{{namespace}}/{{pod}} {{pod_uid}}",
             ),
         ),
     )
@@ -200,37 +304,26 @@ def gpu_fleet(t: ThresholdValues) -> Dashboard:
             hide=("Time",),
             sort_by="utilisation",
             links=(ui.job_link(),),
-            description="Slurm jobs with processes on the GPUs of the selected nodes "
+            description="Slurm jobs with processes on the GPUs of the chosen nodes "
             "(gotthard_gpu_job_info), with user, account and partition from "
             "gotthard_slurm_job_info (recorded for GPU jobs every few minutes: a job that "
             "just started shows up within them). GPUs counts the job's GPUs (and MIG "
-            "instances) on the selected nodes; utilisation, tensor activity (of each job's "
+            "instances) on the chosen nodes; utilisation, tensor activity (of each job's "
             "own MIG instances) and memory used are the job's over all its GPUs, from the "
             "per-job recording rules (tensor activity and memory every few minutes). Memory "
             "of a GPU shared by several jobs is counted for each of them. A job id opens the "
             "Job dashboard.",
         )
     )
-    pods = f"{sel('gotthard_gpu_pod_info', NODE)} * on({GPU_KEY}) group_left " + sel(
-        "gotthard_gpu_utilization_ratio", NODE
-    )
-    board.row(
-        ui.ratio_timeseries(
-            "GPU utilisation by job",
-            ui.Query(_job_record(gpu.JOB_UTILIZATION, on_nodes=False), "{{job_id}} {{user}}"),
-            description="The mean utilisation of each job's GPUs (recorded per job), for "
-            "every GPU job of the selected sites and clusters: the node filter does not "
-            "apply here (it would read every GPU's job at every step). The "
-            "GPUIdleWhileAllocated alert fires for a GPU whose 15-minute mean stays under "
-            "the line.",
-            lines=((t[gpu.IDLE_UTILIZATION], "orange"),),
-        ),
-        ui.ratio_timeseries(
-            "GPU utilisation by Kubernetes pod",
-            ui.Query(
-                agg("avg", "site, cluster, namespace, pod, pod_uid", pods),
-                "{{namespace}}/{{pod}} {{pod_uid}}",
-            ),
-        ),
-    )
+
+
+_PODS = f"{sel('gotthard_gpu_pod_info', NODE)} * on({GPU_KEY}) group_left " + sel(
+    "gotthard_gpu_utilization_ratio", NODE
+)
+
+
+def gpu_fleet(t: ThresholdValues) -> Dashboard:
+    board = ui.Board()
+    _fleet_panels(board, t)
+    _node_panels(board, t)
     return ui.dashboard("gpu-fleet", DESCRIPTION, TAGS, board, VARIABLES)

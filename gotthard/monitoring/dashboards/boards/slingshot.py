@@ -5,6 +5,7 @@ from __future__ import annotations
 from grafanalib.core import Dashboard, TimeSeries
 
 from gotthard.monitoring.components import slingshot
+from gotthard.monitoring.components.slingshot import TOP_NICS
 from gotthard.monitoring.dashboards import panels as ui
 from gotthard.monitoring.dashboards.panels import NODE
 from gotthard.monitoring.shared import agg, count_zero, eq, rx, sel
@@ -17,23 +18,23 @@ DESCRIPTION = (
 TAGS = ("slingshot", "network")
 #: The dashboard's own variable, after datasource, site and cluster.
 VARIABLES = (ui.node_variable("gotthard_slingshot_info"),)
-#: How many NICs the per-NIC panels show: the busiest of the selected nodes at each point.
-TOP_NICS = 10
 _NIC_LEGEND = "{{instance}} {{device}}"
 #: The recorded FEC codeword rates of the selected sites and clusters, corrected and
 #: uncorrected.
 CLUSTER_FEC_ERRORS = sel(slingshot.CLUSTER_FEC_RATE, rx("type", "corrected|uncorrected"))
-#: The recorded corrected BER of the selected nodes' links (what SlingshotHighBER reads).
-CORRECTED_BER = sel(slingshot.BER, NODE, eq("type", "corrected"))
-SPT = eq("type", slingshot.ALERTED_TIMEOUTS)
 _CLUSTER_NOTE = (
     " All NICs of the selected sites and clusters (the Node selection does not apply), "
     "recorded every slow rule interval ({record})."
 )
 _TOP_NOTE = (
-    f" The {TOP_NICS} NICs of the selected nodes with the highest rate at each point"
-    "{summed}, recorded every slow rule interval ({record})."
+    " The {TOP_NICS} {what} of each selected cluster{per} with the {most}, recorded every "
+    "slow rule interval ({record}); the Node selection does not apply."
 )
+
+
+def _top_note(record: str, what: str = "NICs", per: str = "", most: str = "highest rate") -> str:
+    """What a busiest-NIC panel shows: *record*, the recorded top NICs of each cluster."""
+    return _TOP_NOTE.format(TOP_NICS=TOP_NICS, what=what, per=per, most=most, record=record)
 
 
 def _cluster(
@@ -46,18 +47,15 @@ def _cluster(
 
 
 def _top(title: str, counter: slingshot.NicCounter, unit: str) -> TimeSeries:
-    """The busiest NICs of the selected nodes by *counter* (a per-NIC record)."""
-    series = sel(counter.nic_record, NODE)
+    """The busiest NICs of each selected cluster by *counter* (its top-NIC record)."""
+    series = sel(counter.top_record)
     if counter.nic_by:
-        query = ui.Query(
-            f"topk by ({counter.nic_by}) ({TOP_NICS}, {series})",
-            f"{_NIC_LEGEND} {{{{{counter.nic_by}}}}}",
-        )
-        summed = f", top {TOP_NICS} per {counter.nic_by}"
+        query = ui.Query(series, f"{_NIC_LEGEND} {{{{{counter.nic_by}}}}}")
+        note = _top_note(counter.top_record, per=f" and {counter.nic_by}")
     else:
-        query = ui.Query(f"topk({TOP_NICS}, {series})", _NIC_LEGEND)
-        summed = f" (every {counter.by} summed)"
-    description = _TOP_NOTE.format(summed=summed, record=counter.nic_record).strip()
+        query = ui.Query(series, _NIC_LEGEND)
+        note = _top_note(counter.top_record, most=f"highest rate (every {counter.by} summed)")
+    description = note.strip()
     return ui.timeseries(f"{title}: top {TOP_NICS} NICs", unit, query, description=description)
 
 
@@ -101,24 +99,23 @@ def slingshot_network(t: ThresholdValues) -> Dashboard:
             thresholds=((0.001, "red"),),
         ),
     )
-    restarts = sel("gotthard_slingshot_link_restarts_recent", NODE)
     board.row(
         ui.timeseries(
             "Link restarts (flaps)",
             "short",
-            ui.Query(f"topk({TOP_NICS}, {restarts})", "{{instance}} {{device}} {{window}}"),
-            description="Restarts in the last 1 h and 10 h windows (link_restarts/time_*), "
-            f"of the {TOP_NICS} links and windows of the selected nodes with the most at each "
-            "point. SlingshotLinkFlapping fires at the orange line (1 h) or the red line (10 h).",
+            ui.Query(sel(slingshot.FLAPS_TOP), "{{instance}} {{device}} {{window}}"),
+            description="Restarts in the last 1 h and 10 h windows (link_restarts/time_*). "
+            "SlingshotLinkFlapping fires at the orange line (1 h) or the red line (10 h)."
+            + _top_note(slingshot.FLAPS_TOP, "links", " and window", "most restarts"),
             lines=flaps,
         ),
         ui.timeseries(
             f"Retransmission (SPT) timeouts: top {TOP_NICS} NICs",
             "cps",
-            ui.Query(f"topk({TOP_NICS}, {sel(slingshot.TIMEOUTS, NODE, SPT)})", _NIC_LEGEND),
-            description="Source packet timeouts: packets the NIC had to retransmit, on the "
-            f"{TOP_NICS} NICs of the selected nodes with the most at each point. "
-            "SlingshotRetransmissionTimeoutsHigh fires above the line.",
+            ui.Query(sel(slingshot.TIMEOUTS_TOP), _NIC_LEGEND),
+            description="Source packet timeouts: packets the NIC had to retransmit. "
+            "SlingshotRetransmissionTimeoutsHigh fires above the line."
+            + _top_note(slingshot.TIMEOUTS_TOP, most="most timeouts"),
             lines=((t[slingshot.SPT_TIMEOUTS], "red"),),
         ),
     )
@@ -133,10 +130,10 @@ def slingshot_network(t: ThresholdValues) -> Dashboard:
         ui.timeseries(
             f"Corrected bit error rate: top {TOP_NICS} links",
             "sci",
-            ui.Query(f"topk({TOP_NICS}, {CORRECTED_BER})", _NIC_LEGEND),
+            ui.Query(sel(slingshot.BER_TOP), _NIC_LEGEND),
             description="Corrected (pre-FEC) codewords over the link's bit rate, as cxi_stat "
-            f"computes the BER, of the {TOP_NICS} links of the selected nodes with the highest "
-            "at each point. SlingshotHighBER fires above the line.",
+            "computes the BER. SlingshotHighBER fires above the line."
+            + _top_note(slingshot.BER_TOP, "links", most="highest BER"),
             lines=((t[slingshot.CORRECTED_BER], "red"),),
         ),
         ui.timeseries(
