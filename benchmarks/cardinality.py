@@ -198,7 +198,7 @@ def _lustre_node(kind: str) -> Any:
     return node
 
 
-def lustre(kind: str, *, job_stats: bool = False) -> str:
+def lustre(kind: str, *, job_stats: bool = False, client_target_space: bool = True) -> str:
     from gotthard.exporters.families import render_text
     from gotthard.exporters.lustre.collector import LustreCollector
     from gotthard.exporters.settings import LustreExporterConfig
@@ -215,7 +215,7 @@ def lustre(kind: str, *, job_stats: bool = False) -> str:
             for path in root.rglob("job_stats"):
                 path.write_text(text)
         collector = LustreCollector(
-            LustreExporterConfig(job_stats=job_stats),
+            LustreExporterConfig(job_stats=job_stats, client_target_space=client_target_space),
             procfs=str(root / "proc"),
             sysfs=str(root / "sys"),
         )
@@ -369,6 +369,14 @@ ROLES: tuple[Role, ...] = (
         "Lustre client, 1 file system of 400 OSTs and 4 MDTs",
         {"ost": 400},
         lambda: lustre("client"),
+    ),
+    Role(
+        "lustre-client-no-space",
+        "the same without the clients' view of each target's space and inodes",
+        {"ost": 400},
+        lambda: lustre("client", client_target_space=False),
+        "--lustre.client-target-space=false",
+        "the servers export each target's space once",
     ),
     Role(
         "lustre-oss",

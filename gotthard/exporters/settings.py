@@ -148,6 +148,16 @@ class LustreExporterConfig(Strict):
     job_stats_limit: Annotated[
         Limit, Flag("at most N jobs per target, highest IO first (default 1000)", metavar="N")
     ] = 1000
+    #: Space and inodes of every target as each client sees it (osc/mdc): 5 series per
+    #: OST on every client, what the servers export once. Off where the OSSs and MDSs are
+    #: scraped too (the rules take either view); the import state stays.
+    client_target_space: Annotated[
+        bool,
+        Flag(
+            "export the space and inodes of each OST and MDT as clients see them (osc/mdc; "
+            "default true; the servers export the same)"
+        ),
+    ] = True
     #: Per-client IO from exports.<nid>.stats of OSTs and MDTs (opt-in: one set per client).
     export_stats: Annotated[
         bool,

@@ -247,6 +247,32 @@ def test_client_trees_join_server_trees() -> None:
     assert server <= client
 
 
+def test_without_client_target_space_the_servers_alone_export_space() -> None:
+    """``--lustre.client-target-space=false``: a client drops its view of each target's
+    space and inodes, and keeps whether it can reach the target; a server loses nothing."""
+    space = {
+        "gotthard_lustre_target_capacity_bytes",
+        "gotthard_lustre_target_available_bytes",
+        "gotthard_lustre_target_free_bytes",
+        "gotthard_lustre_target_files",
+    }
+    full, lean = (samples(poll("client-2.15", client_target_space=on)[1]) for on in (True, False))
+    dropped = set(full) - set(lean)
+    # five gauges (files: total and free) of each active OSC (9) and MDC (3)
+    assert set(lean) <= set(full) and len(dropped) == 5 * 9 + 5 * 3
+    assert {name for name, _ in dropped} == space
+    assert {dict(labels)["component"] for _, labels in dropped} == {"osc", "mdc"}
+    assert not [key for key in lean if key[0] in space]
+    for name in ("gotthard_lustre_target_active", "gotthard_lustre_target_import_connected"):
+        assert series(lean, name, component="osc") == series(full, name, component="osc")
+    server = [samples(poll("oss-2.15", client_target_space=on)[1]) for on in (True, False)]
+    assert server[0] == server[1] and series(server[1], "gotthard_lustre_target_free_bytes")
+    flag = "--lustre.client-target-space=false"
+    text = once(LUSTRE / "client-2.15", flag).stdout
+    assert "gotthard_lustre_target_import_connected{" in text
+    assert "gotthard_lustre_target_capacity_bytes{" not in text
+
+
 def test_inactive_ost_is_skipped_on_the_client() -> None:
     snapshot, text = poll("client-2.15")
     parsed = samples(text)

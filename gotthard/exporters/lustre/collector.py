@@ -23,6 +23,7 @@ class LustreCollector:
     ) -> None:
         self.poll_interval = config.poll_interval_seconds
         self.job_stats = config.job_stats
+        self.client_target_space = config.client_target_space
         self.job_stats_limit = config.job_stats_limit
         self.export_stats = config.export_stats
         self.export_stats_limit = config.export_stats_limit
@@ -55,6 +56,7 @@ class LustreCollector:
             snapshot,
             job_stats_limit=self.job_stats_limit,
             export_stats_limit=self.export_stats_limit,
+            client_target_space=self.client_target_space,
         )
         return families + render_optin(snapshot, quota_limit=self.quota_limit)
 

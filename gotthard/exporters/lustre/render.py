@@ -19,6 +19,7 @@ from gotthard.exporters.lustre.parse import (
     RECOVERY_STATES,
 )
 from gotthard.exporters.lustre.snapshot import (
+    CLIENT_VIEWS,
     ClientIO,
     LustreSnapshot,
     TargetExportStats,
@@ -302,8 +303,19 @@ LNET_COUNTERS = (
 
 
 def render(
-    snapshot: LustreSnapshot, *, job_stats_limit: int = 1000, export_stats_limit: int = 1000
+    snapshot: LustreSnapshot,
+    *,
+    job_stats_limit: int = 1000,
+    export_stats_limit: int = 1000,
+    client_target_space: bool = True,
 ) -> list[MetricFamily]:
+    """The families of *snapshot*; without *client_target_space*, no space or inode gauges
+    of a client's view of a target (``osc``, ``mdc``): its servers export them."""
+    capacity = [
+        entry
+        for entry in snapshot.capacity
+        if client_target_space or entry.component not in CLIENT_VIEWS
+    ]
     info = gauge(
         "gotthard_lustre_info",
         "Lustre version of this node (version parameter); always 1.",
@@ -325,7 +337,7 @@ def render(
         *TARGET,
         "state",
     )
-    for entry in snapshot.capacity:
+    for entry in capacity:
         key = entry.key
         if entry.files_total is not None:
             files.add((*key, "total"), entry.files_total)
@@ -390,7 +402,7 @@ def render(
         )
 
     families = [info, role]
-    families += _fields(gauge, CAPACITY_GAUGES, [(entry.key, entry) for entry in snapshot.capacity])
+    families += _fields(gauge, CAPACITY_GAUGES, [(entry.key, entry) for entry in capacity])
     families += [files, active, connected, operations, latency]
     families += _fields(counter, BYTES_COUNTERS, counters)
     families += [open_time, closes]

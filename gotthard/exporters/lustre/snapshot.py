@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 ROLES = ("client", "oss", "mds", "mgs")
+#: The components that are a client's view of a server's target.
+CLIENT_VIEWS = ("osc", "mdc")
 
 
 @dataclass(slots=True)
