@@ -27,7 +27,8 @@ dashboard opens, from the live label values: "All" where a variable has it, else
 first value, as for the GPU fleet's node choice), it prints JSON lines: ``{"rule_group",
 "mean_seconds", "interval_seconds", "ratio"}`` per group, ``{"head_series", "rss_bytes",
 "bytes_per_series", ...}`` and ``{"panel", "range", "step", "p95_seconds", ...}`` per
-panel query, range (1 h, 24 h) and step (30 s, 5 m): a range query for a time series, the
+panel query, range (1 h, 24 h) and step (30 s, 5 m; a panel's "Min interval" raises it,
+as in Grafana: ``"step_seconds"``): a range query for a time series, the
 instant query at the range's end for an instant target (stat, table, bar gauge), as
 Grafana sends them (``"query"`` says which; ``$__range`` and ``$__interval`` filled
 either way). Targets: every group under 10 % of its interval, every panel p95 under 2 s
@@ -597,10 +598,12 @@ def global_view(url: str, prometheus: Prometheus) -> dict[str, Any]:
 
 def panel_queries(
     prometheus: Prometheus, dash_dir: Path, only: list[str] | None = None
-) -> list[tuple[str, str, str, bool]]:
-    """(panel "dashboard/title/ref", expression with variables, variables, instant) of
-    every panel (of the dashboards *only* names, by uid, when given); *instant*: Grafana
-    asks for the target's value at the end of the range only (``"instant": true``)."""
+) -> list[tuple[str, str, str, bool, int]]:
+    """(panel "dashboard/title/ref", expression with variables, variables, instant, min
+    step) of every panel (of the dashboards *only* names, by uid, when given); *instant*:
+    Grafana asks for the target's value at the end of the range only (``"instant":
+    true``); *min step*: the panel's "Min interval" in seconds (0 without one), under
+    which Grafana does not step."""
     out = []
     for path in sorted(dash_dir.glob("*.json")):
         dash = json.loads(path.read_text())
@@ -615,7 +618,8 @@ def panel_queries(
                 if expr.strip():
                     name = f"{dash['uid']}/{panel.get('title')}/{target.get('refId')}"
                     instant = bool(target.get("instant")) and not target.get("range")
-                    out.append((name, expr, json.dumps(values), instant))
+                    least = check._seconds(str(panel.get("interval") or ""))
+                    out.append((name, expr, json.dumps(values), instant, least))
     return out
 
 
@@ -624,10 +628,11 @@ def measure_panels(
 ) -> list[dict]:
     rows = []
     now = time.time()
-    for name, expr, values_text, instant in panel_queries(prometheus, dash_dir, only):
+    for name, expr, values_text, instant, least in panel_queries(prometheus, dash_dir, only):
         values = json.loads(values_text)
         for range_name, seconds in RANGES.items():
-            for step_name, step in STEPS.items():
+            for step_name, asked in STEPS.items():
+                step = max(asked, least)  # Grafana: the panel's min interval wins
                 # Grafana: $__interval is the step, $__rate_interval max(4 scrapes, step + scrape)
                 rate = max(4 * SCRAPE_SECONDS, step + SCRAPE_SECONDS)
                 filled = dict(
@@ -654,6 +659,7 @@ def measure_panels(
                         "range": range_name,
                         "step": step_name,
                         "query": "instant" if instant else "range",
+                        "step_seconds": step,
                         "p95_seconds": round(p95, 4),
                         "median_seconds": round(statistics.median(times), 4),
                         "error": error,

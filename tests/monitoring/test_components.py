@@ -218,3 +218,31 @@ def test_one_fatal_xid_list_for_the_exporter_and_the_alert() -> None:
     assert set(gpu.PAGING_XIDS) == xid.FATAL_XIDS
     matched = re.findall(r'xid=~"([0-9|]+)"', rules.alert("GPUFatalXid").expr)
     assert matched and all(set(m.split("|")) == {str(x) for x in xid.FATAL_XIDS} for m in matched)
+
+
+def test_time_series_over_slow_records_only_step_at_the_slow_interval() -> None:
+    """A slow record changes every slow interval: a panel reading only such records has
+    that as its "Min interval" (Grafana steps no finer); one reading a raw series or an
+    evaluation record has none."""
+    from gotthard.monitoring.dashboards.panels import Query, record_interval
+    from gotthard.monitoring.rule_model import DEFAULT_SLOW_RULE_INTERVAL
+
+    slow = {rule.record for rule in rules.RECORDING_RULES if rule.cadence == "slow"}
+    stepped = 0
+    for dash in build.build_dashboards():
+        for panel in dash["panels"]:
+            if panel["type"] != "timeseries":
+                continue
+            exprs = [t["expr"] for t in panel["targets"]]
+            names = {n for e in exprs for n in re.findall(r"\w+:\w+:\w+", e)}
+            raw = any(re.search(r"\bgotthard_\w+", re.sub(r"\w+:\w+:\w+", "", e)) for e in exprs)
+            only_slow = bool(names) and names <= slow and not raw
+            assert panel.get("interval") == (DEFAULT_SLOW_RULE_INTERVAL if only_slow else None), (
+                dash["uid"],
+                panel["title"],
+            )
+            stepped += only_slow
+    assert stepped >= 30
+    assert record_interval([Query(f"sum({gpu.CLUSTER_POWER})")]) == DEFAULT_SLOW_RULE_INTERVAL
+    assert record_interval([Query(gpu.CLUSTER_UTILIZATION)]) is None  # evaluation group
+    assert record_interval([Query(f"{gpu.CLUSTER_POWER} / gotthard_gpu_info")]) is None

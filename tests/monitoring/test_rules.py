@@ -359,9 +359,13 @@ def test_every_alert_carries_severity_summary_description_and_urls(built: Path) 
                 notes["dashboard_url"],
             )
             assert match and match.group(1) in uids, notes["dashboard_url"]
-            # every component but DR (whose metrics have no cluster) links site and cluster
+            # every component but DR (whose metrics have no cluster) links site and cluster;
+            # an alert about one GPU its node too (the GPU fleet has no "All" nodes)
             if definition.component != "dr":
-                assert definition.url_labels == ("site", "cluster"), name
+                assert definition.url_labels[:2] == ("site", "cluster"), name
+                assert definition.url_labels[2:] in ((), ("instance",)), name
+                if definition.component == "gpu" and name != "GPUMissingFromNode":
+                    assert definition.url_labels[2:] == ("instance",), name
     assert sorted(seen) == sorted(rules.alert_names()) and len(seen) == len(set(seen))
     assert len(seen) == len(set(seen))
 

@@ -171,7 +171,11 @@ ROW_REMAP_FAILURE = LastReading(
 )
 LAST_READINGS = (LOST, ROW_REMAP_FAILURE)
 
-_alert = partial(AlertRule, component=COMPONENT, dashboard=DASHBOARD)
+#: A GPU alert's dashboard link opens the GPU fleet on its node (the node variable has no
+#: "All": without it, the dashboard would open on the first node).
+_alert = partial(
+    AlertRule, component=COMPONENT, dashboard=DASHBOARD, url_labels=("site", "cluster", "instance")
+)
 _XIDS = "|".join(str(xid) for xid in PAGING_XIDS)
 #: A GPU's slot on its node: the NVML index, whichever board (UUID) sits there.
 _SLOT = "site, cluster, instance, gpu"
@@ -260,6 +264,7 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
         ),
         _alert(
             name="GPUMissingFromNode",
+            url_labels=("site", "cluster"),  # per Slurm node: no instance
             # Slurm's GRES count against the GPUs NVML lists on the node: catches a GPU
             # missing since the exporter started (GPULost needs to have seen it)
             expr=(

@@ -61,13 +61,15 @@ NIC = "site, cluster, instance, device"
 
 def _top(record: str, source: str, by: str = "") -> RecordingRule:
     """The :data:`TOP_NICS` NICs of each cluster (and of each *by* value) with the highest
-    *source* (a per-NIC record evaluated before it, or a gauge): what a busiest-NIC panel
-    reads, at most :data:`TOP_NICS` series per cluster (and *by* value) at each step of a
-    day instead of every NIC's (ranking every NIC of an Alps-size cluster at each step
-    took seconds, docs/scale.md). ``slow``: only panels read it."""
+    *source* (a per-NIC record evaluated before it, or a gauge) above 0: what a
+    busiest-NIC panel reads, at most :data:`TOP_NICS` series per cluster (and *by* value)
+    at each step of a day instead of every NIC's (ranking every NIC of an Alps-size
+    cluster at each step took seconds, docs/scale.md). ``slow``: only panels read it."""
     group = f"site, cluster, {by}" if by else "site, cluster"
+    # only NICs with a count: a healthy cluster's zeros would fill the ten places with
+    # NICs that change at every evaluation (and each one a series over a day's range)
     return RecordingRule(
-        COMPONENT, record, f"topk by ({group}) ({TOP_NICS}, {source})", cadence="slow"
+        COMPONENT, record, f"topk by ({group}) ({TOP_NICS}, {source} > 0)", cadence="slow"
     )
 
 

@@ -16,6 +16,8 @@ hold by construction:
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +40,7 @@ from grafanalib.core import (
     TimeSeries,
 )
 
+from gotthard.monitoring.rule_model import DEFAULT_SLOW_RULE_INTERVAL
 from gotthard.monitoring.shared import DASHBOARD_NAMES, DASHBOARD_UIDS, TITLE_PREFIX, sel
 
 DATASOURCE: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
@@ -150,6 +153,31 @@ def _overrides(queries: Sequence[Query], *, table: bool) -> list[dict[str, Any]]
     return overrides
 
 
+#: A recorded series' name (``level:metric:operations``) and a raw metric's.
+_RECORD = re.compile(r"\b[a-z][a-z0-9_]*:[a-z0-9_]+:[a-z0-9_]+\b")
+_METRIC = re.compile(r"\bgotthard_[a-z0-9_]+\b")
+
+
+@functools.cache
+def _slow_records() -> frozenset[str]:
+    from gotthard.monitoring.rules import RECORDING_RULES  # the rules import no panel
+
+    return frozenset(rule.record for rule in RECORDING_RULES if rule.cadence == "slow")
+
+
+def record_interval(queries: Sequence[Query]) -> str | None:
+    """The panel's minimum interval (Grafana's "Min interval"): the default slow rule
+    interval when its queries read slow records only, which change only that often (a
+    finer step repeats each value and costs a day's range query more steps); none
+    otherwise."""
+    exprs = [query.expr for query in queries]
+    records = {name for expr in exprs for name in _RECORD.findall(expr)}
+    raw = any(_METRIC.search(_RECORD.sub("", expr)) for expr in exprs)
+    if records and not raw and records <= _slow_records():
+        return DEFAULT_SLOW_RULE_INTERVAL
+    return None
+
+
 def timeseries(
     title: str,
     unit: str,
@@ -176,6 +204,7 @@ def timeseries(
         overrides=_overrides(queries, table=False),
         thresholds=threshold_steps(lines),
         thresholdsStyleMode="line" if lines else "off",
+        interval=record_interval(queries),
     )
 
 
