@@ -2,8 +2,8 @@
 """Scale benchmark of the DR daemon: 500 namespaces x 2 sites of backup schedules.
 
 Configuration: 500 ``[[dr.schedules]]`` (one namespace each, crons spread over the day)
-on 2 sites = 1,000 backup jobs + 2 storage-location jobs, in a SQLite job store on disk,
-or (``--store postgresql``) in a private PostgreSQL cluster started with Debian's
+on 2 sites = 1,000 backup jobs + 2 follow and 2 storage-location jobs, in a SQLite job
+store on disk, or (``--store postgresql``) in a private PostgreSQL cluster started with Debian's
 ``initdb``/``pg_ctl`` (``tests/support/postgres.py``; the ``postgres`` extra's psycopg);
 ``--store both`` measures both stores and prints ``{"sqlite": ..., "postgresql": ...}``.
 
@@ -17,14 +17,18 @@ Each measurement runs in a fresh process (``ru_maxrss`` is per process):
 
 * ``startup_seconds``: ``DrDaemon(settings)`` + becoming leader (start-up chores, all
   jobs added to an EMPTY job store) - the first start;
-* ``restart_seconds``: the same on the persisted store (1,002 unchanged jobs kept);
+* ``restart_seconds``: the same on the persisted store (1,004 unchanged jobs kept);
 * ``scheduling_pass_seconds``: all 1,000 backup jobs due at once; from ``resume()`` to
-  the last job executed (each: create Backup + follow it to Completed), with APScheduler's
-  default 10 worker threads; ``process_jobs_seconds``: the scheduler's own pass (the
-  ``_process_jobs`` call that finds and submits the due jobs, store updates included);
+  the last job executed (each creates its Backup; the daemon's ``follow:`` jobs record
+  how they end), with APScheduler's default 10 worker threads;
+  ``process_jobs_seconds``: the scheduler's own pass (the ``_process_jobs`` call
+  that finds and submits the due jobs, store updates included);
   ``scheduling_pass_cpu_seconds``: the CPU time (all threads) the pass took, which other
   load on the machine inflates less than the wall time. Target: the pass within 0.5 s
   (``meets_target``);
+* ``follow_pass_seconds``: one round of each site's ``follow:`` job right after the pass:
+  one LIST per site, each of the 1,000 Backups (Completed at once here) recorded
+  (``backups_followed``);
 * ``bsl_pass_seconds``: one storage-location/RPO job of one site (500 namespaces);
 * ``peak_rss_mib``: ``ru_maxrss`` of the start-up process (``pass_peak_rss_mib``: of the
   process that also ran the scheduling pass).
@@ -223,6 +227,9 @@ def phase_pass(workdir: Path, url: str) -> dict[str, Any]:
     fire = time.perf_counter() - t2
     after = resource.getrusage(resource.RUSAGE_SELF)
     fire_cpu = (after.ru_utime - cpu.ru_utime) + (after.ru_stime - cpu.ru_stime)
+    t4 = time.perf_counter()
+    followed = sum(len(daemon.follow(site)) for site in SITES)
+    follow = time.perf_counter() - t4
     t3 = time.perf_counter()
     bsl_job("zurich")
     bsl = time.perf_counter() - t3
@@ -233,6 +240,8 @@ def phase_pass(workdir: Path, url: str) -> dict[str, Any]:
         "fire_cpu": fire_cpu,
         "process_jobs": max(passes) if passes else None,
         "process_jobs_calls": len(passes),
+        "follow": follow,
+        "followed": followed,
         "executed": len(finished),
         "errors": len(errors),
         "backups": sum(len(st.objects.get("backups", {})) for st in stubs),
@@ -312,6 +321,8 @@ def report(store: str, start: dict[str, Any], run: dict[str, Any]) -> dict[str, 
         "job_errors": run["errors"],
         "backups_created": run["backups"],
         "api_calls": run["api_calls"],
+        "follow_pass_seconds": round(run["follow"], 3),
+        "backups_followed": run["followed"],
         "bsl_pass_seconds": round(run["bsl"], 3),
         "pass_peak_rss_mib": round(run["rss"], 1),
     }

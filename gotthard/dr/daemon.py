@@ -1,11 +1,14 @@
 """The DR daemon: APScheduler 3.x with a persistent SQLAlchemy job store.
 
 * Jobs have stable ids (``backup:<site>:<schedule>``, ``drill:<site>:<namespace>``,
-  ``bsl:<site>``, ``placement``) and are (re)added with ``replace_existing``, so a
-  restart keeps their next run times from the job store instead of duplicating them.
+  ``follow:<site>``, ``bsl:<site>``, ``placement``) and are (re)added with
+  ``replace_existing``, so a restart keeps their next run times from the job store
+  instead of duplicating them.
 * Defaults: ``coalesce``, ``max_instances=1``, ``misfire_grace_time``.
 * Backups are named per cron slot, so running a slot twice (restart, misfire,
   coalescing) creates nothing new: 409 means done.
+* A backup job creates its Backup and returns; ``follow:<site>`` records how the
+  site's Backups end (:mod:`gotthard.dr.follow`), so no worker thread waits on Velero.
 * Only the Lease holder runs the scheduler; losing the Lease stops it. A SQLite job
   store is also guarded by an exclusive file lock: two APScheduler 3.x processes must
   never share one job store.
@@ -37,6 +40,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from kubernetes import client
 
 from gotthard.dr import ops, placement
+from gotthard.dr.follow import BackupFollower
 from gotthard.dr.lease import LeaseElector
 from gotthard.dr.metrics import DrMetrics
 from gotthard.dr.scheduler import BatchingJobStore, DrScheduler, SlotExecutor, takes_slot
@@ -46,12 +50,13 @@ from gotthard.kube import client_for
 
 if TYPE_CHECKING:
     from gotthard.config import Config
+    from gotthard.dr.velero import Outcome
 
 log = logging.getLogger(__name__)
 
 #: The running daemon, for the job functions (the job store keeps only their names and args).
 _CURRENT: DrDaemon | None = None
-JOB_PREFIXES = ("backup:", "drill:", "bsl:", "placement")
+JOB_PREFIXES = ("backup:", "drill:", "bsl:", "follow:", "placement")
 _EVENTS = {
     EVENT_JOB_EXECUTED: "executed",
     EVENT_JOB_ERROR: "error",
@@ -110,13 +115,21 @@ def _daemon() -> DrDaemon:
 
 @takes_slot
 def backup_job(site: str, schedule: str, slot: dt.datetime | None = None) -> str:
-    """Back up *schedule* at *site* for the cron *slot* the scheduler fired (default: the
-    latest slot at or before now, for a run outside the scheduler)."""
+    """Create the Backup of *schedule* at *site* for the cron *slot* the scheduler fired
+    (default: the latest slot at or before now, for a run outside the scheduler)."""
     d = _daemon()
     sched = d.schedule(schedule)
     if slot is None:
         slot = last_slot(sched.cron, d.settings.timezone, ops.now_utc(d.ctx))
-    return ops.run_backup(d.ctx, site, sched, slot).name
+    # create and return: the site's follow job records how it ends (gotthard.dr.follow)
+    name = ops.trigger_backup(d.ctx, site, sched, slot)
+    d.follower.track(site, name, sched.name, d.ctx.clock())
+    return name
+
+
+def follow_job(site: str) -> int:
+    """Record the outcome of the Backups of *site* that finished; how many did."""
+    return len(_daemon().follow(site))
 
 
 @takes_slot
@@ -178,6 +191,8 @@ class DrDaemon:
         self.health_source = health_source
         self.scheduler: BackgroundScheduler | None = None
         self._schedules = {sched.name: sched for sched in settings.schedules}
+        #: The unfinished Backups the scheduled backup jobs created, per site.
+        self.follower = BackupFollower()
         #: The elector of the last :meth:`step` (None: no Lease, always leader).
         self.lease: LeaseElector | None = None
         self._lockfile: IO[bytes] | None = None
@@ -218,6 +233,11 @@ class DrDaemon:
         """The backup schedule *name* of the settings."""
         return self._schedules[name]
 
+    def follow(self, site: str) -> dict[str, Outcome | None]:
+        """One round of following *site*'s unfinished Backups (:mod:`gotthard.dr.follow`)."""
+        fired = [sched.name for sched in self.settings.schedules if not sched.velero_schedule]
+        return self.follower.poll(self.ctx, site, fired)
+
     def build_scheduler(self) -> BackgroundScheduler:
         s = self.settings
         sched = DrScheduler(
@@ -246,10 +266,12 @@ class DrDaemon:
         """Job id -> add_job keyword arguments, from the settings."""
         s, tz = self.settings, self.settings.timezone
         jobs: dict[str, dict[str, Any]] = {}
+        followed: set[str] = set()  # the sites whose Backups the follow job follows
         for sched in s.schedules:
             if sched.velero_schedule:
                 continue  # Velero's own Schedule fires these (synced at leader start-up)
             for site in sched.sites_in(self.ctx.sites):
+                followed.add(site)
                 jobs[f"backup:{site}:{sched.name}"] = {
                     "func": backup_job,
                     "trigger": cron_trigger(sched.cron, tz),
@@ -260,6 +282,12 @@ class DrDaemon:
                 "func": drill_job,
                 "trigger": cron_trigger(drill.cron, tz),
                 "kwargs": {"site": drill.site, "namespace": drill.namespace},
+            }
+        for site in sorted(followed):
+            jobs[f"follow:{site}"] = {
+                "func": follow_job,
+                "trigger": IntervalTrigger(seconds=s.follow_interval_seconds, timezone=tz),
+                "kwargs": {"site": site},
             }
         for site in self.ctx.sites:
             jobs[f"bsl:{site}"] = {
@@ -299,6 +327,7 @@ class DrDaemon:
         self._lock_jobstore()
         _CURRENT = self
         sched = self.build_scheduler()
+        self.follower.reset()  # the first round adopts what a former leader left unfinished
         sched.start(paused=True)
         self.sync_jobs(sched)
         sched.resume()

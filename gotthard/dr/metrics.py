@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,14 @@ _FAMILIES: tuple[tuple[str, type[Gauge | Counter], str, tuple[str, ...], str], .
         ("site", "schedule", "phase"),
         "Velero Backups finished, by terminal phase (Completed, PartiallyFailed, Failed, "
         "FailedValidation, Timeout).",
+    ),
+    (
+        "backups_in_progress",
+        Gauge,
+        "gotthard_dr_backups_in_progress",
+        ("site",),
+        "Backups the scheduled jobs created (or the leader found unfinished when it took "
+        "over) that have not finished yet.",
     ),
     (
         "rpo",
@@ -244,6 +253,7 @@ class DrMetrics:
     backup_last_failure: Gauge
     backup_duration: Gauge
     backups: Counter
+    backups_in_progress: Gauge
     rpo: Gauge
     rto: Gauge
     tier_breach: Gauge
@@ -372,8 +382,11 @@ class DrMetrics:
 _RUNS = 64
 
 
+@functools.lru_cache(maxsize=4096)
 def cron_period_seconds(cron: str, timezone: str = "UTC") -> float:
-    """The longest gap between two consecutive runs of *cron* over its next runs."""
+    """The longest gap between two consecutive runs of *cron* over its next runs (kept per
+    cron: :data:`_RUNS` runs cover a cron's irregular gaps from whenever they start, and
+    schedules often share a cron)."""
     from gotthard.dr.settings import cron_trigger
 
     trigger = cron_trigger(cron, timezone)

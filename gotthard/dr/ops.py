@@ -109,14 +109,21 @@ def record_backup(ctx: Context, site: str, schedule: str, outcome: v.Outcome) ->
             record_rpo(ctx, site, ns, max(0.0, ctx.clock() - outcome.completed))
 
 
+def record_backup_timeout(ctx: Context, site: str, schedule: str) -> None:
+    """A Backup of *schedule* still unfinished after ``backup_timeout_seconds``."""
+    ctx.metrics.backups.labels(site, schedule, "Timeout").inc()
+    ctx.metrics.backup_last_failure.labels(site, schedule).set(ctx.clock())
+
+
 def run_backup(ctx: Context, site: str, schedule: BackupSchedule, slot: dt.datetime) -> v.Outcome:
-    """Trigger the slot's Backup and follow it to a terminal phase (or the timeout)."""
+    """Trigger the slot's Backup and wait, in this thread, for a terminal phase (or the
+    timeout). The daemon's scheduled jobs do not wait: they create, and
+    :mod:`gotthard.dr.follow` follows all of a site's Backups with one LIST."""
     name = trigger_backup(ctx, site, schedule, slot)
     try:
         outcome = ctx.velero(site).wait("backups", name, ctx.settings.backup_timeout_seconds)
     except v.PhaseTimeout:
-        ctx.metrics.backups.labels(site, schedule.name, "Timeout").inc()
-        ctx.metrics.backup_last_failure.labels(site, schedule.name).set(ctx.clock())
+        record_backup_timeout(ctx, site, schedule.name)
         raise
     record_backup(ctx, site, schedule.name, outcome)
     if not outcome.usable:

@@ -195,6 +195,9 @@ class DrConfig(Strict):
     backup_timeout_seconds: Seconds = 4 * 3600.0
     restore_timeout_seconds: Seconds = 2 * 3600.0
     poll_interval_seconds: Seconds = 5.0
+    #: How often each site's ``follow:`` job reads the Backups the scheduled jobs created
+    #: (one LIST per site, only while some are unfinished).
+    follow_interval_seconds: Seconds = 30.0
     #: Kubernetes API calls: attempts, first back-off (doubling, capped), request timeout.
     api_attempts: Annotated[int, Field(ge=1, le=20)] = 5
     api_backoff_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0

@@ -123,6 +123,18 @@ class Outcome:
         return max(0.0, self.completed - self.started)
 
 
+def outcome_of(obj: dict[str, Any]) -> Outcome:
+    """The :class:`Outcome` of a Backup or Restore *obj* in a terminal phase."""
+    status = obj.get("status") or {}
+    return Outcome(
+        (obj.get("metadata") or {}).get("name", ""),
+        phase_of(obj),
+        parse_time(status.get("startTimestamp")),
+        parse_time(status.get("completionTimestamp")),
+        obj,
+    )
+
+
 class Velero:
     """Velero objects in one cluster's Velero namespace."""
 
@@ -193,14 +205,7 @@ class Velero:
             obj = self.get(plural, name)
             phase = phase_of(obj)
             if obj is not None and phase in TERMINAL_PHASES:
-                status = obj.get("status") or {}
-                return Outcome(
-                    name,
-                    phase,
-                    parse_time(status.get("startTimestamp")),
-                    parse_time(status.get("completionTimestamp")),
-                    obj,
-                )
+                return outcome_of(obj)
             waited = self.clock() - start
             if waited >= timeout:
                 raise PhaseTimeout(kind, name, None if obj is None else phase, waited)
@@ -303,6 +308,7 @@ __all__ = [
     "backup_spec",
     "describe_phase",
     "format_time",
+    "outcome_of",
     "parse_time",
     "phase_of",
     "slot_name",

@@ -332,6 +332,8 @@ def _dr(top: Topology) -> dict[str, Any]:
         queries["api_up"] = top.external.api_up or EXTERNAL_API_UP
     return {
         "poll_interval_seconds": 1,
+        # the game day's every-minute backups end within seconds: follow them as often
+        "follow_interval_seconds": 5,
         "api_attempts": 2,
         "api_backoff_seconds": 0.2,
         "api_timeout_seconds": 5,

@@ -39,6 +39,7 @@ def make_config(
     dr: dict[str, object] = {
         "jobstore_url": f"sqlite:///{tmp_path}/jobs.sqlite",
         "poll_interval_seconds": 0.02,
+        "follow_interval_seconds": 0.05,
         "api_backoff_seconds": 0.01,
         "api_backoff_max_seconds": 0.05,
         "api_timeout_seconds": 2,

@@ -27,7 +27,13 @@ def test_restart_keeps_jobs_and_does_not_duplicate_slot(k8s, velero, cfg) -> Non
     first = DrDaemon(cfg, api_clients=apis, identity="a")
     sched = first.start_scheduler()
     ids = sorted(j.id for j in sched.get_jobs())
-    assert ids == ["backup:zurich:daily", "bsl:lugano", "bsl:zurich", "drill:zurich:prod"]
+    assert ids == [
+        "backup:zurich:daily",
+        "bsl:lugano",
+        "bsl:zurich",
+        "drill:zurich:prod",
+        "follow:zurich",
+    ]
     job = sched.get_job("backup:zurich:daily")
     assert (job.coalesce, job.max_instances, job.misfire_grace_time) == (True, 1, 600)
     next_run = job.next_run_time

@@ -24,7 +24,7 @@ def test_sqlite_jobstore_is_created_0600_and_a_loose_one_tightened(k8s, tmp_path
     try:
         daemon = DrDaemon(cfg, api_clients=apis, identity="a")
         sched = daemon.start_scheduler()
-        assert len(sched.get_jobs()) == 4  # the store is a working database
+        assert len(sched.get_jobs()) == 5  # the store is a working database
         daemon.stop_scheduler()
     finally:
         os.umask(old)
@@ -34,7 +34,7 @@ def test_sqlite_jobstore_is_created_0600_and_a_loose_one_tightened(k8s, tmp_path
 
     store.chmod(0o644)
     again = DrDaemon(cfg, api_clients=apis, identity="a")
-    assert len(again.start_scheduler().get_jobs()) == 4  # jobs kept
+    assert len(again.start_scheduler().get_jobs()) == 5  # jobs kept
     again.stop_scheduler()
     assert _mode(store) == 0o600
 

@@ -140,16 +140,19 @@ def test_scheduler_fires_missed_slot_once_after_restart_and_it_is_a_noop(
     time.sleep(0.3)  # an uncoalesced second or third run would show up here
     assert events(second, job, "executed") == 1 and events(second, job, "missed") == 0
     assert sched.get_job(job).next_run_time == slot + DAY
+    # the follow job records the existing Backup's end instead of a new one being made
+    wait_until(
+        lambda: (
+            second.metrics.registry.get_sample_value(
+                "gotthard_dr_backups_total",
+                {"site": "zurich", "schedule": "daily", "phase": "Completed"},
+            )
+            == 1
+        ),
+        what="the follow job to record the slot's Backup",
+    )
     second.stop_scheduler()
     assert [b["metadata"]["name"] for b in velero_items(k8s, "backups")] == [name]
-    # it followed the existing Backup to its end instead of making a new one
-    assert (
-        second.metrics.registry.get_sample_value(
-            "gotthard_dr_backups_total",
-            {"site": "zurich", "schedule": "daily", "phase": "Completed"},
-        )
-        == 1
-    )
 
 
 def test_missed_slot_past_misfire_grace_is_skipped_after_restart(

@@ -68,7 +68,7 @@ def test_leader_start_applies_velero_schedules_and_checks_bsl(
         # Velero fires "daily" itself: the daemon adds no second Backup per slot for it
         assert daemon.scheduler is not None
         ids = sorted(j.id for j in daemon.scheduler.get_jobs())
-        assert ids == ["backup:zurich:hourly", "bsl:lugano", "bsl:zurich"]
+        assert ids == ["backup:zurich:hourly", "bsl:lugano", "bsl:zurich", "follow:zurich"]
 
         reg = daemon.metrics.registry
         avail = "gotthard_dr_backup_storage_location_available"

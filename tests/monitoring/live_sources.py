@@ -258,9 +258,21 @@ class LiveDr:
                 30,
                 what=lambda jobs=jobs: f"DR jobs {', '.join(jobs)} to run",
             )
+            if "backup:zurich:daily" in jobs:
+                # the job only creates its Backup; the drill needs it Completed, as its
+                # follow job records
+                wait_until(self._backed_up, 30, what="the follow job to record the backup")
         self.server = MetricsServer(self.daemon.metrics, "127.0.0.1", 0, self.daemon.health)
         self.server.start()
         return self.server.port
+
+    def _backed_up(self) -> bool:
+        assert self.daemon is not None
+        value = self.daemon.metrics.registry.get_sample_value(
+            "gotthard_dr_backup_last_success_timestamp_seconds",
+            {"site": "zurich", "schedule": "daily"},
+        )
+        return value is not None
 
     def _executed(self, job: str) -> bool:
         assert self.daemon is not None
