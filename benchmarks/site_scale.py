@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """A whole site on a real Prometheus: rule groups, TSDB head and every dashboard panel.
 
-The site (``--scale 1``) is Alps-sized: 2,700 GPU nodes with 4 GH200 each and 4 Slingshot
-NICs (each node's series made by the GPU render function and the Slingshot collector,
-as in benchmarks/cardinality.py), 400 OSTs on OSSs of 10 OSTs with 10,000 job IDs in
-each OST's job_stats (job stats on, the default limit of 1,000 per target), one MDS, a
-Slurm controller with 100,000 jobs on 10,000 nodes (gotthard_slurm_job_info on), the DR daemon and
-the runbook webhook. ``--scale F`` takes the fraction F of every count (at least one).
+The site (``--scale 1``) is Alps-sized: 2,700 GPU nodes with 4 GH200 each, 4 Slingshot
+NICs and a Lustre client (each node's series made by the GPU render function, the
+Slingshot and the Lustre collectors, as in benchmarks/cardinality.py;
+``--lustre-client``), 400 OSTs on OSSs of 10 OSTs with 10,000 job IDs in each OST's
+job_stats (job stats on, the default limit of 1,000 per target), one MDS, a Slurm
+controller with 100,000 jobs on 10,000 nodes (gotthard_slurm_job_info on), the DR daemon
+and the runbook webhook. ``--scale F`` takes the fraction F of every count (at least one).
 
 How the data gets in, and why both ways:
 
@@ -121,12 +122,26 @@ def counts(scale: float) -> dict[str, int]:
     return {key: max(1, round(value * scale)) for key, value in FULL.items()}
 
 
-def site_roles(scale: float) -> list[tuple[str, str, list[str], list[tuple[str, str]]]]:
-    """(job, role, instances, template samples) of every role of the site at *scale*."""
+#: What each GPU node's Lustre client exports (``--lustre-client``): ``no-space`` is
+#: ``--lustre.client-target-space=false`` (each import's state, the node's own operations;
+#: the servers export each target's space), ``full`` the default collector (every
+#: target's space and inodes too), ``none`` no client.
+LUSTRE_CLIENT = ("no-space", "full", "none")
+
+
+def site_roles(
+    scale: float, lustre_client: str = "no-space"
+) -> list[tuple[str, str, list[str], list[tuple[str, str]]]]:
+    """(job, role, instances, template samples) of every role of the site at *scale*.
+    A GPU node's client imports all 400 OSTs at any scale, as a client of the full-size
+    file system does: its series are what a node costs at full size."""
     n = counts(scale)
     per_oss = cardinality.SIZES["osts_per_oss"]
     oss = math.ceil(n["osts"] / per_oss)
     gpu = parse(cardinality.gpu(False)) + parse(cardinality.slingshot(1))
+    if lustre_client != "none":
+        full = lustre_client == "full"
+        gpu += parse(cardinality.lustre("client", client_target_space=full))
     with sized(osts_per_oss=min(per_oss, n["osts"])):
         lustre_oss = parse(cardinality.lustre("oss", job_stats=True))
     lustre_mds = parse(cardinality.lustre("mds", job_stats=True))
@@ -191,14 +206,14 @@ class Shard:
         self.body = gzip.compress("".join(lines).encode(), 1)
 
 
-def shards(scale: float, second: float = 0.0) -> list[Shard]:
+def shards(scale: float, second: float = 0.0, lustre_client: str = "no-space") -> list[Shard]:
     """The shards of the site at *scale*, and of a second site at *second* of it."""
     out = []
     sites = [(scale, SITE, CLUSTER)]
     if second > 0:
         sites.append((scale * second, SECOND_SITE, SECOND_CLUSTER))
     for fraction, site, cluster in sites:
-        for job, _role, instances, template in site_roles(fraction):
+        for job, _role, instances, template in site_roles(fraction, lustre_client):
             per = max(1, SHARD_SERIES // max(1, len(template)))
             for start in range(0, len(instances), per):
                 chunk = instances[start : start + per]
@@ -710,6 +725,13 @@ def main(argv: list[str] | None = None) -> int:
         help="print every rule of this group by its mean time (besides the slowest rules)",
     )
     parser.add_argument(
+        "--lustre-client",
+        choices=LUSTRE_CLIENT,
+        default="no-space",
+        help="what each GPU node's Lustre client exports (default no-space: "
+        "--lustre.client-target-space=false; full: the default collector; none)",
+    )
+    parser.add_argument(
         "--second-site",
         type=float,
         default=0.0,
@@ -726,13 +748,14 @@ def main(argv: list[str] | None = None) -> int:
     proc = None
     try:
         started = time.monotonic()
-        shard_list = shards(args.scale, args.second_site)
+        shard_list = shards(args.scale, args.second_site, args.lustre_client)
         servers, addresses = serve(shard_list)
         series = sum(s.series for s in shard_list)
         print(
             json.dumps(
                 {
                     "scale": args.scale,
+                    "lustre_client": args.lustre_client,
                     "site": counts(args.scale),
                     "second_site": counts(args.scale * args.second_site)
                     if args.second_site
