@@ -97,6 +97,12 @@ MDT_LATENCY = "site_cluster_fs_target:gotthard_lustre_mdt_operation_latency_seco
 EVICTIONS = "site_cluster_fs_target:gotthard_lustre_evictions:increase10m"
 LNET_DROPS = "site_cluster_instance:gotthard_lustre_lnet_drops:rate5m"
 INODES_USED = "site_cluster_fs_target:gotthard_lustre_target_files_used:ratio"
+#: LNet bytes per second (``direction`` send or receive) of each Lustre server, and of
+#: every node of a cluster together, clients included: what the Lustre dashboard's LNet
+#: panel draws. Drawn per node, it read every client (2,740 nodes at Alps size) at every
+#: step of a day (docs/scale.md), so both are slow records.
+LNET_SERVER_BYTES = "site_cluster_instance_direction:gotthard_lustre_server_lnet_bytes:rate5m"
+LNET_BYTES = "site_cluster_direction:gotthard_lustre_lnet_bytes:rate5m"
 #: Per-job IO over every target of a file system (job_stats, ``--lustre.job-stats``): what
 #: the per-job panels read, one series per job and file system instead of one per job
 #: and target (a 24 h panel over the raw series takes seconds at Alps size, docs/scale.md).
@@ -113,6 +119,13 @@ JOB_READ_TOP = "site_cluster_fs_job_id:gotthard_lustre_job_read_bytes:top10_rate
 JOB_WRITE_TOP = "site_cluster_fs_job_id:gotthard_lustre_job_write_bytes:top10_rate5m"
 JOB_MDT_OPERATIONS_TOP = "site_cluster_fs_job_id:gotthard_lustre_job_mdt_operations:top10_rate5m"
 _MDT_RATE = 'rate(gotthard_lustre_operations_total{component="mdt"}[5m])'
+#: Each node's LNet bytes per second, with a ``direction`` label (send, receive).
+_LNET_RATE = (
+    'label_replace(rate(gotthard_lustre_lnet_send_bytes_total[5m]), "direction", "send", "", "")'
+    "\n  or\n  "
+    'label_replace(rate(gotthard_lustre_lnet_receive_bytes_total[5m]), "direction", "receive",'
+    ' "", "")'
+)
 #: a client's import of a target that has no connection to the target's server
 _DISCONNECTED = "gotthard_lustre_target_import_connected == 0"
 #: ``gotthard_lustre_node_role_info`` values of a node that serves a file system
@@ -220,6 +233,19 @@ RECORDING_RULES = (
         COMPONENT,
         LNET_DROPS,
         "sum by (site, cluster, instance) (rate(gotthard_lustre_lnet_drop_messages_total[5m]))",
+    ),
+    RecordingRule(
+        COMPONENT,
+        LNET_SERVER_BYTES,
+        f"sum by (site, cluster, instance, direction) (\n  {_LNET_RATE}\n)\n"
+        f"and on (site, cluster, instance)\ngotthard_lustre_node_role_info{{{SERVER_ROLES}}}",
+        cadence="slow",
+    ),
+    RecordingRule(
+        COMPONENT,
+        LNET_BYTES,
+        f"sum by (site, cluster, direction) (\n  {_LNET_RATE}\n)",
+        cadence="slow",
     ),
 )
 

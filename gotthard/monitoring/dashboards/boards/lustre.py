@@ -63,11 +63,6 @@ def _per_target(
     return ui.timeseries(title, unit, query, description=description, lines=lines)
 
 
-def _lnet(direction: str, legend: str) -> ui.Query:
-    metric = f"gotthard_lustre_lnet_{direction}_total"
-    return ui.Query(agg("sum", "site, cluster, instance", rate(metric)), legend)
-
-
 def _serving(board: ui.Board, t: ThresholdValues) -> None:
     """Health of the servers: health_check, recovery, evictions, clients, LNet."""
     recovering = sel(
@@ -140,8 +135,11 @@ def _serving(board: ui.Board, t: ThresholdValues) -> None:
         ui.timeseries(
             "LNet traffic",
             "Bps",
-            _lnet("send_bytes", "{{instance}} sent"),
-            _lnet("receive_bytes", "{{instance}} received"),
+            ui.Query(sel(lustre.LNET_SERVER_BYTES), "{{instance}} {{direction}}"),
+            ui.Query(sel(lustre.LNET_BYTES), "{{cluster}}, every node: {{direction}}"),
+            description="LNet bytes per second each Lustre server (oss, mds, mgs) sends and "
+            "receives, and what every node of the cluster, clients included, sends and "
+            "receives together.",
         ),
         ui.timeseries(
             "LNet dropped messages",
