@@ -103,6 +103,12 @@ INODES_USED = "site_cluster_fs_target:gotthard_lustre_target_files_used:ratio"
 #: step of a day (docs/scale.md), so both are slow records.
 LNET_SERVER_BYTES = "site_cluster_instance_direction:gotthard_lustre_server_lnet_bytes:rate5m"
 LNET_BYTES = "site_cluster_direction:gotthard_lustre_lnet_bytes:rate5m"
+#: How many nodes the LNet drops panel draws per cluster.
+TOP_DROPPING = 10
+#: The :data:`TOP_DROPPING` nodes of each cluster that drop the most LNet messages (only
+#: nodes that drop): what the dashboard's LNet drops panel draws over a day, instead of
+#: every node of the cluster at every step (``slow``; LustreLNetDrops reads LNET_DROPS).
+LNET_DROPS_TOP = f"site_cluster_instance:gotthard_lustre_lnet_drops:top{TOP_DROPPING}_rate5m"
 #: Per-job IO over every target of a file system (job_stats, ``--lustre.job-stats``): what
 #: the per-job panels read, one series per job and file system instead of one per job
 #: and target (a 24 h panel over the raw series takes seconds at Alps size, docs/scale.md).
@@ -245,6 +251,12 @@ RECORDING_RULES = (
         COMPONENT,
         LNET_BYTES,
         f"sum by (site, cluster, direction) (\n  {_LNET_RATE}\n)",
+        cadence="slow",
+    ),
+    RecordingRule(
+        COMPONENT,
+        LNET_DROPS_TOP,
+        f"topk by (site, cluster) ({TOP_DROPPING}, {LNET_DROPS} > 0)",
         cadence="slow",
     ),
 )

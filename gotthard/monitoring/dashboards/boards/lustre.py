@@ -144,9 +144,10 @@ def _serving(board: ui.Board, t: ThresholdValues) -> None:
         ui.timeseries(
             "LNet dropped messages",
             "short",
-            ui.Query(sel(lustre.LNET_DROPS), "{{instance}}"),
-            description="Messages LNet dropped per second (no route, dead peer, no buffer). "
-            "LustreLNetDrops fires above the line.",
+            ui.Query(sel(lustre.LNET_DROPS_TOP), "{{instance}}"),
+            description="Messages LNet dropped per second (no route, dead peer, no buffer) by "
+            f"the {lustre.TOP_DROPPING} nodes of each cluster that drop the most (nodes that "
+            "drop none are left out). LustreLNetDrops fires above the line.",
             lines=((t[lustre.LNET_DROPS_PER_SECOND], "red"),),
         ),
     )
