@@ -193,6 +193,8 @@ class DrDaemon:
         self._schedules = {sched.name: sched for sched in settings.schedules}
         #: The unfinished Backups the scheduled backup jobs created, per site.
         self.follower = BackupFollower()
+        #: The schedules the daemon fires itself: whose unfinished Backups a leader adopts.
+        self._fired = frozenset(s.name for s in settings.schedules if not s.velero_schedule)
         #: The elector of the last :meth:`step` (None: no Lease, always leader).
         self.lease: LeaseElector | None = None
         self._lockfile: IO[bytes] | None = None
@@ -235,8 +237,7 @@ class DrDaemon:
 
     def follow(self, site: str) -> dict[str, Outcome | None]:
         """One round of following *site*'s unfinished Backups (:mod:`gotthard.dr.follow`)."""
-        fired = [sched.name for sched in self.settings.schedules if not sched.velero_schedule]
-        return self.follower.poll(self.ctx, site, fired)
+        return self.follower.poll(self.ctx, site, self._fired)
 
     def build_scheduler(self) -> BackgroundScheduler:
         s = self.settings

@@ -63,10 +63,6 @@ class BackupFollower:
         with self._lock:
             self._pending.setdefault(site, {}).setdefault(name, _Followed(schedule, since))
 
-    def unfinished(self, site: str) -> int:
-        with self._lock:
-            return len(self._pending.get(site, {}))
-
     def poll(
         self, ctx: ops.Context, site: str, schedules: Collection[str]
     ) -> dict[str, v.Outcome | None]:
