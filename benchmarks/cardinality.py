@@ -198,7 +198,13 @@ def _lustre_node(kind: str) -> Any:
     return node
 
 
-def lustre(kind: str, *, job_stats: bool = False, client_target_space: bool = True) -> str:
+def lustre(
+    kind: str,
+    *,
+    job_stats: bool = False,
+    client_target_space: bool = True,
+    client_target_imports: bool = True,
+) -> str:
     from gotthard.exporters.families import render_text
     from gotthard.exporters.lustre.collector import LustreCollector
     from gotthard.exporters.settings import LustreExporterConfig
@@ -215,7 +221,11 @@ def lustre(kind: str, *, job_stats: bool = False, client_target_space: bool = Tr
             for path in root.rglob("job_stats"):
                 path.write_text(text)
         collector = LustreCollector(
-            LustreExporterConfig(job_stats=job_stats, client_target_space=client_target_space),
+            LustreExporterConfig(
+                job_stats=job_stats,
+                client_target_space=client_target_space,
+                client_target_imports=client_target_imports,
+            ),
             procfs=str(root / "proc"),
             sysfs=str(root / "sys"),
         )
@@ -377,6 +387,14 @@ ROLES: tuple[Role, ...] = (
         lambda: lustre("client", client_target_space=False),
         "--lustre.client-target-space=false",
         "the servers export each target's space once",
+    ),
+    Role(
+        "lustre-client-lean",
+        "the same, and each target's import only while disconnected or deactivated",
+        {"ost": 400},
+        lambda: lustre("client", client_target_space=False, client_target_imports=False),
+        "--lustre.client-target-space=false --lustre.client-target-imports=false",
+        "each file system's imports counted by state instead",
     ),
     Role(
         "lustre-oss",

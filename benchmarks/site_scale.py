@@ -122,15 +122,17 @@ def counts(scale: float) -> dict[str, int]:
     return {key: max(1, round(value * scale)) for key, value in FULL.items()}
 
 
-#: What each GPU node's Lustre client exports (``--lustre-client``): ``no-space`` is
-#: ``--lustre.client-target-space=false`` (each import's state, the node's own operations;
-#: the servers export each target's space), ``full`` the default collector (every
-#: target's space and inodes too), ``none`` no client.
-LUSTRE_CLIENT = ("no-space", "full", "none")
+#: What each GPU node's Lustre client exports (``--lustre-client``): ``lean`` is
+#: ``--lustre.client-target-space=false --lustre.client-target-imports=false`` (the node's
+#: own operations, its imports counted by state; the servers export each target's space,
+#: and a healthy client no per-target import), ``no-space`` only the first of the two
+#: (each target's import state too), ``full`` the default collector (every target's space
+#: and inodes too), ``none`` no client.
+LUSTRE_CLIENT = ("lean", "no-space", "full", "none")
 
 
 def site_roles(
-    scale: float, lustre_client: str = "no-space"
+    scale: float, lustre_client: str = "lean"
 ) -> list[tuple[str, str, list[str], list[tuple[str, str]]]]:
     """(job, role, instances, template samples) of every role of the site at *scale*.
     A GPU node's client imports all 400 OSTs at any scale, as a client of the full-size
@@ -141,7 +143,10 @@ def site_roles(
     gpu = parse(cardinality.gpu(False)) + parse(cardinality.slingshot(1))
     if lustre_client != "none":
         full = lustre_client == "full"
-        gpu += parse(cardinality.lustre("client", client_target_space=full))
+        imports = lustre_client != "lean"
+        gpu += parse(
+            cardinality.lustre("client", client_target_space=full, client_target_imports=imports)
+        )
     with sized(osts_per_oss=min(per_oss, n["osts"])):
         lustre_oss = parse(cardinality.lustre("oss", job_stats=True))
     lustre_mds = parse(cardinality.lustre("mds", job_stats=True))
@@ -206,7 +211,7 @@ class Shard:
         self.body = gzip.compress("".join(lines).encode(), 1)
 
 
-def shards(scale: float, second: float = 0.0, lustre_client: str = "no-space") -> list[Shard]:
+def shards(scale: float, second: float = 0.0, lustre_client: str = "lean") -> list[Shard]:
     """The shards of the site at *scale*, and of a second site at *second* of it."""
     out = []
     sites = [(scale, SITE, CLUSTER)]
@@ -727,9 +732,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lustre-client",
         choices=LUSTRE_CLIENT,
-        default="no-space",
-        help="what each GPU node's Lustre client exports (default no-space: "
-        "--lustre.client-target-space=false; full: the default collector; none)",
+        default="lean",
+        help="what each GPU node's Lustre client exports (default lean: "
+        "--lustre.client-target-space=false --lustre.client-target-imports=false; "
+        "no-space: the first only; full: the default collector; none)",
     )
     parser.add_argument(
         "--second-site",

@@ -158,6 +158,17 @@ class LustreExporterConfig(Strict):
             "default true; the servers export the same)"
         ),
     ] = True
+    #: Each target's import state as each client sees it (osc/mdc): 2 series per OST on
+    #: every client. Off at a large site: a client then exports only the imports that are
+    #: not connected or are deactivated; the per-file-system summary and the alerts stay.
+    client_target_imports: Annotated[
+        bool,
+        Flag(
+            "export every OST's and MDT's import state and activity as clients see them "
+            "(default true; false: only the imports that are disconnected or deactivated, "
+            "besides the per-file-system count of each state)"
+        ),
+    ] = True
     #: Per-client IO from exports.<nid>.stats of OSTs and MDTs (opt-in: one set per client).
     export_stats: Annotated[
         bool,

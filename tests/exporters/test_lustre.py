@@ -273,6 +273,47 @@ def test_without_client_target_space_the_servers_alone_export_space() -> None:
     assert "gotthard_lustre_target_capacity_bytes{" not in text
 
 
+def test_without_client_target_imports_a_client_exports_only_the_imports_in_trouble() -> None:
+    """``--lustre.client-target-imports=false``: a client exports a target's import and
+    activity only while the import is disconnected or deactivated, and the per-file-system
+    summary counts every import either way: what the alerts read at a large site."""
+    per_target = ("gotthard_lustre_target_active", "gotthard_lustre_target_import_connected")
+    summary = "gotthard_lustre_client_imports"
+    for tree in ("client-2.15", "combined-2.12"):
+        full, lean = (samples(poll(tree, client_target_imports=on)[1]) for on in (True, False))
+        in_trouble = {key: v for key, v in full.items() if key[0] in per_target and v == 0}
+        assert in_trouble, tree  # each tree has a deactivated or a disconnected import
+        assert {key: v for key, v in lean.items() if key[0] in per_target} == in_trouble
+        rest = {key: v for key, v in full.items() if key[0] not in per_target}
+        assert {key: v for key, v in lean.items() if key[0] not in per_target} == rest
+        # the summary: per file system and component, the per-target series counted
+        counted: dict[tuple[str, str, str], float] = {}
+        for (name, labels), v in full.items():
+            if name in per_target:
+                have = dict(labels)
+                state = (
+                    "deactivated"
+                    if name == per_target[0]
+                    else ("connected" if v == 1 else "disconnected")
+                )
+                if name == per_target[0] and v == 1:
+                    continue
+                key = (have["fs"], have["component"], state)
+                counted[key] = counted.get(key, 0) + 1
+        exported = {
+            (have["fs"], have["component"], have["state"]): value(lean, summary, **have)
+            for have in series(lean, summary)
+        }
+        assert {key: v for key, v in exported.items() if v} == counted, tree
+        assert {key[2] for key in exported} == {"connected", "disconnected", "deactivated"}
+    # a server has no client imports, so no summary
+    assert not series(samples(poll("oss-2.15", client_target_imports=False)[1]), summary)
+    text = once(LUSTRE / "client-2.15", "--lustre.client-target-imports=false").stdout
+    assert 'gotthard_lustre_target_active{fs="lustre",target="lustre-OST0003"' in text
+    assert "gotthard_lustre_target_import_connected{" not in text
+    assert 'gotthard_lustre_client_imports{fs="lustre",component="osc",state="connected"} 7' in text
+
+
 def test_inactive_ost_is_skipped_on_the_client() -> None:
     snapshot, text = poll("client-2.15")
     parsed = samples(text)

@@ -24,6 +24,7 @@ class LustreCollector:
         self.poll_interval = config.poll_interval_seconds
         self.job_stats = config.job_stats
         self.client_target_space = config.client_target_space
+        self.client_target_imports = config.client_target_imports
         self.job_stats_limit = config.job_stats_limit
         self.export_stats = config.export_stats
         self.export_stats_limit = config.export_stats_limit
@@ -57,6 +58,7 @@ class LustreCollector:
             job_stats_limit=self.job_stats_limit,
             export_stats_limit=self.export_stats_limit,
             client_target_space=self.client_target_space,
+            client_target_imports=self.client_target_imports,
         )
         return families + render_optin(snapshot, quota_limit=self.quota_limit)
 

@@ -27,6 +27,8 @@ from gotthard.exporters.lustre.snapshot import (
 )
 
 TARGET = ("fs", "target", "component")
+#: The ``state`` values of ``gotthard_lustre_client_imports``, each always exported.
+IMPORT_STATES = ("connected", "disconnected", "deactivated")
 Key = tuple[str, str, str]
 
 
@@ -302,15 +304,51 @@ LNET_COUNTERS = (
 )
 
 
+def client_imports(snapshot: LustreSnapshot) -> MetricFamily:
+    """Each file system's client imports (``osc``, ``mdc``) of this node counted by state:
+    every state of every component the node imports, 0 included, so that a rule can read
+    a whole site's clients from a few series each instead of one per target."""
+    family = gauge(
+        "gotthard_lustre_client_imports",
+        "Imports of the file system's OSTs (component osc) or MDTs (mdc) on this client, by "
+        "state: connected (as gotthard_lustre_target_import_connected 1), disconnected (0) "
+        "or deactivated (gotthard_lustre_target_active 0).",
+        "fs",
+        "component",
+        "state",
+    )
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    for key in sorted(snapshot.active.keys() | snapshot.imports.keys()):
+        fs, _, component = key
+        state = _import_state(snapshot, key)
+        if state:
+            counts.setdefault((fs, component), dict.fromkeys(IMPORT_STATES, 0))[state] += 1
+    for (fs, component), by_state in counts.items():
+        family.samples.extend(((fs, component, state), n) for state, n in by_state.items())
+    return family
+
+
+def _import_state(snapshot: LustreSnapshot, key: tuple[str, str, str]) -> str:
+    """The summary state of one import ("" when neither deactivated nor read)."""
+    if snapshot.active.get(key) == 0:
+        return "deactivated"
+    if key not in snapshot.imports:
+        return ""
+    return "connected" if snapshot.imports[key][0] in CONNECTED_IMPORT_STATES else "disconnected"
+
+
 def render(
     snapshot: LustreSnapshot,
     *,
     job_stats_limit: int = 1000,
     export_stats_limit: int = 1000,
     client_target_space: bool = True,
+    client_target_imports: bool = True,
 ) -> list[MetricFamily]:
     """The families of *snapshot*; without *client_target_space*, no space or inode gauges
-    of a client's view of a target (``osc``, ``mdc``): its servers export them."""
+    of a client's view of a target (``osc``, ``mdc``): its servers export them. Without
+    *client_target_imports*, a client's per-target import gauges only for the imports that
+    are not connected or are deactivated; the per-file-system summary counts them all."""
     capacity = [
         entry
         for entry in snapshot.capacity
@@ -346,21 +384,26 @@ def render(
     active = gauge(
         "gotthard_lustre_target_active",
         "1 if the client's connection to the target is active, 0 if deactivated "
-        "(osc.*.active, mdc.*.active); inactive targets report no capacity.",
+        "(osc.*.active, mdc.*.active); inactive targets report no capacity. A client run "
+        "with --lustre.client-target-imports=false exports only the 0s.",
         *TARGET,
     )
     for key, value in snapshot.active.items():
-        active.add(key, value)
+        if client_target_imports or value == 0:
+            active.add(key, value)
     connected = gauge(
         "gotthard_lustre_target_import_connected",
         "1 if the client's import of the target (osc.*.import, mdc.*.import) is connected "
         "to the server at LNet NID nid (current_connection): FULL, IDLE, or replaying and "
-        "recovering; 0 while DISCONN, CONNECTING, EVICTED, CLOSED or NEW.",
+        "recovering; 0 while DISCONN, CONNECTING, EVICTED, CLOSED or NEW. A client run with "
+        "--lustre.client-target-imports=false exports only the 0s.",
         *TARGET,
         "nid",
     )
     for key, (state, nid) in snapshot.imports.items():
-        connected.add((*key, nid), 1 if state in CONNECTED_IMPORT_STATES else 0)
+        up = state in CONNECTED_IMPORT_STATES
+        if client_target_imports or not up:
+            connected.add((*key, nid), 1 if up else 0)
 
     operations = counter(
         "gotthard_lustre_operations_total",
@@ -403,7 +446,7 @@ def render(
 
     families = [info, role]
     families += _fields(gauge, CAPACITY_GAUGES, [(entry.key, entry) for entry in capacity])
-    families += [files, active, connected, operations, latency]
+    families += [files, active, connected, client_imports(snapshot), operations, latency]
     families += _fields(counter, BYTES_COUNTERS, counters)
     families += [open_time, closes]
     families += render_serving(snapshot)

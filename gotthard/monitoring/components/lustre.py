@@ -134,6 +134,9 @@ _LNET_RATE = (
 )
 #: a client's import of a target that has no connection to the target's server
 _DISCONNECTED = "gotthard_lustre_target_import_connected == 0"
+#: Each client's imports counted by state per file system: a few series per client, where
+#: the per-target gauges are two per OST (clients may export only the ones in trouble).
+_CLIENT_IMPORTS = "gotthard_lustre_client_imports"
 #: ``gotthard_lustre_node_role_info`` values of a node that serves a file system
 SERVER_ROLES = 'role=~"oss|mds|mgs"'
 
@@ -509,7 +512,9 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             # per client, not per NID: a client that cannot connect tries each failover
             # NID in turn, and its series change NID; a failover reconnects within
             # minutes (replay then counts as connected)
-            expr=f"count by (site, cluster, instance) ({_DISCONNECTED})",
+            expr=(
+                f'sum by (site, cluster, instance) ({_CLIENT_IMPORTS}{{state="disconnected"}}) > 0'
+            ),
             for_="10m",
             severity="warning",
             summary="A Lustre client cannot reach the server (LNet peer) of some targets.",
@@ -517,13 +522,17 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             + " has had no connection to the server of {{ $value | humanize }} Lustre "
             "targets for 10 minutes.",
             expr_summary="a client's imports not connected to their server "
-            "(`gotthard_lustre_target_import_connected == 0`)",
+            '(`gotthard_lustre_client_imports{state="disconnected"} > 0`)',
         ),
         _alert(
             name="LustreTargetUnreachable",
             expr=(
-                f"count by (site, cluster, fs, target) ({_DISCONNECTED})\n/\n"
-                "count by (site, cluster, fs, target) (gotthard_lustre_target_import_connected)\n"
+                # of the clients with the file system mounted (an active import of it)
+                f"count by (site, cluster, fs, target) ({_DISCONNECTED})\n"
+                "/ on (site, cluster, fs) group_left ()\n"
+                "count by (site, cluster, fs) (\n"
+                "  sum by (site, cluster, fs, instance) "
+                f'({_CLIENT_IMPORTS}{{state!="deactivated"}}) > 0\n)\n'
                 f"> {num(t[TARGET_UNREACHABLE])}"
             ),
             for_="10m",
@@ -533,8 +542,8 @@ def _alerts(t: ThresholdValues) -> tuple[AlertRule, ...]:
             + TARGET
             + " have not been connected to its server for 10 minutes; IO to it hangs.",
             expr_summary=(
-                f"more than {pct(t[TARGET_UNREACHABLE])} of the clients reporting a target "
-                "are not connected to its server"
+                f"more than {pct(t[TARGET_UNREACHABLE])} of the clients that mount a file "
+                "system are not connected to the server of one of its targets"
             ),
         ),
         _above(
