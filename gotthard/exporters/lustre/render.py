@@ -328,7 +328,7 @@ def client_imports(snapshot: LustreSnapshot) -> MetricFamily:
     return family
 
 
-def _import_state(snapshot: LustreSnapshot, key: tuple[str, str, str]) -> str:
+def _import_state(snapshot: LustreSnapshot, key: Key) -> str:
     """The summary state of one import ("" when neither deactivated nor read)."""
     if snapshot.active.get(key) == 0:
         return "deactivated"
