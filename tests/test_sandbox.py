@@ -20,6 +20,7 @@ from gotthard.cli import main
 from gotthard.sandbox import Sandbox, process_start_time, processes
 from gotthard.sandbox.processes import pids_with_environ
 from gotthard.sandbox.slurm import stepd_marker
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slurm
 
@@ -176,7 +177,8 @@ def test_down_stops_exactly_its_own_processes(slurm_sandbox: Sandbox, tmp_path: 
         while (job := show(second.env, "job", job_id))["JobState"] != "RUNNING":
             assert time.monotonic() < deadline, f"job never started: {job}"
             time.sleep(0.2)
-        assert stepds_of(second)
+        # RUNNING is the controller's word; slurmd starts the job's slurmstepd just after
+        wait_until(lambda: stepds_of(second), 30, "the job's slurmstepd to start")
 
         second.down(verbose=False)
 

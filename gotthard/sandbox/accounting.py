@@ -102,6 +102,10 @@ def start_mariadb(layout: SandboxLayout, procs: ProcessTable) -> None:
     """Initialise ``<dir>/mariadb`` once, start mariadbd on it and create slurmdbd's user."""
     data = layout.directory / "mariadb"
     log = layout.log_dir / "mariadb.log"
+    # its temporary tables and files in the sandbox, not in the /tmp other programs share
+    tmpdir = layout.directory / "mariadb-tmp"
+    tmpdir.mkdir(mode=0o700, exist_ok=True)
+    options = (*MARIADB_OPTIONS, f"--tmpdir={tmpdir}")
     if not (data / "mysql").is_dir():
         argv = [
             find_binary("mariadb-install-db"),
@@ -110,7 +114,7 @@ def start_mariadb(layout: SandboxLayout, procs: ProcessTable) -> None:
             "--auth-root-authentication-method=socket",
             "--skip-test-db",
             "--user=root",
-            *MARIADB_OPTIONS,
+            *options,
         ]
         done = run_capture(argv, env=layout.env, timeout=120)
         if done.returncode != 0:
@@ -129,7 +133,7 @@ def start_mariadb(layout: SandboxLayout, procs: ProcessTable) -> None:
         f"--pid-file={layout.directory / 'run' / 'mariadb.pid'}",
         f"--log-error={log}",
         "--skip-name-resolve",
-        *MARIADB_OPTIONS,
+        *options,
     ]
     record = procs.spawn("mariadb", argv)
 
