@@ -122,8 +122,10 @@ class Loop:
     # --- running and stopping ------------------------------------------------------------------
 
     def run(self) -> None:
-        self._stop.clear()
-        self._stopped.clear()
+        """Serve until :meth:`stop`. A loop runs once: a stop that comes before its thread
+        gets here (a server closed right after it started) makes it return before it
+        touches the selector, which :meth:`close` may already have closed."""
+        self._stopped.clear()  # before the check below: a stop() from now on waits for us
         next_sweep = time.monotonic() + SWEEP_SECONDS
         try:
             while not self._stop.is_set():

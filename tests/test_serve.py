@@ -12,6 +12,7 @@ import shutil
 import socket
 import ssl
 import statistics
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -391,3 +392,27 @@ def test_every_server_escapes_label_values_the_same_way() -> None:
         for s in f.samples
     ]
     assert sample.labels == {"site": "zurich", "location": tricky}
+
+
+def test_a_server_closed_before_its_thread_runs_ends_it_cleanly(monkeypatch) -> None:
+    """``close()`` that comes before the serving thread gets to run (a server stopped as
+    it starts): the thread returns at once, without selecting on the closed sockets, and
+    the port is free."""
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    for _ in range(20):
+        server = Server(("127.0.0.1", 0), ROUTES)
+        port = server.port
+        server.close()  # the thread has not started: the loop never ran
+        thread = threading.Thread(target=server.serve_forever)
+        thread.start()
+        thread.join(5)
+        assert not thread.is_alive()
+        with socket.socket() as sock:
+            assert sock.connect_ex(("127.0.0.1", port)) != 0
+        server = Server(("127.0.0.1", 0), ROUTES).start()
+        server.close()
+        assert server.thread is not None
+        server.thread.join(5)
+        assert not server.thread.is_alive()
+    assert errors == []
