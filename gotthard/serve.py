@@ -428,7 +428,8 @@ class Server:
         self.loop.stop()
 
     def server_close(self) -> None:
-        """Close the listening socket and every open connection."""
+        """Stop serving if it still does, then close the listening socket and every open
+        connection."""
         self.loop.close()
 
     def close(self) -> None:

@@ -152,7 +152,9 @@ class Loop:
         self._stopped.wait()
 
     def close(self) -> None:
-        """Close the listening socket and every connection (after :meth:`stop`)."""
+        """Stop the loop if it runs (:meth:`stop`), then close the listening socket and
+        every connection: closing the selector under a running loop would fail it."""
+        self.stop()
         with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(self.sock)
         self.sock.close()

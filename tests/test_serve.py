@@ -416,3 +416,17 @@ def test_a_server_closed_before_its_thread_runs_ends_it_cleanly(monkeypatch) -> 
         server.thread.join(5)
         assert not server.thread.is_alive()
     assert errors == []
+
+
+def test_a_running_server_closed_without_shutdown_stops_first(monkeypatch) -> None:
+    """``server_close()`` on a server still serving (no ``shutdown()`` first) stops its
+    loop before closing its sockets: the thread ends without an error."""
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    server = Server(("127.0.0.1", 0), ROUTES).start()
+    assert get(server.url + "/metrics")[0] == 200
+    server.server_close()
+    assert server.thread is not None
+    server.thread.join(5)
+    assert not server.thread.is_alive()
+    assert errors == []
